@@ -1,0 +1,160 @@
+//===- ZenAttrs.cpp - zen attributes and types ----------------------------===//
+#include "zen/Dialect/ZenDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace zen;
+
+//===----------------------------------------------------------------------===//
+// CompressionAttr
+//===----------------------------------------------------------------------===//
+
+static bool takesRatio(CompressionMethod method) {
+  return method == CompressionMethod::topk || method == CompressionMethod::randomk;
+}
+
+Attribute CompressionAttr::parse(AsmParser &parser, Type) {
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  std::optional<CompressionMethod> method = symbolizeCompressionMethod(keyword);
+  if (!method) {
+    parser.emitError(parser.getCurrentLocation(), "unknown compression method '") << keyword << "'";
+    return {};
+  }
+  double ratio = 0.0;
+  int64_t rank = 0;
+  while (succeeded(parser.parseOptionalComma())) {
+    StringRef name;
+    if (parser.parseKeyword(&name) || parser.parseEqual())
+      return {};
+    if (name == "ratio") {
+      if (parser.parseFloat(ratio))
+        return {};
+    } else if (name == "rank") {
+      if (parser.parseInteger(rank))
+        return {};
+    } else {
+      parser.emitError(parser.getCurrentLocation(), "unknown compression parameter '") << name << "'";
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  return getChecked([&] { return parser.emitError(parser.getNameLoc()); },
+                    parser.getContext(), *method, APFloat(ratio), rank);
+}
+
+void CompressionAttr::print(AsmPrinter &printer) const {
+  printer << "<" << stringifyCompressionMethod(getMethod());
+  if (takesRatio(getMethod()))
+    printer << ", ratio = " << getRatioValue();
+  if (getMethod() == CompressionMethod::powersgd)
+    printer << ", rank = " << getRank();
+  printer << ">";
+}
+
+LogicalResult CompressionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      CompressionMethod method, APFloat ratioValue,
+                                      int64_t rank) {
+  double ratio = ratioValue.convertToDouble();
+  if (takesRatio(method)) {
+    if (!std::isfinite(ratio) || ratio <= 0.0 || ratio > 1.0)
+      return emitError() << "compression ratio must be in (0, 1], got " << ratio;
+  } else if (ratio != 0.0) {
+    return emitError() << "compression method '" << stringifyCompressionMethod(method)
+                       << "' takes no ratio";
+  }
+  if (method == CompressionMethod::powersgd) {
+    if (rank < 1)
+      return emitError() << "powersgd rank must be at least 1, got " << rank;
+  } else if (rank != 0) {
+    return emitError() << "compression method '" << stringifyCompressionMethod(method)
+                       << "' takes no rank";
+  }
+  return success();
+}
+
+bool CompressionAttr::isAllReducible() const {
+  switch (getMethod()) {
+  case CompressionMethod::none:
+  case CompressionMethod::fp16:
+  case CompressionMethod::bf16:
+  case CompressionMethod::int8:
+  case CompressionMethod::powersgd:
+    return true;
+  case CompressionMethod::topk:
+  case CompressionMethod::randomk:
+  case CompressionMethod::sign:
+    return false;
+  }
+  return false;
+}
+
+bool CompressionAttr::isLossy() const { return getMethod() != CompressionMethod::none; }
+
+int64_t CompressionAttr::compressedBytes(int64_t elements, int64_t rows) const {
+  switch (getMethod()) {
+  case CompressionMethod::none:
+    return 4 * elements;
+  case CompressionMethod::fp16:
+  case CompressionMethod::bf16:
+    return 2 * elements;
+  case CompressionMethod::int8:
+    // One fp32 scale per 1024-element chunk.
+    return elements + 4 * ((elements + 1023) / 1024);
+  case CompressionMethod::topk:
+  case CompressionMethod::randomk: {
+    int64_t kept = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(getRatioValue() * elements)));
+    return 8 * kept; // fp32 value + int32 index
+  }
+  case CompressionMethod::sign:
+    return (elements + 7) / 8 + 4; // one bit per element + fp32 scale
+  case CompressionMethod::powersgd: {
+    int64_t cols = (elements + rows - 1) / rows;
+    return 4 * getRank() * (rows + cols);
+  }
+  }
+  return 4 * elements;
+}
+
+//===----------------------------------------------------------------------===//
+// ProcessGroupAttr, ScheduleAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult ProcessGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                       int64_t size, int64_t nodes) {
+  if (size < 1)
+    return emitError() << "process group size must be at least 1, got " << size;
+  if (nodes < 1 || size % nodes != 0)
+    return emitError() << "process group of " << size
+                       << " ranks cannot spread evenly over " << nodes << " nodes";
+  return success();
+}
+
+LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stream, int64_t priority, int64_t order) {
+  if (stream < 0)
+    return emitError() << "schedule stream must be non-negative, got " << stream;
+  if (order < 0)
+    return emitError() << "schedule order must be non-negative, got " << order;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CompressedType
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompressedType::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     RankedTensorType original, CompressionAttr method) {
+  if (!original.hasStaticShape())
+    return emitError() << "compressed tensor must have a static shape";
+  if (!mlir::isa<FloatType>(original.getElementType()))
+    return emitError() << "only floating-point tensors can be compressed";
+  if (method.getMethod() == CompressionMethod::none)
+    return emitError() << "compression method 'none' has no compressed form";
+  return success();
+}

@@ -1,0 +1,172 @@
+//===- ZenOps.cpp - zen operation verifiers -------------------------------===//
+#include "zen/Dialect/ZenDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace zen;
+
+namespace {
+/// Verifies the attributes every collective carries.
+template <typename CollectiveOp>
+LogicalResult verifyCollectiveCommon(CollectiveOp op) {
+  if (op.getChunks() < 1)
+    return op.emitOpError("chunk count must be at least 1, got ") << op.getChunks();
+  return success();
+}
+
+int64_t elementsOf(Type type) { return cast<RankedTensorType>(type).getNumElements(); }
+
+LogicalResult verifyPeer(Operation *op, int64_t peer, ProcessGroupAttr group) {
+  if (peer < 0 || peer >= group.getSize())
+    return op->emitOpError("peer ") << peer << " is outside the group of " << group.getSize()
+                                    << " ranks";
+  return success();
+}
+} // namespace
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("parameter name must not be empty");
+  if (!getType().hasStaticShape())
+    return emitOpError("parameter must have a static shape");
+  return success();
+}
+
+LogicalResult ComputeOp::verify() {
+  if (getOpType().empty())
+    return emitOpError("op_type must not be empty");
+  if (getFlops() < 0)
+    return emitOpError("flops must be non-negative, got ") << getFlops();
+  if (getBytes() < 0)
+    return emitOpError("bytes must be non-negative, got ") << getBytes();
+  return success();
+}
+
+LogicalResult GradientOp::verify() {
+  if (!getParam().getDefiningOp<ParamOp>())
+    return emitOpError("first operand must be a zen.param");
+  if (getReadyOrder() < 0)
+    return emitOpError("ready_order must be non-negative, got ") << getReadyOrder();
+  return success();
+}
+
+/// Shared by pack and unpack: a 1-D bucket at least as long as the pieces, one element type.
+static LogicalResult verifyBucket(Operation *op, RankedTensorType bucket, TypeRange pieces) {
+  if (pieces.empty())
+    return op->emitOpError("needs at least one tensor");
+  if (bucket.getRank() != 1 || !bucket.hasStaticShape())
+    return op->emitOpError("bucket must be a static 1-D tensor");
+  int64_t total = 0;
+  for (Type piece : pieces) {
+    auto tensor = cast<RankedTensorType>(piece);
+    if (!tensor.hasStaticShape())
+      return op->emitOpError("packed tensors must have static shapes");
+    if (tensor.getElementType() != bucket.getElementType())
+      return op->emitOpError("element type ") << tensor.getElementType()
+             << " differs from the bucket's " << bucket.getElementType();
+    total += tensor.getNumElements();
+  }
+  if (total > bucket.getNumElements())
+    return op->emitOpError("tensors hold ") << total << " elements but the bucket only "
+                                            << bucket.getNumElements();
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  return verifyBucket(*this, getBucket().getType(), getInputs().getTypes());
+}
+
+LogicalResult UnpackOp::verify() {
+  return verifyBucket(*this, getBucket().getType(), getOutputs().getTypes());
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (auto compressed = dyn_cast<CompressedType>(getInput().getType()))
+    if (!compressed.getMethod().isAllReducible())
+      return emitOpError("compression method '")
+             << stringifyCompressionMethod(compressed.getMethod().getMethod())
+             << "' cannot be all-reduced; all-gather it instead";
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  auto input = getInput().getType();
+  auto result = getResult().getType();
+  if (input.getRank() != 1 || result.getRank() != 1)
+    return emitOpError("operates on 1-D buckets");
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("result element type must match the input's");
+  int64_t size = getGroup().getSize();
+  int64_t shard = (input.getNumElements() + size - 1) / size;
+  if (result.getNumElements() != shard)
+    return emitOpError("shard must hold ceil(") << input.getNumElements() << " / " << size
+                                                << ") = " << shard << " elements, got "
+                                                << result.getNumElements();
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult AllGatherOp::verify() {
+  Type input = getInput().getType();
+  Type result = getResult().getType();
+  if (isa<CompressedType>(input) || isa<CompressedType>(result)) {
+    if (input != result)
+      return emitOpError("a compressed all-gather keeps its payload type");
+    return verifyCollectiveCommon(*this);
+  }
+  auto inputTensor = cast<RankedTensorType>(input);
+  auto resultTensor = cast<RankedTensorType>(result);
+  if (inputTensor.getRank() != 1 || resultTensor.getRank() != 1)
+    return emitOpError("operates on 1-D buckets");
+  if (inputTensor.getElementType() != resultTensor.getElementType())
+    return emitOpError("result element type must match the input's");
+  int64_t expected = inputTensor.getNumElements() * getGroup().getSize();
+  if (resultTensor.getNumElements() != expected)
+    return emitOpError("result must hold ") << expected << " elements (input times group size), got "
+                                            << resultTensor.getNumElements();
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult AllToAllOp::verify() {
+  if (auto tensor = dyn_cast<RankedTensorType>(getInput().getType()))
+    if (elementsOf(tensor) % getGroup().getSize() != 0)
+      return emitOpError("element count ") << elementsOf(tensor)
+             << " does not divide by the group size " << getGroup().getSize();
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (getRoot() < 0 || getRoot() >= getGroup().getSize())
+    return emitOpError("root ") << getRoot() << " is outside the group of "
+                                << getGroup().getSize() << " ranks";
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult SendOp::verify() {
+  if (failed(verifyPeer(*this, getPeer(), getGroup())))
+    return failure();
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult RecvOp::verify() {
+  if (failed(verifyPeer(*this, getPeer(), getGroup())))
+    return failure();
+  return verifyCollectiveCommon(*this);
+}
+
+LogicalResult CompressOp::verify() {
+  if (getResult().getType().getOriginal() != getInput().getType())
+    return emitOpError("compressed type must wrap the input type ") << getInput().getType();
+  return success();
+}
+
+LogicalResult DecompressOp::verify() {
+  if (getInput().getType().getOriginal() != getResult().getType())
+    return emitOpError("result type must be the compressed payload's original type ")
+           << getInput().getType().getOriginal();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "zen/Dialect/ZenOps.cpp.inc"

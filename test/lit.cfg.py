@@ -1,0 +1,20 @@
+# lit configuration for zenopt's FileCheck tests.
+import os
+import lit.formats
+
+config.name = "zenopt"
+config.test_format = lit.formats.ShTest(not lit_config.isWindows)
+config.suffixes = [".mlir", ".test", ".txt"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "README.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.zen_obj_root, "test")
+
+# Tools: ours first, then LLVM's FileCheck/not/count/split-file.
+config.environment["PATH"] = os.pathsep.join(
+    [config.zen_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ.get("PATH", ""))])
+config.substitutions.append(("%models", os.path.join(config.zen_src_root, "examples", "models")))
+config.substitutions.append(("%src", config.zen_src_root))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
+if config.zen_have_cuda:
+    config.available_features.add("cuda")
