@@ -1,0 +1,96 @@
+//===- Cluster.h - cluster description --------------------------*- C++ -*-===//
+//
+// A cluster description (DESIGN.md "Cluster description"): nodes, GPUs, links,
+// and optional profiled overrides written by `zenopt profile`. Loaded from JSON
+// (a file or a built-in preset embedded in the binary) and fully validated.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_COSTMODEL_CLUSTER_H
+#define ZEN_COSTMODEL_CLUSTER_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zen::cost {
+
+/// A bad or unreadable cluster description. `exitCode` follows DESIGN.md:
+/// 65 bad data (message names the file and the JSON path), 66 missing/unreadable.
+struct ClusterError : std::runtime_error {
+  ClusterError(int exitCode, const std::string &message)
+      : std::runtime_error(message), exitCode(exitCode) {}
+  int exitCode;
+};
+
+enum class DType { F32, F16, BF16, I8 };
+
+enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
+enum class Algorithm { Ring, Tree, Hierarchical, Direct };
+enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
+enum class Device { GPU, CPU };
+
+const char *toString(CollectiveKind kind);       // "all_reduce", ... (dialect spelling)
+const char *toString(Algorithm algorithm);       // "ring", "tree", "hierarchical", "direct"
+const char *toString(CompressionMethod method);  // "none", "fp16", ..., "powersgd"
+std::optional<CollectiveKind> parseCollectiveKind(const std::string &name);
+std::optional<CompressionMethod> parseCompressionMethod(const std::string &name);
+
+struct LinkSpec {
+  std::string kind;          // "nvlink", "pcie", "infiniband", "ethernet", "shm"
+  double bandwidthGBps = 0;  // per direction, per GPU (intra) or per NIC (inter)
+  double latencyUs = 0;      // per hop
+  double efficiency = 1.0;   // achievable fraction of bandwidth
+};
+
+struct GpuSpec {
+  std::string name;
+  std::map<DType, double> peakTflops;  // dense peak per dtype
+  double hbmBandwidthGBps = 0;
+  double computeEfficiency = 0.6;      // achievable fraction of peak FLOP/s
+  double memoryEfficiency = 0.8;       // achievable fraction of HBM bandwidth
+  double pcieBandwidthGBps = 25;       // host <-> device, for CPU offload
+  double cpuCompressGBps = 10;         // CPU compression kernel throughput
+};
+
+/// A profiled alpha-beta override: time(bytes) = alphaUs + bytes * betaUsPerByte
+/// for `kind` on `ranks` ranks in [minBytes, maxBytes].
+struct ProfiledCollective {
+  CollectiveKind kind;
+  int64_t ranks = 0;
+  double minBytes = 0, maxBytes = 0;
+  double alphaUs = 0, betaUsPerByte = 0;
+  double rSquared = 0, worstRelativeError = 0;
+};
+
+struct Cluster {
+  std::string name;
+  int64_t nodes = 1;
+  int64_t gpusPerNode = 1;
+  GpuSpec gpu;
+  LinkSpec intraNode;        // between GPUs of one node
+  LinkSpec interNode;        // per NIC
+  int64_t nicsPerNode = 1;
+  double overlapSlowdown = 1.1;  // compute time multiplier while a collective runs
+  std::vector<ProfiledCollective> profiled;
+  std::map<CompressionMethod, double> profiledCompressionGBps;  // measured kernel throughput
+
+  int64_t worldSize() const { return nodes * gpusPerNode; }
+};
+
+/// Loads `nameOrPath`: a built-in preset name (a100x64, a100x8, h100x256,
+/// v100x16-10gbe, cpu-local) or a JSON file. Throws ClusterError.
+Cluster loadCluster(const std::string &nameOrPath);
+/// Parses JSON text; `source` names the file in error messages.
+Cluster parseCluster(const std::string &jsonText, const std::string &source);
+/// Serialises a cluster (used by `zenopt profile`); parseCluster reads it back.
+std::string writeCluster(const Cluster &cluster);
+std::vector<std::string> presetNames();
+/// The default preset name ("a100x64").
+const char *defaultPresetName();
+
+} // namespace zen::cost
+
+#endif // ZEN_COSTMODEL_CLUSTER_H
