@@ -11,8 +11,10 @@ namespace {
 /// Verifies the attributes every collective carries.
 template <typename CollectiveOp>
 LogicalResult verifyCollectiveCommon(CollectiveOp op) {
-  if (op.getChunks() < 1)
-    return op.emitOpError("chunk count must be at least 1, got ") << op.getChunks();
+  // I64Attr getters return uint64_t; read the signed value so negatives are caught.
+  int64_t chunks = op.getChunksAttr().getInt();
+  if (chunks < 1)
+    return op.emitOpError("chunk count must be at least 1, got ") << chunks;
   return success();
 }
 
@@ -37,18 +39,19 @@ LogicalResult ParamOp::verify() {
 LogicalResult ComputeOp::verify() {
   if (getOpType().empty())
     return emitOpError("op_type must not be empty");
-  if (getFlops() < 0)
-    return emitOpError("flops must be non-negative, got ") << getFlops();
-  if (getBytes() < 0)
-    return emitOpError("bytes must be non-negative, got ") << getBytes();
+  if (getFlopsAttr().getInt() < 0)
+    return emitOpError("flops must be non-negative, got ") << getFlopsAttr().getInt();
+  if (getBytesAttr().getInt() < 0)
+    return emitOpError("bytes must be non-negative, got ") << getBytesAttr().getInt();
   return success();
 }
 
 LogicalResult GradientOp::verify() {
   if (!getParam().getDefiningOp<ParamOp>())
     return emitOpError("first operand must be a zen.param");
-  if (getReadyOrder() < 0)
-    return emitOpError("ready_order must be non-negative, got ") << getReadyOrder();
+  if (getReadyOrderAttr().getInt() < 0)
+    return emitOpError("ready_order must be non-negative, got ")
+           << getReadyOrderAttr().getInt();
   return success();
 }
 
@@ -137,20 +140,21 @@ LogicalResult AllToAllOp::verify() {
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (getRoot() < 0 || getRoot() >= getGroup().getSize())
-    return emitOpError("root ") << getRoot() << " is outside the group of "
+  int64_t root = getRootAttr().getInt();
+  if (root < 0 || root >= getGroup().getSize())
+    return emitOpError("root ") << root << " is outside the group of "
                                 << getGroup().getSize() << " ranks";
   return verifyCollectiveCommon(*this);
 }
 
 LogicalResult SendOp::verify() {
-  if (failed(verifyPeer(*this, getPeer(), getGroup())))
+  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())))
     return failure();
   return verifyCollectiveCommon(*this);
 }
 
 LogicalResult RecvOp::verify() {
-  if (failed(verifyPeer(*this, getPeer(), getGroup())))
+  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())))
     return failure();
   return verifyCollectiveCommon(*this);
 }

@@ -25,24 +25,20 @@ def Zen_Dialect : Dialect {
 // Enums
 //===----------------------------------------------------------------------===//
 
-def Zen_Phase : I32EnumAttr<"Phase", "phase of a compute op", [
+def Zen_PhaseAttr : I32EnumAttr<"Phase", "phase of a compute op", [
     I32EnumAttrCase<"forward", 0>,
     I32EnumAttrCase<"backward", 1>,
     I32EnumAttrCase<"optimizer", 2>]> {
   let cppNamespace = "::zen";
-  let genSpecializedAttr = 0;
 }
-def Zen_PhaseAttr : EnumAttr<Zen_Dialect, Zen_Phase, "phase">;
 
-def Zen_ReductionKind : I32EnumAttr<"ReductionKind", "reduction of a collective", [
+def Zen_ReductionKindAttr : I32EnumAttr<"ReductionKind", "reduction of a collective", [
     I32EnumAttrCase<"sum", 0>,
     I32EnumAttrCase<"avg", 1>,
     I32EnumAttrCase<"max", 2>,
     I32EnumAttrCase<"min", 3>]> {
   let cppNamespace = "::zen";
-  let genSpecializedAttr = 0;
 }
-def Zen_ReductionKindAttr : EnumAttr<Zen_Dialect, Zen_ReductionKind, "reduction">;
 
 def Zen_CompressionMethod : I32EnumAttr<"CompressionMethod", "gradient compression method", [
     I32EnumAttrCase<"none", 0>,
@@ -57,13 +53,11 @@ def Zen_CompressionMethod : I32EnumAttr<"CompressionMethod", "gradient compressi
   let genSpecializedAttr = 0;
 }
 
-def Zen_Device : I32EnumAttr<"Device", "where a compression kernel runs", [
+def Zen_DeviceAttr : I32EnumAttr<"Device", "where a compression kernel runs", [
     I32EnumAttrCase<"gpu", 0>,
     I32EnumAttrCase<"cpu", 1>]> {
   let cppNamespace = "::zen";
-  let genSpecializedAttr = 0;
 }
-def Zen_DeviceAttr : EnumAttr<Zen_Dialect, Zen_Device, "device">;
 
 def Zen_CollectiveAlgorithm : I32EnumAttr<"CollectiveAlgorithm", "collective algorithm", [
     I32EnumAttrCase<"ring", 0>,

@@ -238,7 +238,7 @@ def Zen_CompressOp : Zen_Op<"compress"> {
   let arguments = (ins Zen_Tensor:$input, Zen_DeviceAttr:$device, UnitAttr:$error_feedback,
                        OptionalAttr<Zen_ScheduleAttr>:$schedule);
   let results = (outs Zen_CompressedType:$result);
-  let assemblyFormat = "$input `on` $device attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `on` $device attr-dict `:` type($input) `->` qualified(type($result))";
 }
 
 def Zen_DecompressOp : Zen_Op<"decompress"> {
@@ -255,7 +255,7 @@ def Zen_DecompressOp : Zen_Op<"decompress"> {
   let arguments = (ins Zen_CompressedType:$input, Zen_DeviceAttr:$device,
                        OptionalAttr<Zen_ScheduleAttr>:$schedule);
   let results = (outs Zen_Tensor:$result);
-  let assemblyFormat = "$input `on` $device attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input `on` $device attr-dict `:` qualified(type($input)) `->` type($result)";
 }
 
 #endif // ZEN_OPS_TD

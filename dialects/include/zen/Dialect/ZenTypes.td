@@ -19,7 +19,7 @@ def Zen_CompressedType : TypeDef<Zen_Dialect, "Compressed"> {
   }];
   let parameters = (ins "::mlir::RankedTensorType":$original,
                         "::zen::CompressionAttr":$method);
-  let assemblyFormat = "`<` $original `,` $method `>`";
+  let assemblyFormat = "`<` $original `,` qualified($method) `>`";
   let genVerifyDecl = 1;
 }
 

@@ -1,0 +1,189 @@
+//===- zenrt/Plan.h - The plan file: structs, loader, validator, writer ---===//
+//
+// The plan file is the contract between zenopt's codegen (which writes it with
+// writePlan) and libzenrt (which reads it with parsePlan/loadPlanFile). Both
+// sides use this one definition; docs/plan-format.md documents every field.
+// Free of LLVM/MLIR; errors are reported with exceptions (PlanError).
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_PLAN_H
+#define ZENRT_PLAN_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zenrt {
+
+/// The only format version this library reads and writes.
+inline constexpr int64_t kPlanFormatVersion = 1;
+
+/// A plan that cannot be read, is malformed, or cannot be written.
+/// `exitCode` follows DESIGN.md: 65 bad data, 66 missing/unreadable file,
+/// 70 internal (writePlan asked to write an invalid plan). The message names
+/// the file (or source) and the JSON path, e.g.
+/// `plan.json: /buckets/3/collectives/0/chunks: must be >= 1`.
+class PlanError : public std::runtime_error {
+public:
+  PlanError(int exitCode, const std::string &message)
+      : std::runtime_error(message), exitCode(exitCode) {}
+  int exitCode;
+};
+
+enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
+enum class Device { GPU, CPU };
+enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
+enum class TaskKind { Compute, Compress, Collective, Decompress };
+enum class Phase { Forward, Backward, Optimizer, NextForward };
+
+/// Spellings used in the file ("fp16", "all_reduce", "next_forward", ...).
+const char *toString(CompressionMethod method);
+const char *toString(Device device);
+const char *toString(CollectiveOp op);
+const char *toString(TaskKind kind);
+const char *toString(Phase phase);
+std::optional<CompressionMethod> parseCompressionMethod(const std::string &name);
+std::optional<Device> parseDevice(const std::string &name);
+std::optional<CollectiveOp> parseCollectiveOp(const std::string &name);
+std::optional<TaskKind> parseTaskKind(const std::string &name);
+std::optional<Phase> parsePhase(const std::string &name);
+
+/// True for methods whose payload loses information (error feedback applies).
+bool isLossy(CompressionMethod method);
+
+struct Generator {
+  std::string name;     // e.g. "zenopt"
+  std::string version;  // e.g. "0.1.0"
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string hash;  // identity of the model file (opaque to the runtime)
+};
+
+struct ClusterInfo {
+  std::string name;
+  int64_t worldSize = 1;  // ranks the plan was made for; must equal the run's size
+};
+
+/// One gradient tensor. `readyOrder` is its position in the backward pass
+/// (0 = first gradient produced); the values form a permutation of 0..n-1.
+struct TensorInfo {
+  std::string name;
+  int64_t elements = 0;
+  std::string dtype = "f32";  // only "f32" in format version 1
+  int64_t readyOrder = 0;
+};
+
+/// A tensor's place in its bucket's fusion buffer (in elements).
+struct BucketTensor {
+  std::string name;
+  int64_t offset = 0;
+  int64_t elements = 0;
+};
+
+/// `ratio`: kept fraction in (0, 1] for topk/randomk, exactly 1 otherwise.
+/// `rank`: factor rank >= 1 for powersgd, exactly 0 otherwise.
+struct Compression {
+  CompressionMethod method = CompressionMethod::None;
+  double ratio = 1.0;
+  int64_t rank = 0;
+  bool errorFeedback = false;
+  Device device = Device::CPU;
+};
+
+/// One collective of a bucket. `bytes` is what one rank contributes on the wire.
+struct Collective {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  std::string algorithm = "ring";  // ring | tree | hierarchical | direct
+  int64_t chunks = 1;              // pipelined pieces, >= 1
+  int64_t stream = 1;              // communication stream, >= 0
+  int64_t priority = 0;
+  bool decoupled = false;  // all_gather completed before the next forward (waited per tensor)
+  int64_t bytes = 0;
+};
+
+struct Bucket {
+  int64_t id = 0;  // equals the bucket's position in Plan::buckets
+  std::vector<BucketTensor> tensors;
+  int64_t elements = 0;  // sum of the tensors' elements
+  int64_t bytes = 0;     // uncompressed size: elements * 4
+  Compression compression;
+  std::vector<Collective> collectives;
+};
+
+/// One task of the ordered schedule. Collective tasks map 1:1, in order, onto
+/// their bucket's collectives. `produces` lists the gradients a backward
+/// compute task makes ready (empty for other tasks).
+struct Task {
+  int64_t id = 0;
+  TaskKind kind = TaskKind::Compute;
+  std::string name;
+  int64_t bucket = -1;  // -1 for compute tasks
+  int64_t stream = 0;
+  double startUs = 0;
+  double durationUs = 0;
+  std::vector<int64_t> deps;  // ids of earlier tasks
+  Phase phase = Phase::Backward;
+  std::vector<std::string> produces;
+};
+
+struct Predictions {
+  double iterationUs = 0;
+  double computeUs = 0;
+  double exposedCommUs = 0;
+  double lowerBoundUs = 0;  // max(computeUs, commBoundUs)
+  double commBoundUs = 0;   // bandwidth-optimal communication time
+};
+
+struct Plan {
+  int64_t formatVersion = kPlanFormatVersion;
+  Generator generator;
+  ModelInfo model;
+  ClusterInfo cluster;
+  std::string strategy;    // auto | nooverlap | wfbp | ddp | horovod | mgwfbp | ...
+  std::string compressor;  // the compression policy the planner ran with, e.g. "auto", "none"
+  std::vector<TensorInfo> tensors;
+  std::vector<Bucket> buckets;
+  std::vector<Task> schedule;
+  Predictions predictions;
+  std::map<std::string, double> baselines;  // strategy name -> predicted iteration_us
+};
+
+/// Parses and validates plan text. `source` names the text in messages
+/// (normally the file path). Throws PlanError(65) on any violation.
+Plan parsePlan(const std::string &text, const std::string &source);
+
+/// Reads and validates a plan file. Throws PlanError(66) when it cannot be
+/// read, PlanError(65) when it is invalid.
+Plan loadPlanFile(const std::string &path);
+
+/// Checks every semantic rule of the format (what parsePlan checks after
+/// decoding). Throws PlanError(exitCode) naming `source` and the JSON path.
+void validatePlan(const Plan &plan, const std::string &source, int exitCode = 65);
+
+/// The canonical, deterministic, pretty-printed text of a plan: fixed key
+/// order, shortest round-tripping number formatting, trailing newline.
+/// Validates first and throws PlanError(70) for an invalid plan (including
+/// any NaN or infinity). parsePlan(writePlan(p)) reproduces p exactly.
+std::string writePlan(const Plan &plan);
+
+/// Writes writePlan(plan) to `path` atomically (temporary file + rename).
+/// Throws PlanError(73) when the file cannot be written.
+void writePlanFile(const Plan &plan, const std::string &path);
+
+/// FNV-1a 64-bit hash of a text.
+uint64_t fnv1a64(const std::string &text);
+
+/// The hash ranks agree on at start-up: fnv1a64(writePlan(plan)).
+uint64_t planHash(const Plan &plan);
+
+/// Bytes per element of a plan dtype (4 for "f32").
+int64_t dtypeBytes(const std::string &dtype);
+
+}  // namespace zenrt
+
+#endif  // ZENRT_PLAN_H

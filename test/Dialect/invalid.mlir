@@ -1,0 +1,385 @@
+// RUN: zenopt-opt %s -split-input-file -verify-diagnostics
+// Every verifier message of the zen dialect (attributes, types, ops) has a failing case here.
+
+func.func @f() {
+  // expected-error @+1 {{compression ratio must be in (0, 1], got 1.5}}
+  %0 = zen.param "w" {m = #zen.compression<topk, ratio = 1.5>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{compression ratio must be in (0, 1], got 0}}
+  %0 = zen.param "w" {m = #zen.compression<randomk>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{compression method 'fp16' takes no ratio}}
+  %0 = zen.param "w" {m = #zen.compression<fp16, ratio = 0.5>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{powersgd rank must be at least 1, got 0}}
+  %0 = zen.param "w" {m = #zen.compression<powersgd, rank = 0>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{compression method 'sign' takes no rank}}
+  %0 = zen.param "w" {m = #zen.compression<sign, rank = 2>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{unknown compression method 'zip'}}
+  %0 = zen.param "w" {m = #zen.compression<zip>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{unknown compression parameter 'level'}}
+  %0 = zen.param "w" {m = #zen.compression<int8, level = 3>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{process group size must be at least 1, got 0}}
+  %0 = zen.param "w" {g = #zen.group<size = 0, nodes = 1>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{process group of 12 ranks cannot spread evenly over 8 nodes}}
+  %0 = zen.param "w" {g = #zen.group<size = 12, nodes = 8>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{schedule stream must be non-negative, got -1}}
+  %0 = zen.param "w" {s = #zen.schedule<stream = -1, priority = 0, order = 0>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{schedule order must be non-negative, got -2}}
+  %0 = zen.param "w" {s = #zen.schedule<stream = 0, priority = 0, order = -2>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{compressed tensor must have a static shape}}
+  %0 = zen.param "w" {t = !zen.compressed<tensor<?xf32>, #zen.compression<fp16>>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{only floating-point tensors can be compressed}}
+  %0 = zen.param "w" {t = !zen.compressed<tensor<4xi32>, #zen.compression<fp16>>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{compression method 'none' has no compressed form}}
+  %0 = zen.param "w" {t = !zen.compressed<tensor<4xf32>, #zen.compression<none>>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{parameter name must not be empty}}
+  %0 = zen.param "" : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{parameter must have a static shape}}
+  %0 = zen.param "w" : tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{op_type must not be empty}}
+  %0 = zen.compute "" forward (%x) {flops = 1 : i64, bytes = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{flops must be non-negative, got -5}}
+  %0 = zen.compute "Relu" forward (%x) {flops = -5 : i64, bytes = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{bytes must be non-negative, got -7}}
+  %0 = zen.compute "Relu" backward (%x) {flops = 5 : i64, bytes = -7 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{first operand must be a zen.param}}
+  %0 = zen.gradient %x, %x {ready_order = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  %w = zen.param "w" : tensor<4xf32>
+  // expected-error @+1 {{ready_order must be non-negative, got -1}}
+  %0 = zen.gradient %w, %x {ready_order = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{needs at least one tensor}}
+  %0 = "zen.pack"() : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{bucket must be a static 1-D tensor}}
+  %0 = zen.pack %x : tensor<4xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?xf32>) {
+  // expected-error @+1 {{packed tensors must have static shapes}}
+  %0 = zen.pack %x : tensor<?xf32> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf16>) {
+  // expected-error @+1 {{element type 'f16' differs from the bucket's 'f32'}}
+  %0 = zen.pack %x : tensor<4xf16> -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{tensors hold 8 elements but the bucket only 6}}
+  %0 = zen.pack %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<6xf32>) {
+  // expected-error @+1 {{tensors hold 8 elements but the bucket only 6}}
+  %0:2 = zen.unpack %x : tensor<6xf32> -> tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>>) {
+  // expected-error @+1 {{compression method 'topk' cannot be all-reduced; all-gather it instead}}
+  %0 = zen.all_reduce sum %x {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.all_reduce avg %x {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.all_to_all %x {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.broadcast %x root 0 {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.reduce_scatter sum %x {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<2xf32> -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  zen.send %x to 1 {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{chunk count must be at least 1, got 0}}
+  %0 = zen.recv from 1 {group = #zen.group<size = 8, nodes = 1>, chunks = 0 : i64} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{operates on 1-D buckets}}
+  %0 = zen.reduce_scatter sum %x {group = #zen.group<size = 8, nodes = 1>} : tensor<4x4xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{result element type must match the input's}}
+  %0 = zen.reduce_scatter sum %x {group = #zen.group<size = 8, nodes = 1>} : tensor<16xf32> -> tensor<2xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<17xf32>) {
+  // expected-error @+1 {{shard must hold ceil(17 / 8) = 3 elements, got 2}}
+  %0 = zen.reduce_scatter sum %x {group = #zen.group<size = 8, nodes = 1>} : tensor<17xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>>) {
+  // expected-error @+1 {{a compressed all-gather keeps its payload type}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>> -> !zen.compressed<tensor<16xf32>, #zen.compression<sign>>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x2xf32>) {
+  // expected-error @+1 {{operates on 1-D buckets}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>} : tensor<2x2xf32> -> tensor<32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{result element type must match the input's}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>} : tensor<2xf32> -> tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2xf32>) {
+  // expected-error @+1 {{result must hold 16 elements (input times group size), got 12}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>} : tensor<2xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<12xf32>) {
+  // expected-error @+1 {{element count 12 does not divide by the group size 8}}
+  %0 = zen.all_to_all %x {group = #zen.group<size = 8, nodes = 1>} : tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{root 8 is outside the group of 8 ranks}}
+  %0 = zen.broadcast %x root 8 {group = #zen.group<size = 8, nodes = 1>} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{peer -1 is outside the group of 8 ranks}}
+  zen.send %x to -1 {group = #zen.group<size = 8, nodes = 1>} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{peer 9 is outside the group of 8 ranks}}
+  %0 = zen.recv from 9 {group = #zen.group<size = 8, nodes = 1>} : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16xf32>) {
+  // expected-error @+1 {{compressed type must wrap the input type 'tensor<16xf32>'}}
+  %0 = zen.compress %x on gpu : tensor<16xf32> -> !zen.compressed<tensor<8xf32>, #zen.compression<fp16>>
+  return
+}
+
+// -----
+
+func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>>) {
+  // expected-error @+1 {{result type must be the compressed payload's original type 'tensor<16xf32>'}}
+  %0 = zen.decompress %x on cpu : !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>> -> tensor<8xf32>
+  return
+}

@@ -1,0 +1,75 @@
+// RUN: zenopt-opt %s | FileCheck %s
+// Round trip: the printed form parses back to the same printed form.
+// RUN: zenopt-opt %s | zenopt-opt | FileCheck %s
+// Generic form round trip as well.
+// RUN: zenopt-opt -mlir-print-op-generic %s | zenopt-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xf32>)
+func.func @train_step(%x: tensor<8x16xf32>) {
+  // CHECK: %[[W:.*]] = zen.param "fc.weight" : tensor<16x16xf32>
+  %w = zen.param "fc.weight" : tensor<16x16xf32>
+  // CHECK: %[[B:.*]] = zen.param "fc.bias" : tensor<16xf32>
+  %b = zen.param "fc.bias" : tensor<16xf32>
+  // CHECK: %[[Y:.*]] = zen.compute "Gemm" forward(%[[X]], %[[W]], %[[B]]) {bytes = 2240 : i64, flops = 4096 : i64, node = "fc"} : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y = zen.compute "Gemm" forward (%x, %w, %b) {node = "fc", flops = 4096 : i64, bytes = 2240 : i64}
+      : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  // CHECK: %[[D:.*]]:3 = zen.compute "GemmGrad" backward(%[[Y]], %[[X]], %[[W]])
+  %d:3 = zen.compute "GemmGrad" backward (%y, %x, %w) {node = "fc", flops = 8192 : i64, bytes = 4480 : i64}
+      : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16x16xf32>) -> (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>)
+  // CHECK: %[[GW:.*]] = zen.gradient %[[W]], %[[D]]#1 {ready_order = 1 : i64} : tensor<16x16xf32>
+  %gw = zen.gradient %w, %d#1 {ready_order = 1 : i64} : tensor<16x16xf32>
+  // CHECK: %[[GB:.*]] = zen.gradient %[[B]], %[[D]]#2 {ready_order = 0 : i64} : tensor<16xf32>
+  %gb = zen.gradient %b, %d#2 {ready_order = 0 : i64} : tensor<16xf32>
+
+  // CHECK: %[[BUCKET:.*]] = zen.pack %[[GW]], %[[GB]] : tensor<16x16xf32>, tensor<16xf32> -> tensor<272xf32>
+  %bucket = zen.pack %gw, %gb : tensor<16x16xf32>, tensor<16xf32> -> tensor<272xf32>
+  // CHECK: %[[AR:.*]] = zen.all_reduce avg %[[BUCKET]] {algorithm = #zen<algorithm ring>, chunks = 2 : i64, group = #zen.group<size = 8, nodes = 1>, schedule = #zen.schedule<stream = 1, priority = 0, order = 3>} : tensor<272xf32>
+  %ar = zen.all_reduce avg %bucket {group = #zen.group<size = 8, nodes = 1>, algorithm = #zen<algorithm ring>, chunks = 2 : i64, schedule = #zen.schedule<stream = 1, priority = 0, order = 3>} : tensor<272xf32>
+  // CHECK: %[[RS:.*]] = zen.reduce_scatter sum %[[BUCKET]] {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32> -> tensor<34xf32>
+  %rs = zen.reduce_scatter sum %bucket {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32> -> tensor<34xf32>
+  // CHECK: %[[AG:.*]] = zen.all_gather %[[RS]] {decoupled, group = #zen.group<size = 8, nodes = 1>} : tensor<34xf32> -> tensor<272xf32>
+  %ag = zen.all_gather %rs {group = #zen.group<size = 8, nodes = 1>, decoupled} : tensor<34xf32> -> tensor<272xf32>
+  // CHECK: %[[U:.*]]:2 = zen.unpack %[[AG]] : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
+  %uw, %ub = zen.unpack %ag : tensor<272xf32> -> tensor<16x16xf32>, tensor<16xf32>
+  // CHECK: zen.compute "SGD" optimizer(%[[W]], %[[U]]#0, %[[B]], %[[U]]#1)
+  zen.compute "SGD" optimizer (%w, %uw, %b, %ub) {flops = 544 : i64, bytes = 4352 : i64}
+      : (tensor<16x16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<16xf32>) -> ()
+
+  // Compression: sparse payloads are all-gathered, dense casts and PowerSGD all-reduced.
+  // CHECK: %[[TK:.*]] = zen.compress %[[BUCKET]] on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 1.000000e-02>>
+  %tk = zen.compress %bucket on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 0.01>>
+  // CHECK: %[[TKG:.*]] = zen.all_gather %[[TK]] {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 1.000000e-02>> -> !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 1.000000e-02>>
+  %tkg = zen.all_gather %tk {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 0.01>> -> !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 0.01>>
+  // CHECK: zen.decompress %[[TKG]] on cpu : !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 1.000000e-02>> -> tensor<272xf32>
+  %tkd = zen.decompress %tkg on cpu : !zen.compressed<tensor<272xf32>, #zen.compression<topk, ratio = 0.01>> -> tensor<272xf32>
+  // CHECK: %[[HP:.*]] = zen.compress %[[BUCKET]] on cpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<fp16>>
+  %hp = zen.compress %bucket on cpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<fp16>>
+  // CHECK: zen.all_reduce sum %[[HP]] {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<272xf32>, #zen.compression<fp16>>
+  %hpr = zen.all_reduce sum %hp {group = #zen.group<size = 8, nodes = 1>} : !zen.compressed<tensor<272xf32>, #zen.compression<fp16>>
+  // CHECK: zen.compress %[[BUCKET]] on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<powersgd, rank = 4>>
+  %ps = zen.compress %bucket on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<powersgd, rank = 4>>
+  // CHECK: zen.compress %[[BUCKET]] on gpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<bf16>>
+  %bf = zen.compress %bucket on gpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<bf16>>
+  // CHECK: zen.compress %[[BUCKET]] on gpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<int8>>
+  %i8 = zen.compress %bucket on gpu : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<int8>>
+  // CHECK: zen.compress %[[BUCKET]] on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<randomk, ratio = 5.000000e-02>>
+  %rk = zen.compress %bucket on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<randomk, ratio = 0.05>>
+  // CHECK: zen.compress %[[BUCKET]] on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<sign>>
+  %sg = zen.compress %bucket on gpu {error_feedback} : tensor<272xf32> -> !zen.compressed<tensor<272xf32>, #zen.compression<sign>>
+
+  // Other collectives.
+  // CHECK: zen.all_to_all %[[BUCKET]] {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32>
+  %a2a = zen.all_to_all %bucket {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32>
+  // CHECK: zen.broadcast %[[BUCKET]] root 0 {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32>
+  %bc = zen.broadcast %bucket root 0 {group = #zen.group<size = 8, nodes = 1>} : tensor<272xf32>
+  // CHECK: zen.send %[[BUCKET]] to 1 {group = #zen.group<size = 2, nodes = 2>} : tensor<272xf32>
+  zen.send %bucket to 1 {group = #zen.group<size = 2, nodes = 2>} : tensor<272xf32>
+  // CHECK: zen.recv from 0 {group = #zen.group<size = 2, nodes = 2>} : tensor<272xf32>
+  %rv = zen.recv from 0 {group = #zen.group<size = 2, nodes = 2>} : tensor<272xf32>
+  // CHECK: zen.all_reduce max %[[BUCKET]] {algorithm = #zen<algorithm hierarchical>, group = #zen.group<size = 64, nodes = 8>} : tensor<272xf32>
+  %mx = zen.all_reduce max %bucket {group = #zen.group<size = 64, nodes = 8>, algorithm = #zen<algorithm hierarchical>} : tensor<272xf32>
+  // CHECK: zen.all_reduce min %[[BUCKET]] {algorithm = #zen<algorithm tree>
+  %mn = zen.all_reduce min %bucket {group = #zen.group<size = 64, nodes = 8>, algorithm = #zen<algorithm tree>} : tensor<272xf32>
+  return
+}
