@@ -1,0 +1,780 @@
+//===- Plan.cpp - Plan file parsing, validation and canonical writing -----===//
+#include "zenrt/Plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace zenrt {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Limits that keep every sum and product of the format inside int64.
+constexpr int64_t kMaxElements = int64_t(1) << 46;
+constexpr int64_t kMaxChunks = 1 << 16;
+constexpr int64_t kMaxStream = 255;
+constexpr int64_t kMaxWorldSize = 1 << 20;
+
+template <typename Enum> struct EnumNames;
+#define ZENRT_ENUM_NAMES(Enum, ...)                                                      \
+  template <> struct EnumNames<Enum> {                                                   \
+    static constexpr std::pair<Enum, const char *> table[] = {__VA_ARGS__};              \
+  };
+ZENRT_ENUM_NAMES(CompressionMethod, {CompressionMethod::None, "none"},
+                 {CompressionMethod::FP16, "fp16"}, {CompressionMethod::BF16, "bf16"},
+                 {CompressionMethod::Int8, "int8"}, {CompressionMethod::TopK, "topk"},
+                 {CompressionMethod::RandomK, "randomk"}, {CompressionMethod::Sign, "sign"},
+                 {CompressionMethod::PowerSGD, "powersgd"})
+ZENRT_ENUM_NAMES(Device, {Device::GPU, "gpu"}, {Device::CPU, "cpu"})
+ZENRT_ENUM_NAMES(CollectiveOp, {CollectiveOp::AllReduce, "all_reduce"},
+                 {CollectiveOp::ReduceScatter, "reduce_scatter"},
+                 {CollectiveOp::AllGather, "all_gather"}, {CollectiveOp::AllToAll, "all_to_all"},
+                 {CollectiveOp::Broadcast, "broadcast"})
+ZENRT_ENUM_NAMES(TaskKind, {TaskKind::Compute, "compute"}, {TaskKind::Compress, "compress"},
+                 {TaskKind::Collective, "collective"}, {TaskKind::Decompress, "decompress"})
+ZENRT_ENUM_NAMES(Phase, {Phase::Forward, "forward"}, {Phase::Backward, "backward"},
+                 {Phase::Optimizer, "optimizer"}, {Phase::NextForward, "next_forward"})
+#undef ZENRT_ENUM_NAMES
+
+template <typename Enum> const char *enumName(Enum value) {
+  for (const auto &[v, name] : EnumNames<Enum>::table)
+    if (v == value)
+      return name;
+  return "?";
+}
+template <typename Enum> std::optional<Enum> enumParse(const std::string &text) {
+  for (const auto &[v, name] : EnumNames<Enum>::table)
+    if (text == name)
+      return v;
+  return std::nullopt;
+}
+template <typename Enum> std::string enumChoices() {
+  std::string out;
+  for (const auto &[v, name] : EnumNames<Enum>::table)
+    out += (out.empty() ? "" : "|") + std::string(name);
+  return out;
+}
+
+/// JSON pointer escaping of one reference token (RFC 6901).
+std::string escapePointerToken(const std::string &token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+[[noreturn]] void fail(const std::string &source, const std::string &path, const std::string &what,
+                       int exitCode = 65) {
+  throw PlanError(exitCode, source + ": " + (path.empty() ? "/" : path) + ": " + what);
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing with duplicate-key detection
+//===----------------------------------------------------------------------===//
+
+/// Tracks the JSON path during nlohmann's callback parse so a duplicate key
+/// is reported where it occurs (the default parser silently keeps the last).
+class DuplicateKeyDetector {
+public:
+  explicit DuplicateKeyDetector(std::string source) : source(std::move(source)) {}
+
+  /// The path of the value being parsed (where a syntax error stopped).
+  std::string currentPath() const { return childPath(); }
+
+  bool operator()(int, json::parse_event_t event, json &parsed) {
+    switch (event) {
+    case json::parse_event_t::object_start:
+    case json::parse_event_t::array_start:
+      frames.push_back({event == json::parse_event_t::object_start, childPath(), {}, "", 0});
+      break;
+    case json::parse_event_t::key: {
+      Frame &frame = frames.back();
+      const std::string &key = parsed.get_ref<const std::string &>();
+      if (!frame.keys.insert(key).second)
+        fail(source, frame.path + "/" + escapePointerToken(key), "duplicate key");
+      frame.currentKey = key;
+      break;
+    }
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      frames.pop_back();
+      advanceArrayIndex();
+      break;
+    case json::parse_event_t::value:
+      advanceArrayIndex();
+      break;
+    }
+    return true;
+  }
+
+private:
+  struct Frame {
+    bool isObject;
+    std::string path;
+    std::set<std::string> keys;
+    std::string currentKey;
+    size_t index;
+  };
+  std::string childPath() const {
+    if (frames.empty())
+      return "";
+    const Frame &parent = frames.back();
+    if (parent.isObject && parent.currentKey.empty())
+      return parent.path;
+    return parent.path + "/" +
+           (parent.isObject ? escapePointerToken(parent.currentKey) : std::to_string(parent.index));
+  }
+  /// Called when a value (scalar or container) is complete in the top frame.
+  void advanceArrayIndex() {
+    if (frames.empty())
+      return;
+    if (frames.back().isObject)
+      frames.back().currentKey.clear();  // a syntax error now belongs to the object itself
+    else
+      ++frames.back().index;
+  }
+  std::string source;
+  std::vector<Frame> frames;
+};
+
+/// A JSON value with its path; typed accessors report violations by path.
+class Node {
+public:
+  Node(const json &value, std::string path, const std::string &source)
+      : value(value), path(std::move(path)), source(source) {}
+
+  [[noreturn]] void error(const std::string &what) const { fail(source, path, what); }
+
+  /// An object's field; every field of the format is required.
+  Node field(const char *name) const {
+    requireObject();
+    auto it = value.find(name);
+    if (it == value.end())
+      fail(source, path + "/" + name, "missing field");
+    consumed.insert(name);
+    return Node(*it, path + "/" + name, source);
+  }
+  /// Rejects any field of this object not read through field().
+  void rejectUnknownFields() const {
+    requireObject();
+    for (auto it = value.begin(); it != value.end(); ++it)
+      if (!consumed.count(it.key()))
+        fail(source, path + "/" + escapePointerToken(it.key()), "unknown field");
+  }
+  std::vector<Node> elements() const {
+    if (!value.is_array())
+      error("must be an array");
+    std::vector<Node> out;
+    for (size_t i = 0; i < value.size(); ++i)
+      out.emplace_back(value[i], path + "/" + std::to_string(i), source);
+    return out;
+  }
+  std::vector<std::pair<std::string, Node>> members() const {
+    requireObject();
+    std::vector<std::pair<std::string, Node>> out;
+    for (auto it = value.begin(); it != value.end(); ++it)
+      out.emplace_back(it.key(), Node(it.value(), path + "/" + escapePointerToken(it.key()), source));
+    return out;
+  }
+  std::string asString() const {
+    if (!value.is_string())
+      error("must be a string");
+    return value.get<std::string>();
+  }
+  bool asBool() const {
+    if (!value.is_boolean())
+      error("must be true or false");
+    return value.get<bool>();
+  }
+  int64_t asInt() const {
+    if (value.is_number_unsigned()) {
+      if (value.get<uint64_t>() > uint64_t(INT64_MAX))
+        error("integer out of range");
+      return int64_t(value.get<uint64_t>());
+    }
+    if (!value.is_number_integer())
+      error("must be an integer");
+    return value.get<int64_t>();
+  }
+  double asNumber() const {
+    if (!value.is_number())
+      error("must be a number");
+    double number = value.get<double>();
+    if (!std::isfinite(number))
+      error("must be a finite number");
+    return number;
+  }
+  template <typename Enum> Enum asEnum() const {
+    std::string text = asString();
+    auto parsed = enumParse<Enum>(text);
+    if (!parsed)
+      error("unknown value '" + text + "' (expected " + enumChoices<Enum>() + ")");
+    return *parsed;
+  }
+
+private:
+  void requireObject() const {
+    if (!value.is_object())
+      error("must be an object");
+  }
+  const json &value;
+  std::string path;
+  const std::string &source;
+  mutable std::set<std::string> consumed;
+};
+
+/// Reads an object with a fixed field list: `read` consumes fields, then any
+/// other field is rejected.
+template <typename Read> void readObject(const Node &node, Read read) {
+  read(node);
+  node.rejectUnknownFields();
+}
+
+Plan decodePlan(const Node &root) {
+  Plan plan;
+  readObject(root, [&](const Node &n) {
+    plan.formatVersion = n.field("format_version").asInt();
+    if (plan.formatVersion != kPlanFormatVersion)
+      n.field("format_version")
+          .error("unsupported format version " + std::to_string(plan.formatVersion) +
+                 " (this runtime reads " + std::to_string(kPlanFormatVersion) + ")");
+    readObject(n.field("generator"), [&](const Node &g) {
+      plan.generator.name = g.field("name").asString();
+      plan.generator.version = g.field("version").asString();
+    });
+    readObject(n.field("model"), [&](const Node &m) {
+      plan.model.name = m.field("name").asString();
+      plan.model.hash = m.field("hash").asString();
+    });
+    readObject(n.field("cluster"), [&](const Node &c) {
+      plan.cluster.name = c.field("name").asString();
+      plan.cluster.worldSize = c.field("world_size").asInt();
+    });
+    plan.strategy = n.field("strategy").asString();
+    plan.compressor = n.field("compressor").asString();
+    for (const Node &t : n.field("tensors").elements())
+      readObject(t, [&](const Node &t) {
+        TensorInfo tensor;
+        tensor.name = t.field("name").asString();
+        tensor.elements = t.field("elements").asInt();
+        tensor.dtype = t.field("dtype").asString();
+        tensor.readyOrder = t.field("ready_order").asInt();
+        plan.tensors.push_back(std::move(tensor));
+      });
+    for (const Node &b : n.field("buckets").elements())
+      readObject(b, [&](const Node &b) {
+        Bucket bucket;
+        bucket.id = b.field("id").asInt();
+        for (const Node &t : b.field("tensors").elements())
+          readObject(t, [&](const Node &t) {
+            BucketTensor entry;
+            entry.name = t.field("name").asString();
+            entry.offset = t.field("offset").asInt();
+            entry.elements = t.field("elements").asInt();
+            bucket.tensors.push_back(std::move(entry));
+          });
+        bucket.elements = b.field("elements").asInt();
+        bucket.bytes = b.field("bytes").asInt();
+        readObject(b.field("compression"), [&](const Node &c) {
+          bucket.compression.method = c.field("method").asEnum<CompressionMethod>();
+          bucket.compression.ratio = c.field("ratio").asNumber();
+          bucket.compression.rank = c.field("rank").asInt();
+          bucket.compression.errorFeedback = c.field("error_feedback").asBool();
+          bucket.compression.device = c.field("device").asEnum<Device>();
+        });
+        for (const Node &c : b.field("collectives").elements())
+          readObject(c, [&](const Node &c) {
+            Collective collective;
+            collective.op = c.field("op").asEnum<CollectiveOp>();
+            collective.algorithm = c.field("algorithm").asString();
+            collective.chunks = c.field("chunks").asInt();
+            collective.stream = c.field("stream").asInt();
+            collective.priority = c.field("priority").asInt();
+            collective.decoupled = c.field("decoupled").asBool();
+            collective.bytes = c.field("bytes").asInt();
+            bucket.collectives.push_back(std::move(collective));
+          });
+        plan.buckets.push_back(std::move(bucket));
+      });
+    for (const Node &t : n.field("schedule").elements())
+      readObject(t, [&](const Node &t) {
+        Task task;
+        task.id = t.field("id").asInt();
+        task.kind = t.field("kind").asEnum<TaskKind>();
+        task.name = t.field("name").asString();
+        task.bucket = t.field("bucket").asInt();
+        task.stream = t.field("stream").asInt();
+        task.startUs = t.field("start_us").asNumber();
+        task.durationUs = t.field("duration_us").asNumber();
+        for (const Node &d : t.field("deps").elements())
+          task.deps.push_back(d.asInt());
+        task.phase = t.field("phase").asEnum<Phase>();
+        for (const Node &p : t.field("produces").elements())
+          task.produces.push_back(p.asString());
+        plan.schedule.push_back(std::move(task));
+      });
+    readObject(n.field("predictions"), [&](const Node &p) {
+      plan.predictions.iterationUs = p.field("iteration_us").asNumber();
+      plan.predictions.computeUs = p.field("compute_us").asNumber();
+      plan.predictions.exposedCommUs = p.field("exposed_comm_us").asNumber();
+      plan.predictions.lowerBoundUs = p.field("lower_bound_us").asNumber();
+      plan.predictions.commBoundUs = p.field("comm_bound_us").asNumber();
+    });
+    for (const auto &[name, value] : n.field("baselines").members())
+      plan.baselines[name] = value.asNumber();
+  });
+  return plan;
+}
+
+//===----------------------------------------------------------------------===//
+// Semantic validation (shared by parsePlan and writePlan)
+//===----------------------------------------------------------------------===//
+
+class Validator {
+public:
+  Validator(const Plan &plan, const std::string &source, int exitCode)
+      : plan(plan), source(source), exitCode(exitCode) {}
+
+  void run() {
+    if (plan.formatVersion != kPlanFormatVersion)
+      error("/format_version", "unsupported format version " + std::to_string(plan.formatVersion));
+    nonEmpty("/generator/name", plan.generator.name);
+    nonEmpty("/generator/version", plan.generator.version);
+    nonEmpty("/model/name", plan.model.name);
+    inRange("/cluster/world_size", plan.cluster.worldSize, 1, kMaxWorldSize);
+    nonEmpty("/cluster/name", plan.cluster.name);
+    nonEmpty("/strategy", plan.strategy);
+    nonEmpty("/compressor", plan.compressor);
+    checkTensors();
+    checkBuckets();
+    checkSchedule();
+    checkPredictions();
+  }
+
+private:
+  [[noreturn]] void error(const std::string &path, const std::string &what) const {
+    fail(source, path, what, exitCode);
+  }
+  void nonEmpty(const std::string &path, const std::string &text) const {
+    if (text.empty())
+      error(path, "must not be empty");
+  }
+  void inRange(const std::string &path, int64_t value, int64_t low, int64_t high) const {
+    if (value < low)
+      error(path, "must be >= " + std::to_string(low));
+    if (value > high)
+      error(path, "must be <= " + std::to_string(high));
+  }
+  void nonNegativeFinite(const std::string &path, double value) const {
+    if (!std::isfinite(value))
+      error(path, "must be a finite number");
+    if (value < 0)
+      error(path, "must be >= 0");
+  }
+
+  void checkTensors() {
+    std::vector<bool> orderSeen(plan.tensors.size(), false);
+    for (size_t i = 0; i < plan.tensors.size(); ++i) {
+      const TensorInfo &tensor = plan.tensors[i];
+      std::string path = "/tensors/" + std::to_string(i);
+      nonEmpty(path + "/name", tensor.name);
+      if (!tensorIndex.emplace(tensor.name, i).second)
+        error(path + "/name", "duplicate tensor '" + tensor.name + "'");
+      inRange(path + "/elements", tensor.elements, 1, kMaxElements);
+      if (tensor.dtype != "f32")
+        error(path + "/dtype", "unsupported dtype '" + tensor.dtype + "' (expected f32)");
+      inRange(path + "/ready_order", tensor.readyOrder, 0, int64_t(plan.tensors.size()) - 1);
+      if (orderSeen[size_t(tensor.readyOrder)])
+        error(path + "/ready_order", "ready_order " + std::to_string(tensor.readyOrder) +
+                                         " is used by two tensors");
+      orderSeen[size_t(tensor.readyOrder)] = true;
+    }
+  }
+
+  void checkBuckets() {
+    std::vector<int64_t> bucketOfTensor(plan.tensors.size(), -1);
+    for (size_t b = 0; b < plan.buckets.size(); ++b) {
+      const Bucket &bucket = plan.buckets[b];
+      std::string path = "/buckets/" + std::to_string(b);
+      if (bucket.id != int64_t(b))
+        error(path + "/id", "must equal the bucket's position " + std::to_string(b));
+      if (bucket.tensors.empty())
+        error(path + "/tensors", "must not be empty");
+      int64_t offset = 0;
+      for (size_t t = 0; t < bucket.tensors.size(); ++t) {
+        const BucketTensor &entry = bucket.tensors[t];
+        std::string tpath = path + "/tensors/" + std::to_string(t);
+        auto it = tensorIndex.find(entry.name);
+        if (it == tensorIndex.end())
+          error(tpath + "/name", "unknown tensor '" + entry.name + "'");
+        if (bucketOfTensor[it->second] >= 0)
+          error(tpath + "/name", "tensor '" + entry.name + "' is already in bucket " +
+                                     std::to_string(bucketOfTensor[it->second]));
+        bucketOfTensor[it->second] = int64_t(b);
+        if (entry.offset != offset)
+          error(tpath + "/offset", "must be " + std::to_string(offset) +
+                                       " (tensors are packed contiguously in order)");
+        if (entry.elements != plan.tensors[it->second].elements)
+          error(tpath + "/elements", "must equal the tensor's elements " +
+                                         std::to_string(plan.tensors[it->second].elements));
+        offset += entry.elements;
+      }
+      if (bucket.elements != offset)
+        error(path + "/elements", "must equal the sum of its tensors' elements " +
+                                      std::to_string(offset));
+      if (bucket.bytes != offset * 4)
+        error(path + "/bytes", "must equal elements * 4 = " + std::to_string(offset * 4));
+      checkCompression(path + "/compression", bucket.compression);
+      checkCollectives(path, bucket);
+    }
+    for (size_t i = 0; i < plan.tensors.size(); ++i)
+      if (bucketOfTensor[i] < 0)
+        error("/tensors/" + std::to_string(i) + "/name",
+              "tensor '" + plan.tensors[i].name + "' is in no bucket");
+  }
+
+  void checkCompression(const std::string &path, const Compression &c) const {
+    bool sparse = c.method == CompressionMethod::TopK || c.method == CompressionMethod::RandomK;
+    if (!std::isfinite(c.ratio))
+      error(path + "/ratio", "must be a finite number");
+    if (sparse && !(c.ratio > 0 && c.ratio <= 1))
+      error(path + "/ratio", "must be in (0, 1] for " + std::string(toString(c.method)));
+    if (!sparse && c.ratio != 1)
+      error(path + "/ratio", "must be 1 for " + std::string(toString(c.method)));
+    if (c.method == CompressionMethod::PowerSGD)
+      inRange(path + "/rank", c.rank, 1, 1 << 16);
+    else if (c.rank != 0)
+      error(path + "/rank", "must be 0 for " + std::string(toString(c.method)));
+    if (c.method == CompressionMethod::None && c.errorFeedback)
+      error(path + "/error_feedback", "must be false for none");
+  }
+
+  /// The collective sequences the executor implements for each method
+  /// (docs/plan-format.md, "Buckets").
+  static std::vector<std::vector<CollectiveOp>> allowedSequences(CompressionMethod method) {
+    using Op = CollectiveOp;
+    switch (method) {
+    case CompressionMethod::None:
+      return {{Op::AllReduce}, {Op::ReduceScatter, Op::AllGather}, {Op::AllToAll, Op::AllGather},
+              {Op::Broadcast}};
+    case CompressionMethod::FP16:
+    case CompressionMethod::BF16:
+      return {{Op::AllReduce}, {Op::ReduceScatter, Op::AllGather}};
+    case CompressionMethod::Int8:
+    case CompressionMethod::RandomK:
+      return {{Op::AllReduce}, {Op::AllGather}};
+    case CompressionMethod::TopK:
+    case CompressionMethod::Sign:
+      return {{Op::AllGather}};
+    case CompressionMethod::PowerSGD:
+      return {{Op::AllReduce}};
+    }
+    return {};
+  }
+
+  void checkCollectives(const std::string &path, const Bucket &bucket) const {
+    std::vector<CollectiveOp> ops;
+    for (size_t c = 0; c < bucket.collectives.size(); ++c) {
+      const Collective &collective = bucket.collectives[c];
+      std::string cpath = path + "/collectives/" + std::to_string(c);
+      static const std::set<std::string> algorithms = {"ring", "tree", "hierarchical", "direct"};
+      if (!algorithms.count(collective.algorithm))
+        error(cpath + "/algorithm", "unknown algorithm '" + collective.algorithm +
+                                        "' (expected ring|tree|hierarchical|direct)");
+      inRange(cpath + "/chunks", collective.chunks, 1, kMaxChunks);
+      inRange(cpath + "/stream", collective.stream, 0, kMaxStream);
+      inRange(cpath + "/bytes", collective.bytes, 1, kMaxElements * 8);
+      if (collective.decoupled &&
+          (collective.op != CollectiveOp::AllGather || c + 1 != bucket.collectives.size()))
+        error(cpath + "/decoupled", "only the bucket's last collective, an all_gather, "
+                                    "may be decoupled");
+      ops.push_back(collective.op);
+    }
+    auto allowed = allowedSequences(bucket.compression.method);
+    bool matches = false;
+    for (const auto &sequence : allowed)
+      matches |= sequence == ops;
+    if (!matches) {
+      std::string expected;
+      for (const auto &sequence : allowed) {
+        expected += expected.empty() ? "[" : " or [";
+        for (size_t i = 0; i < sequence.size(); ++i)
+          expected += (i ? ", " : "") + std::string(toString(sequence[i]));
+        expected += "]";
+      }
+      error(path + "/collectives", "unsupported collectives for compression '" +
+                                       std::string(toString(bucket.compression.method)) +
+                                       "' (expected " + expected + ")");
+    }
+    if (ops.size() == 2 && bucket.collectives[0].chunks != bucket.collectives[1].chunks)
+      error(path + "/collectives/1/chunks", "must equal the first collective's chunks " +
+                                                std::to_string(bucket.collectives[0].chunks));
+  }
+
+  void checkSchedule() const {
+    std::map<int64_t, size_t> position;
+    std::vector<size_t> collectiveTasksSeen(plan.buckets.size(), 0);
+    std::vector<int> compressTasks(plan.buckets.size(), 0), decompressTasks(plan.buckets.size(), 0);
+    std::set<std::string> produced;
+    for (size_t i = 0; i < plan.schedule.size(); ++i) {
+      const Task &task = plan.schedule[i];
+      std::string path = "/schedule/" + std::to_string(i);
+      inRange(path + "/id", task.id, 0, INT64_MAX);
+      nonEmpty(path + "/name", task.name);
+      inRange(path + "/stream", task.stream, 0, kMaxStream);
+      nonNegativeFinite(path + "/start_us", task.startUs);
+      nonNegativeFinite(path + "/duration_us", task.durationUs);
+      std::set<int64_t> deps;
+      for (size_t d = 0; d < task.deps.size(); ++d) {
+        std::string dpath = path + "/deps/" + std::to_string(d);
+        if (!position.count(task.deps[d]))
+          error(dpath, "unknown task " + std::to_string(task.deps[d]) +
+                           " (deps must name earlier tasks)");
+        if (!deps.insert(task.deps[d]).second)
+          error(dpath, "duplicate dependency " + std::to_string(task.deps[d]));
+      }
+      if (!position.emplace(task.id, i).second)
+        error(path + "/id", "duplicate task id " + std::to_string(task.id));
+      if (!task.produces.empty() && task.kind != TaskKind::Compute)
+        error(path + "/produces", "only compute tasks produce gradients");
+      for (size_t p = 0; p < task.produces.size(); ++p) {
+        std::string ppath = path + "/produces/" + std::to_string(p);
+        if (!tensorIndex.count(task.produces[p]))
+          error(ppath, "unknown tensor '" + task.produces[p] + "'");
+        if (!produced.insert(task.produces[p]).second)
+          error(ppath, "tensor '" + task.produces[p] + "' is produced by two tasks");
+      }
+      if (task.kind == TaskKind::Compute) {
+        if (task.bucket != -1)
+          error(path + "/bucket", "must be -1 for a compute task");
+        continue;
+      }
+      inRange(path + "/bucket", task.bucket, 0, int64_t(plan.buckets.size()) - 1);
+      const Bucket &bucket = plan.buckets[size_t(task.bucket)];
+      if (task.kind == TaskKind::Collective) {
+        size_t &seen = collectiveTasksSeen[size_t(task.bucket)];
+        if (seen >= bucket.collectives.size())
+          error(path, "bucket " + std::to_string(task.bucket) + " has only " +
+                          std::to_string(bucket.collectives.size()) + " collectives");
+        if (task.stream != bucket.collectives[seen].stream)
+          error(path + "/stream", "must equal the stream " +
+                                      std::to_string(bucket.collectives[seen].stream) +
+                                      " of collective " + std::to_string(seen) + " of bucket " +
+                                      std::to_string(task.bucket));
+        ++seen;
+        continue;
+      }
+      if (bucket.compression.method == CompressionMethod::None)
+        error(path + "/kind", "bucket " + std::to_string(task.bucket) + " is not compressed");
+      int &count = task.kind == TaskKind::Compress ? compressTasks[size_t(task.bucket)]
+                                                   : decompressTasks[size_t(task.bucket)];
+      if (++count > 1)
+        error(path + "/kind", "second " + std::string(toString(task.kind)) + " task for bucket " +
+                                  std::to_string(task.bucket));
+    }
+    for (size_t b = 0; b < plan.buckets.size(); ++b)
+      if (collectiveTasksSeen[b] != plan.buckets[b].collectives.size())
+        error("/buckets/" + std::to_string(b) + "/collectives",
+              "has " + std::to_string(plan.buckets[b].collectives.size()) +
+                  " collectives but the schedule has " + std::to_string(collectiveTasksSeen[b]) +
+                  " collective tasks for this bucket");
+  }
+
+  void checkPredictions() const {
+    const Predictions &p = plan.predictions;
+    nonNegativeFinite("/predictions/iteration_us", p.iterationUs);
+    nonNegativeFinite("/predictions/compute_us", p.computeUs);
+    nonNegativeFinite("/predictions/exposed_comm_us", p.exposedCommUs);
+    nonNegativeFinite("/predictions/lower_bound_us", p.lowerBoundUs);
+    nonNegativeFinite("/predictions/comm_bound_us", p.commBoundUs);
+    for (const auto &[name, us] : plan.baselines) {
+      std::string path = "/baselines/" + escapePointerToken(name);
+      nonEmpty(path, name);
+      nonNegativeFinite(path, us);
+    }
+  }
+
+  const Plan &plan;
+  const std::string &source;
+  int exitCode;
+  std::map<std::string, size_t> tensorIndex;
+};
+
+//===----------------------------------------------------------------------===//
+// Canonical writer
+//===----------------------------------------------------------------------===//
+
+ordered_json encodePlan(const Plan &plan) {
+  ordered_json root;
+  root["format_version"] = plan.formatVersion;
+  root["generator"] = {{"name", plan.generator.name}, {"version", plan.generator.version}};
+  root["model"] = {{"name", plan.model.name}, {"hash", plan.model.hash}};
+  root["cluster"] = {{"name", plan.cluster.name}, {"world_size", plan.cluster.worldSize}};
+  root["strategy"] = plan.strategy;
+  root["compressor"] = plan.compressor;
+  root["tensors"] = ordered_json::array();
+  for (const TensorInfo &t : plan.tensors)
+    root["tensors"].push_back({{"name", t.name},
+                               {"elements", t.elements},
+                               {"dtype", t.dtype},
+                               {"ready_order", t.readyOrder}});
+  root["buckets"] = ordered_json::array();
+  for (const Bucket &b : plan.buckets) {
+    ordered_json bucket;
+    bucket["id"] = b.id;
+    bucket["tensors"] = ordered_json::array();
+    for (const BucketTensor &t : b.tensors)
+      bucket["tensors"].push_back(
+          {{"name", t.name}, {"offset", t.offset}, {"elements", t.elements}});
+    bucket["elements"] = b.elements;
+    bucket["bytes"] = b.bytes;
+    bucket["compression"] = {{"method", toString(b.compression.method)},
+                             {"ratio", b.compression.ratio},
+                             {"rank", b.compression.rank},
+                             {"error_feedback", b.compression.errorFeedback},
+                             {"device", toString(b.compression.device)}};
+    bucket["collectives"] = ordered_json::array();
+    for (const Collective &c : b.collectives)
+      bucket["collectives"].push_back({{"op", toString(c.op)},
+                                       {"algorithm", c.algorithm},
+                                       {"chunks", c.chunks},
+                                       {"stream", c.stream},
+                                       {"priority", c.priority},
+                                       {"decoupled", c.decoupled},
+                                       {"bytes", c.bytes}});
+    root["buckets"].push_back(std::move(bucket));
+  }
+  root["schedule"] = ordered_json::array();
+  for (const Task &t : plan.schedule) {
+    ordered_json task;
+    task["id"] = t.id;
+    task["kind"] = toString(t.kind);
+    task["name"] = t.name;
+    task["bucket"] = t.bucket;
+    task["stream"] = t.stream;
+    task["start_us"] = t.startUs;
+    task["duration_us"] = t.durationUs;
+    task["deps"] = t.deps;
+    task["phase"] = toString(t.phase);
+    task["produces"] = t.produces;
+    root["schedule"].push_back(std::move(task));
+  }
+  root["predictions"] = {{"iteration_us", plan.predictions.iterationUs},
+                         {"compute_us", plan.predictions.computeUs},
+                         {"exposed_comm_us", plan.predictions.exposedCommUs},
+                         {"lower_bound_us", plan.predictions.lowerBoundUs},
+                         {"comm_bound_us", plan.predictions.commBoundUs}};
+  root["baselines"] = ordered_json::object();
+  for (const auto &[name, us] : plan.baselines)  // std::map: sorted by name
+    root["baselines"][name] = us;
+  return root;
+}
+
+}  // namespace
+
+const char *toString(CompressionMethod v) { return enumName(v); }
+const char *toString(Device v) { return enumName(v); }
+const char *toString(CollectiveOp v) { return enumName(v); }
+const char *toString(TaskKind v) { return enumName(v); }
+const char *toString(Phase v) { return enumName(v); }
+std::optional<CompressionMethod> parseCompressionMethod(const std::string &s) {
+  return enumParse<CompressionMethod>(s);
+}
+std::optional<Device> parseDevice(const std::string &s) { return enumParse<Device>(s); }
+std::optional<CollectiveOp> parseCollectiveOp(const std::string &s) {
+  return enumParse<CollectiveOp>(s);
+}
+std::optional<TaskKind> parseTaskKind(const std::string &s) { return enumParse<TaskKind>(s); }
+std::optional<Phase> parsePhase(const std::string &s) { return enumParse<Phase>(s); }
+
+bool isLossy(CompressionMethod method) {
+  return method != CompressionMethod::None;
+}
+
+int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 0; }
+
+Plan parsePlan(const std::string &text, const std::string &source) {
+  json document;
+  DuplicateKeyDetector detector(source);
+  try {
+    document = json::parse(
+        text, [&](int depth, json::parse_event_t event, json &parsed) {
+          return detector(depth, event, parsed);
+        },
+        /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::exception &e) {
+    // Syntax errors and number overflow (1e999); strip nlohmann's "[json.exception...] " prefix.
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    std::string path = detector.currentPath();
+    throw PlanError(65, source + ": " + (path.empty() ? "" : path + ": ") + "invalid JSON: " +
+                            (pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+  Plan plan = decodePlan(Node(document, "", source));
+  validatePlan(plan, source, 65);
+  return plan;
+}
+
+Plan loadPlanFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw PlanError(66, path + ": cannot open plan file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad())
+    throw PlanError(66, path + ": cannot read plan file");
+  return parsePlan(text.str(), path);
+}
+
+void validatePlan(const Plan &plan, const std::string &source, int exitCode) {
+  Validator(plan, source, exitCode).run();
+}
+
+std::string writePlan(const Plan &plan) {
+  validatePlan(plan, "plan being written", 70);
+  return encodePlan(plan).dump(2) + "\n";
+}
+
+void writePlanFile(const Plan &plan, const std::string &path) {
+  std::string text = writePlan(plan);
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw PlanError(73, path + ": cannot write plan file");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw PlanError(73, path + ": cannot write plan file");
+  }
+}
+
+uint64_t fnv1a64(const std::string &text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+uint64_t planHash(const Plan &plan) { return fnv1a64(writePlan(plan)); }
+
+}  // namespace zenrt

@@ -1,0 +1,320 @@
+// Plan file: round trip, determinism, and every bad-input rule with its JSON path.
+#include "zenrt/Plan.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <limits>
+
+using zenrt::Plan;
+using zenrt::PlanError;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+/// A small valid plan: three tensors, two buckets (topk with all_gather;
+/// none split into reduce_scatter + decoupled all_gather), a full schedule.
+Plan samplePlan() {
+  Plan plan;
+  plan.generator = {"zenopt", "0.1.0"};
+  plan.model = {"tiny", "fnv1a:0123456789abcdef"};
+  plan.cluster = {"cpu-local", 2};
+  plan.strategy = "auto";
+  plan.compressor = "auto";
+  plan.tensors = {{"fc2.weight", 6, "f32", 0}, {"fc2.bias", 3, "f32", 1}, {"fc1.weight", 8, "f32", 2}};
+  zenrt::Bucket first;
+  first.id = 0;
+  first.tensors = {{"fc2.weight", 0, 6}, {"fc2.bias", 6, 3}};
+  first.elements = 9;
+  first.bytes = 36;
+  first.compression = {zenrt::CompressionMethod::TopK, 0.25, 0, true, zenrt::Device::CPU};
+  first.collectives = {{zenrt::CollectiveOp::AllGather, "ring", 1, 1, 0, false, 16}};
+  zenrt::Bucket second;
+  second.id = 1;
+  second.tensors = {{"fc1.weight", 0, 8}};
+  second.elements = 8;
+  second.bytes = 32;
+  second.collectives = {{zenrt::CollectiveOp::ReduceScatter, "ring", 2, 1, 1, false, 32},
+                        {zenrt::CollectiveOp::AllGather, "ring", 2, 2, 0, true, 16}};
+  plan.buckets = {first, second};
+  using zenrt::Phase;
+  using zenrt::TaskKind;
+  plan.schedule = {
+      {0, TaskKind::Compute, "forward", -1, 0, 0, 10.5, {}, Phase::Forward, {}},
+      {1, TaskKind::Compute, "fc2.backward", -1, 0, 10.5, 5, {0}, Phase::Backward,
+       {"fc2.weight", "fc2.bias"}},
+      {2, TaskKind::Compress, "compress.b0", 0, 0, 15.5, 1, {1}, Phase::Backward, {}},
+      {3, TaskKind::Collective, "all_gather.b0", 0, 1, 16.5, 3.25, {2}, Phase::Backward, {}},
+      {4, TaskKind::Decompress, "decompress.b0", 0, 0, 19.75, 1, {3}, Phase::Backward, {}},
+      {5, TaskKind::Compute, "fc1.backward", -1, 0, 15.5, 7, {1}, Phase::Backward,
+       {"fc1.weight"}},
+      {6, TaskKind::Collective, "reduce_scatter.b1", 1, 1, 22.5, 2, {5, 3}, Phase::Backward, {}},
+      {7, TaskKind::Compute, "optimizer", -1, 0, 24.5, 1, {4, 6}, Phase::Optimizer, {}},
+      {8, TaskKind::Collective, "all_gather.b1", 1, 2, 24.5, 2, {6}, Phase::NextForward, {}},
+  };
+  plan.predictions = {26.5, 23.5, 3.0, 23.5, 9.25};
+  plan.baselines = {{"ddp", 30.0}, {"nooverlap", 41.0 / 3.0}};
+  return plan;
+}
+
+/// Applies `edit` to the canonical JSON of the sample plan and returns the error message
+/// parsePlan gives, or "" when it accepts the edited text.
+std::string errorAfterEdit(const std::function<void(json &)> &edit) {
+  json document = json::parse(zenrt::writePlan(samplePlan()));
+  edit(document);
+  try {
+    zenrt::parsePlan(document.dump(2), "plan.json");
+  } catch (const PlanError &e) {
+    EXPECT_EQ(e.exitCode, 65);
+    return e.what();
+  }
+  return "";
+}
+
+std::string errorForText(const std::string &text) {
+  try {
+    zenrt::parsePlan(text, "plan.json");
+  } catch (const PlanError &e) {
+    EXPECT_EQ(e.exitCode, 65);
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Plan, WriteIsDeterministicAndRoundTripsExactly) {
+  std::string text = zenrt::writePlan(samplePlan());
+  EXPECT_EQ(text, zenrt::writePlan(samplePlan()));
+  Plan parsed = zenrt::parsePlan(text, "plan.json");
+  EXPECT_EQ(zenrt::writePlan(parsed), text);
+  EXPECT_EQ(parsed.baselines.at("nooverlap"), 41.0 / 3.0);  // shortest round-trip formatting
+  EXPECT_EQ(parsed.schedule[6].deps, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(parsed.buckets[1].collectives[1].decoupled, true);
+  EXPECT_EQ(parsed.buckets[0].compression.method, zenrt::CompressionMethod::TopK);
+  EXPECT_EQ(parsed.schedule[1].produces, (std::vector<std::string>{"fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(zenrt::planHash(parsed), zenrt::planHash(samplePlan()));
+  // Key order is fixed: format_version first, baselines last.
+  EXPECT_EQ(text.rfind("{\n  \"format_version\": 1,\n  \"generator\"", 0), 0u);
+  EXPECT_EQ(text.back(), '\n');
+}
+
+TEST(Plan, HashDistinguishesPlans) {
+  Plan other = samplePlan();
+  other.buckets[1].collectives[0].chunks = 4;
+  other.buckets[1].collectives[1].chunks = 4;
+  EXPECT_NE(zenrt::planHash(other), zenrt::planHash(samplePlan()));
+  EXPECT_EQ(zenrt::fnv1a64(""), 14695981039346656037ull);
+  EXPECT_EQ(zenrt::fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+}
+
+TEST(Plan, WriterRefusesNonFiniteAndInvalidPlans) {
+  Plan plan = samplePlan();
+  plan.predictions.iterationUs = std::numeric_limits<double>::quiet_NaN();
+  try {
+    zenrt::writePlan(plan);
+    FAIL() << "NaN written";
+  } catch (const PlanError &e) {
+    EXPECT_EQ(e.exitCode, 70);
+    EXPECT_NE(std::string(e.what()).find("/predictions/iteration_us: must be a finite number"),
+              std::string::npos)
+        << e.what();
+  }
+  plan = samplePlan();
+  plan.schedule[2].startUs = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(zenrt::writePlan(plan), PlanError);
+  plan = samplePlan();
+  plan.baselines["wfbp"] = -std::numeric_limits<double>::infinity();
+  EXPECT_THROW(zenrt::writePlan(plan), PlanError);
+}
+
+TEST(Plan, FileWriteIsAtomicAndLoadRoundTrips) {
+  std::string path = testing::TempDir() + "zenrt_plan_roundtrip.json";
+  zenrt::writePlanFile(samplePlan(), path);
+  Plan loaded = zenrt::loadPlanFile(path);
+  EXPECT_EQ(zenrt::writePlan(loaded), zenrt::writePlan(samplePlan()));
+  std::remove(path.c_str());
+  try {
+    zenrt::writePlanFile(samplePlan(), "/nonexistent-dir/plan.json");
+    FAIL() << "write into a missing directory succeeded";
+  } catch (const PlanError &e) {
+    EXPECT_EQ(e.exitCode, 73);
+  }
+}
+
+TEST(Plan, MissingFileIsUnreadable) {
+  try {
+    zenrt::loadPlanFile("/nonexistent/plan.json");
+    FAIL();
+  } catch (const PlanError &e) {
+    EXPECT_EQ(e.exitCode, 66);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/plan.json"), std::string::npos);
+  }
+}
+
+TEST(Plan, SyntaxErrorNamesFile) {
+  std::string message = errorForText("{\"format_version\": 1,");
+  EXPECT_EQ(message.rfind("plan.json: invalid JSON: parse error at line 1, column 22: syntax error", 0), 0u) << message;
+}
+
+TEST(Plan, RejectsWrongFormatVersion) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["format_version"] = 2; }),
+            "plan.json: /format_version: unsupported format version 2 (this runtime reads 1)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["format_version"] = "1"; }),
+            "plan.json: /format_version: must be an integer");
+}
+
+TEST(Plan, RejectsMissingField) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][1]["collectives"][0].erase("chunks"); }),
+            "plan.json: /buckets/1/collectives/0/chunks: missing field");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j.erase("predictions"); }),
+            "plan.json: /predictions: missing field");
+}
+
+TEST(Plan, RejectsUnknownField) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][3]["colour"] = "red"; }),
+            "plan.json: /schedule/3/colour: unknown field");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["extra"] = 1; }), "plan.json: /extra: unknown field");
+}
+
+TEST(Plan, RejectsDuplicateKeys) {
+  std::string text = zenrt::writePlan(samplePlan());
+  // Duplicate "chunks" inside /buckets/1/collectives/0.
+  std::string needle = "\"chunks\": 2,";
+  size_t at = text.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at, "\"chunks\": 3, ");
+  EXPECT_EQ(errorForText(text), "plan.json: /buckets/1/collectives/0/chunks: duplicate key");
+  // Top-level duplicate.
+  std::string top = zenrt::writePlan(samplePlan());
+  top.insert(2, "\"strategy\": \"ddp\", ");
+  EXPECT_EQ(errorForText(top), "plan.json: /strategy: duplicate key");
+}
+
+TEST(Plan, RejectsNonFiniteNumbers) {
+  // JSON has no NaN token; an overflowing literal is how infinity sneaks in.
+  std::string text = zenrt::writePlan(samplePlan());
+  std::string needle = "\"iteration_us\": 26.5";
+  size_t at = text.find(needle);
+  ASSERT_NE(at, std::string::npos);
+  std::string overflow = text;
+  overflow.replace(at, needle.size(), "\"iteration_us\": 1e999");
+  EXPECT_EQ(errorForText(overflow), "plan.json: /predictions/iteration_us: invalid JSON: number "
+                                    "overflow parsing '1e999'");
+  std::string nan = text;
+  nan.replace(at, needle.size(), "\"iteration_us\": NaN");
+  EXPECT_EQ(errorForText(nan).rfind("plan.json: /predictions/iteration_us: invalid JSON: ", 0), 0u)
+      << errorForText(nan);
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["predictions"]["compute_us"] = -1.0; }),
+            "plan.json: /predictions/compute_us: must be >= 0");
+}
+
+TEST(Plan, RejectsUnknownTensorInBucket) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][1]["tensors"][0]["name"] = "fc9.weight"; }),
+            "plan.json: /buckets/1/tensors/0/name: unknown tensor 'fc9.weight'");
+}
+
+TEST(Plan, RejectsTensorInTwoBuckets) {
+  EXPECT_EQ(errorAfterEdit([](json &j) {
+              j["buckets"][1]["tensors"].push_back(
+                  {{"name", "fc2.bias"}, {"offset", 8}, {"elements", 3}});
+              j["buckets"][1]["elements"] = 11;
+              j["buckets"][1]["bytes"] = 44;
+            }),
+            "plan.json: /buckets/1/tensors/1/name: tensor 'fc2.bias' is already in bucket 0");
+}
+
+TEST(Plan, RejectsTensorInNoBucket) {
+  EXPECT_EQ(errorAfterEdit([](json &j) {
+              j["tensors"].push_back(
+                  {{"name", "extra"}, {"elements", 1}, {"dtype", "f32"}, {"ready_order", 3}});
+            }),
+            "plan.json: /tensors/3/name: tensor 'extra' is in no bucket");
+}
+
+TEST(Plan, RejectsZeroChunks) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["chunks"] = 0; }),
+            "plan.json: /buckets/0/collectives/0/chunks: must be >= 1");
+}
+
+TEST(Plan, RejectsInconsistentOffsetsAndSizes) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["tensors"][1]["offset"] = 5; }),
+            "plan.json: /buckets/0/tensors/1/offset: must be 6 (tensors are packed contiguously "
+            "in order)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["tensors"][1]["elements"] = 4; }),
+            "plan.json: /buckets/0/tensors/1/elements: must equal the tensor's elements 3");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["elements"] = 10; }),
+            "plan.json: /buckets/0/elements: must equal the sum of its tensors' elements 9");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["bytes"] = 9; }),
+            "plan.json: /buckets/0/bytes: must equal elements * 4 = 36");
+}
+
+TEST(Plan, RejectsBadDependencies) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][2]["deps"] = {42}; }),
+            "plan.json: /schedule/2/deps/0: unknown task 42 (deps must name earlier tasks)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][2]["deps"] = {4}; }),
+            "plan.json: /schedule/2/deps/0: unknown task 4 (deps must name earlier tasks)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][6]["deps"] = {5, 5}; }),
+            "plan.json: /schedule/6/deps/1: duplicate dependency 5");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][3]["id"] = 1; }),
+            "plan.json: /schedule/3/id: duplicate task id 1");
+}
+
+TEST(Plan, RejectsBadEnumsAndCompressionParameters) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["compression"]["method"] = "zip"; }),
+            "plan.json: /buckets/0/compression/method: unknown value 'zip' (expected "
+            "none|fp16|bf16|int8|topk|randomk|sign|powersgd)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["compression"]["ratio"] = 0.0; }),
+            "plan.json: /buckets/0/compression/ratio: must be in (0, 1] for topk");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][1]["compression"]["rank"] = 2; }),
+            "plan.json: /buckets/1/compression/rank: must be 0 for none");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][0]["phase"] = "sideways"; }),
+            "plan.json: /schedule/0/phase: unknown value 'sideways' (expected "
+            "forward|backward|optimizer|next_forward)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["algorithm"] = "x"; }),
+            "plan.json: /buckets/0/collectives/0/algorithm: unknown algorithm 'x' (expected "
+            "ring|tree|hierarchical|direct)");
+}
+
+TEST(Plan, RejectsUnsupportedCollectiveSequences) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["op"] = "all_reduce"; }),
+            "plan.json: /buckets/0/collectives: unsupported collectives for compression 'topk' "
+            "(expected [all_gather])");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][1]["collectives"][1]["chunks"] = 3; }),
+            "plan.json: /buckets/1/collectives/1/chunks: must equal the first collective's "
+            "chunks 2");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["decoupled"] = true; }),
+            "");  // a sparse all_gather may be decoupled too
+}
+
+TEST(Plan, RejectsScheduleInconsistentWithBuckets) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][3]["stream"] = 2; }),
+            "plan.json: /schedule/3/stream: must equal the stream 1 of collective 0 of bucket 0");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"].erase(8); }),
+            "plan.json: /buckets/1/collectives: has 2 collectives but the schedule has 1 "
+            "collective tasks for this bucket");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][1]["produces"] = {"fc1.weight"}; }),
+            "plan.json: /schedule/5/produces/0: tensor 'fc1.weight' is produced by two tasks");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][0]["bucket"] = 0; }),
+            "plan.json: /schedule/0/bucket: must be -1 for a compute task");
+}
+
+TEST(Plan, RejectsBadTensors) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["tensors"][1]["dtype"] = "f16"; }),
+            "plan.json: /tensors/1/dtype: unsupported dtype 'f16' (expected f32)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["tensors"][1]["ready_order"] = 0; }),
+            "plan.json: /tensors/1/ready_order: ready_order 0 is used by two tensors");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["tensors"][1]["elements"] = 1.5; }),
+            "plan.json: /tensors/1/elements: must be an integer");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["cluster"]["world_size"] = 0; }),
+            "plan.json: /cluster/world_size: must be >= 1");
+}
+
+TEST(Plan, BaselineKeysAreEscapedInPaths) {
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["baselines"]["a/b"] = "fast"; }),
+            "plan.json: /baselines/a~1b: must be a number");
+}
