@@ -1,0 +1,315 @@
+//===- zenopt-modelgen.cpp - graph-only ONNX models for what-if planning ---===//
+//
+// Writes ONNX files shaped like PyTorch's exports (opset 14, LayerNorm and GELU
+// decomposed, initializers marked as external data with no bytes shipped) for
+// GPT-style decoders, BERT-style encoders and deep MLPs of any size, so that
+// zenopt can plan models that are never materialised, e.g. GPT-3 175B.
+//
+//===----------------------------------------------------------------------===//
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitCantCreate = 73;
+
+/// Builds one graph: fresh value names, initializers without data, nodes in order.
+class GraphBuilder {
+public:
+  explicit GraphBuilder(onnx::GraphProto &graph, std::string weightsFile)
+      : graph_(graph), weightsFile_(std::move(weightsFile)) {}
+
+  /// A trainable (or constant) float initializer with dims only.
+  std::string weight(const std::string &name, std::vector<int64_t> dims) {
+    onnx::TensorProto *tensor = graph_.add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t dim : dims)
+      tensor->add_dims(dim);
+    tensor->set_data_location(onnx::TensorProto::EXTERNAL);
+    onnx::StringStringEntryProto *location = tensor->add_external_data();
+    location->set_key("location");
+    location->set_value(weightsFile_);
+    return name;
+  }
+
+  /// A small int64 or float constant, as the exporter emits for shapes and scalars.
+  std::string constantInts(const std::string &scope, const std::vector<int64_t> &values) {
+    onnx::TensorProto tensor;
+    tensor.set_data_type(onnx::TensorProto::INT64);
+    tensor.add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values)
+      tensor.add_int64_data(v);
+    return constantNode(scope, tensor);
+  }
+  std::string constantFloat(const std::string &scope, float value) {
+    onnx::TensorProto tensor;
+    tensor.set_data_type(onnx::TensorProto::FLOAT);
+    tensor.add_float_data(value);
+    return constantNode(scope, tensor);
+  }
+
+  std::string node(const std::string &opType, const std::string &scope,
+                   const std::vector<std::string> &inputs,
+                   const std::vector<std::pair<std::string, int64_t>> &intAttrs = {},
+                   const std::vector<std::pair<std::string, std::vector<int64_t>>> &listAttrs = {}) {
+    onnx::NodeProto *node = graph_.add_node();
+    std::string name = fmt::format("{}/{}_{}", scope, opType, counter_++);
+    node->set_name(name);
+    node->set_op_type(opType);
+    for (const std::string &input : inputs)
+      node->add_input(input);
+    std::string output = name + "_output_0";
+    node->add_output(output);
+    for (const auto &[key, value] : intAttrs) {
+      onnx::AttributeProto *attr = node->add_attribute();
+      attr->set_name(key);
+      attr->set_type(onnx::AttributeProto::INT);
+      attr->set_i(value);
+    }
+    for (const auto &[key, values] : listAttrs) {
+      onnx::AttributeProto *attr = node->add_attribute();
+      attr->set_name(key);
+      attr->set_type(onnx::AttributeProto::INTS);
+      for (int64_t v : values)
+        attr->add_ints(v);
+    }
+    return output;
+  }
+
+  void input(const std::string &name, int elemType, const std::vector<int64_t> &dims) {
+    describe(graph_.add_input(), name, elemType, dims);
+  }
+  void output(const std::string &name, const std::vector<int64_t> &dims) {
+    describe(graph_.add_output(), name, onnx::TensorProto::FLOAT, dims);
+  }
+
+private:
+  std::string constantNode(const std::string &scope, const onnx::TensorProto &value) {
+    onnx::NodeProto *node = graph_.add_node();
+    std::string name = fmt::format("{}/Constant_{}", scope, counter_++);
+    node->set_name(name);
+    node->set_op_type("Constant");
+    node->add_output(name + "_output_0");
+    onnx::AttributeProto *attr = node->add_attribute();
+    attr->set_name("value");
+    attr->set_type(onnx::AttributeProto::TENSOR);
+    *attr->mutable_t() = value;
+    return name + "_output_0";
+  }
+  static void describe(onnx::ValueInfoProto *info, const std::string &name, int elemType,
+                       const std::vector<int64_t> &dims) {
+    info->set_name(name);
+    onnx::TypeProto_Tensor *tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(elemType);
+    for (int64_t dim : dims)
+      tensor->mutable_shape()->add_dim()->set_dim_value(dim);
+  }
+
+  onnx::GraphProto &graph_;
+  std::string weightsFile_;
+  int64_t counter_ = 0;
+};
+
+struct TransformerShape {
+  int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, sequence = 128, ffn = 0;
+  bool causal = true; // GPT (pre-LN, causal) or BERT (post-LN, bidirectional)
+};
+
+/// LayerNorm as PyTorch 1.13 exports it at opset 14.
+std::string layerNorm(GraphBuilder &g, const std::string &scope, const std::string &x,
+                      int64_t hidden) {
+  std::string mean = g.node("ReduceMean", scope, {x}, {{"keepdims", 1}}, {{"axes", {-1}}});
+  std::string centred = g.node("Sub", scope, {x, mean});
+  std::string squared = g.node("Pow", scope, {centred, g.constantFloat(scope, 2.0f)});
+  std::string variance = g.node("ReduceMean", scope, {squared}, {{"keepdims", 1}}, {{"axes", {-1}}});
+  std::string shifted = g.node("Add", scope, {variance, g.constantFloat(scope, 1e-5f)});
+  std::string normed = g.node("Div", scope, {centred, g.node("Sqrt", scope, {shifted})});
+  std::string scaled = g.node("Mul", scope, {normed, g.weight(scope + ".weight", {hidden})});
+  return g.node("Add", scope, {scaled, g.weight(scope + ".bias", {hidden})});
+}
+
+std::string linear(GraphBuilder &g, const std::string &scope, const std::string &x, int64_t in,
+                   int64_t out, bool bias = true) {
+  std::string y = g.node("MatMul", scope, {x, g.weight(scope + ".weight", {in, out})});
+  return bias ? g.node("Add", scope, {y, g.weight(scope + ".bias", {out})}) : y;
+}
+
+/// GELU as exported: x * 0.5 * (1 + erf(x / sqrt(2))).
+std::string gelu(GraphBuilder &g, const std::string &scope, const std::string &x) {
+  std::string erf = g.node("Erf", scope, {g.node("Div", scope, {x, g.constantFloat(scope, 1.4142135f)})});
+  std::string onePlus = g.node("Add", scope, {erf, g.constantFloat(scope, 1.0f)});
+  return g.node("Mul", scope, {g.node("Mul", scope, {x, onePlus}), g.constantFloat(scope, 0.5f)});
+}
+
+std::string attention(GraphBuilder &g, const std::string &scope, const std::string &x,
+                      const TransformerShape &s, const std::string &mask) {
+  const int64_t headDim = s.hidden / s.heads;
+  auto heads = [&](const std::string &name) {
+    std::string projected = linear(g, scope + "." + name, x, s.hidden, s.hidden);
+    std::string split = g.node("Reshape", scope, {projected, g.constantInts(scope, {1, s.sequence, s.heads, headDim})});
+    return g.node("Transpose", scope, {split}, {}, {{"perm", {0, 2, 1, 3}}});
+  };
+  std::string q = heads("q"), k = heads("k"), v = heads("v");
+  std::string kT = g.node("Transpose", scope, {k}, {}, {{"perm", {0, 1, 3, 2}}});
+  std::string scores = g.node("Div", scope, {g.node("MatMul", scope, {q, kT}),
+                                             g.constantFloat(scope, std::sqrt(float(headDim)))});
+  if (!mask.empty())
+    scores = g.node("Add", scope, {scores, mask});
+  std::string probs = g.node("Softmax", scope, {scores}, {{"axis", -1}});
+  std::string context = g.node("MatMul", scope, {probs, v});
+  std::string merged = g.node("Reshape", scope,
+                              {g.node("Transpose", scope, {context}, {}, {{"perm", {0, 2, 1, 3}}}),
+                               g.constantInts(scope, {1, s.sequence, s.hidden})});
+  return linear(g, scope + ".out_proj", merged, s.hidden, s.hidden);
+}
+
+void buildTransformer(GraphBuilder &g, const TransformerShape &s) {
+  const int64_t ffn = s.ffn > 0 ? s.ffn : 4 * s.hidden;
+  g.input("input_ids", onnx::TensorProto::INT64, {1, s.sequence});
+  std::string tokens = g.node("Gather", "/wte", {g.weight("wte.weight", {s.vocab, s.hidden}), "input_ids"});
+  std::string positions = g.node("Gather", "/wpe", {g.weight("wpe.weight", {s.sequence, s.hidden}),
+                                                    g.constantInts("/wpe", [&] {
+                                                      std::vector<int64_t> p(s.sequence);
+                                                      for (int64_t i = 0; i < s.sequence; ++i) p[i] = i;
+                                                      return p;
+                                                    }())});
+  std::string x = g.node("Add", "/embed", {tokens, positions});
+  // The causal mask is a constant additive bias, as the exporter folds it.
+  std::string mask;
+  if (s.causal) {
+    mask = g.node("Trilu", "/mask", {g.node("ConstantOfShape", "/mask", {g.constantInts("/mask", {s.sequence, s.sequence})})}, {{"upper", 1}});
+  }
+  if (!s.causal)
+    x = layerNorm(g, "embed.ln", x, s.hidden);
+  for (int64_t layer = 0; layer < s.layers; ++layer) {
+    std::string scope = fmt::format("blocks.{}", layer);
+    if (s.causal) { // pre-LN (GPT)
+      x = g.node("Add", scope, {x, attention(g, scope + ".attn", layerNorm(g, scope + ".ln1", x, s.hidden), s, mask)});
+      std::string h = gelu(g, scope, linear(g, scope + ".fc1", layerNorm(g, scope + ".ln2", x, s.hidden), s.hidden, ffn));
+      x = g.node("Add", scope, {x, linear(g, scope + ".fc2", h, ffn, s.hidden)});
+    } else { // post-LN (BERT)
+      x = layerNorm(g, scope + ".ln1", g.node("Add", scope, {x, attention(g, scope + ".attn", x, s, "")}), s.hidden);
+      std::string h = gelu(g, scope, linear(g, scope + ".fc1", x, s.hidden, ffn));
+      x = layerNorm(g, scope + ".ln2", g.node("Add", scope, {x, linear(g, scope + ".fc2", h, ffn, s.hidden)}), s.hidden);
+    }
+  }
+  std::string out;
+  if (s.causal)
+    out = linear(g, "head", layerNorm(g, "ln_f", x, s.hidden), s.hidden, s.vocab, /*bias=*/false);
+  else
+    out = x;
+  g.output(out, s.causal ? std::vector<int64_t>{1, s.sequence, s.vocab}
+                         : std::vector<int64_t>{1, s.sequence, s.hidden});
+}
+
+/// A deep MLP with `tensors` trainable tensors (weight + bias per layer).
+void buildMlp(GraphBuilder &g, int64_t tensors, int64_t hidden, int64_t batch) {
+  g.input("input", onnx::TensorProto::FLOAT, {batch, hidden});
+  std::string x = "input";
+  int64_t layers = tensors / 2;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::string scope = fmt::format("layers.{}", layer);
+    x = linear(g, scope, x, hidden, hidden, /*bias=*/true);
+    if (layer + 1 < layers || tensors % 2 == 1)
+      x = g.node("Relu", scope, {x});
+  }
+  if (tensors % 2 == 1) // an odd count ends with a bias-free projection
+    x = linear(g, "head", x, hidden, hidden, /*bias=*/false);
+  g.output(x, {batch, hidden});
+}
+
+int writeModel(const onnx::ModelProto &model, const std::string &path) {
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out || !model.SerializeToOstream(&out) || !out.flush()) {
+      std::remove(temporary.c_str());
+      std::cerr << "zenopt-modelgen: error: " << path << ": cannot write\n";
+      return kExitCantCreate;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    std::cerr << "zenopt-modelgen: error: " << path << ": cannot write\n";
+    return kExitCantCreate;
+  }
+  return 0;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"zenopt-modelgen: writes graph-only ONNX models (dims and dtypes, no weights)"};
+  app.require_subcommand(1);
+  std::string output, name;
+  TransformerShape gpt, bert;
+  bert.causal = false;
+  bert.vocab = 30522;
+  bert.sequence = 128;
+  int64_t mlpTensors = 1000, mlpHidden = 256, mlpBatch = 32;
+
+  auto addTransformer = [&](CLI::App *sub, TransformerShape &s) {
+    sub->add_option("--layers", s.layers, "Transformer blocks")->check(CLI::Range(1, 1000000));
+    sub->add_option("--hidden", s.hidden, "Hidden size")->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--heads", s.heads, "Attention heads (must divide hidden)")->check(CLI::Range(1, 1 << 16));
+    sub->add_option("--vocab", s.vocab, "Vocabulary size")->check(CLI::Range(1, 1 << 24));
+    sub->add_option("--seq", s.sequence, "Sequence length")->check(CLI::Range(1, 1 << 20));
+    sub->add_option("--ffn", s.ffn, "Feed-forward size (default 4 x hidden)")->check(CLI::Range(0, 1 << 22));
+  };
+  CLI::App *gptCmd = app.add_subcommand("gpt", "GPT-style decoder (pre-LN, causal, untied head)");
+  addTransformer(gptCmd, gpt);
+  CLI::App *bertCmd = app.add_subcommand("bert", "BERT-style encoder (post-LN)");
+  addTransformer(bertCmd, bert);
+  CLI::App *mlpCmd = app.add_subcommand("mlp", "Deep MLP with a chosen number of gradient tensors");
+  mlpCmd->add_option("--tensors", mlpTensors, "Trainable tensors")->check(CLI::Range(1, 10000000));
+  mlpCmd->add_option("--hidden", mlpHidden, "Layer width")->check(CLI::Range(1, 1 << 20));
+  mlpCmd->add_option("--batch", mlpBatch, "Batch size of the graph")->check(CLI::Range(1, 1 << 20));
+  for (CLI::App *sub : {gptCmd, bertCmd, mlpCmd}) {
+    sub->add_option("-o,--output", output, "Output .onnx file")->required();
+    sub->add_option("--name", name, "Graph name (default: from the output file name)");
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError &error) {
+    std::cerr << "zenopt-modelgen: error: " << error.what() << "\n";
+    return kExitUsage;
+  }
+  for (const TransformerShape *s : {&gpt, &bert})
+    if (s->hidden % s->heads != 0) {
+      std::cerr << "zenopt-modelgen: error: --heads " << s->heads << " does not divide --hidden "
+                << s->hidden << "\n";
+      return kExitUsage;
+    }
+
+  onnx::ModelProto model;
+  model.set_ir_version(7);
+  model.set_producer_name("zenopt-modelgen");
+  model.set_producer_version("0.1.0");
+  onnx::OperatorSetIdProto *opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(14);
+  onnx::GraphProto *graph = model.mutable_graph();
+  if (name.empty()) {
+    name = output.substr(output.find_last_of('/') + 1);
+    name = name.substr(0, name.find('.'));
+  }
+  graph->set_name(name);
+  GraphBuilder builder(*graph, name + ".weights");
+  if (gptCmd->parsed())
+    buildTransformer(builder, gpt);
+  else if (bertCmd->parsed())
+    buildTransformer(builder, bert);
+  else
+    buildMlp(builder, mlpTensors, mlpHidden, mlpBatch);
+  return writeModel(model, output);
+}
