@@ -167,6 +167,20 @@ public:
     consumed.insert(name);
     return Node(*it, path + "/" + name, source);
   }
+  /// An optional field: absent gives std::nullopt.
+  std::optional<Node> optionalField(const char *name) const {
+    requireObject();
+    auto it = value.find(name);
+    if (it == value.end())
+      return std::nullopt;
+    consumed.insert(name);
+    return Node(*it, path + "/" + name, source);
+  }
+  /// An object kept as opaque compact JSON text (keys sorted).
+  std::string asObjectText() const {
+    requireObject();
+    return value.dump();
+  }
   /// Rejects any field of this object not read through field().
   void rejectUnknownFields() const {
     requireObject();
@@ -262,6 +276,8 @@ Plan decodePlan(const Node &root) {
     readObject(n.field("cluster"), [&](const Node &c) {
       plan.cluster.name = c.field("name").asString();
       plan.cluster.worldSize = c.field("world_size").asInt();
+      if (auto spec = c.optionalField("spec"))
+        plan.cluster.spec = spec->asObjectText();
     });
     plan.strategy = n.field("strategy").asString();
     plan.compressor = n.field("compressor").asString();
@@ -319,6 +335,12 @@ Plan decodePlan(const Node &root) {
         task.stream = t.field("stream").asInt();
         task.startUs = t.field("start_us").asNumber();
         task.durationUs = t.field("duration_us").asNumber();
+        if (auto work = t.optionalField("work_us"))
+          task.workUs = work->asNumber();
+        if (auto flops = t.optionalField("flops"))
+          task.flops = flops->asInt();
+        if (auto bytes = t.optionalField("bytes"))
+          task.bytes = bytes->asInt();
         for (const Node &d : t.field("deps").elements())
           task.deps.push_back(d.asInt());
         task.phase = t.field("phase").asEnum<Phase>();
@@ -537,6 +559,9 @@ private:
       inRange(path + "/stream", task.stream, 0, kMaxStream);
       nonNegativeFinite(path + "/start_us", task.startUs);
       nonNegativeFinite(path + "/duration_us", task.durationUs);
+      nonNegativeFinite(path + "/work_us", task.workUs);
+      inRange(path + "/flops", task.flops, 0, INT64_MAX);
+      inRange(path + "/bytes", task.bytes, 0, INT64_MAX);
       std::set<int64_t> deps;
       for (size_t d = 0; d < task.deps.size(); ++d) {
         std::string dpath = path + "/deps/" + std::to_string(d);
@@ -623,6 +648,8 @@ ordered_json encodePlan(const Plan &plan) {
   root["generator"] = {{"name", plan.generator.name}, {"version", plan.generator.version}};
   root["model"] = {{"name", plan.model.name}, {"hash", plan.model.hash}};
   root["cluster"] = {{"name", plan.cluster.name}, {"world_size", plan.cluster.worldSize}};
+  if (!plan.cluster.spec.empty())
+    root["cluster"]["spec"] = json::parse(plan.cluster.spec);
   root["strategy"] = plan.strategy;
   root["compressor"] = plan.compressor;
   root["tensors"] = ordered_json::array();
@@ -667,6 +694,9 @@ ordered_json encodePlan(const Plan &plan) {
     task["stream"] = t.stream;
     task["start_us"] = t.startUs;
     task["duration_us"] = t.durationUs;
+    task["work_us"] = t.workUs;
+    task["flops"] = t.flops;
+    task["bytes"] = t.bytes;
     task["deps"] = t.deps;
     task["phase"] = toString(t.phase);
     task["produces"] = t.produces;

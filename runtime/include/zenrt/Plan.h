@@ -67,6 +67,10 @@ struct ModelInfo {
 struct ClusterInfo {
   std::string name;
   int64_t worldSize = 1;  // ranks the plan was made for; must equal the run's size
+  /// The cluster description the plan was scored on, as compact JSON with
+  /// sorted keys (optional; zenopt writes it so `zenopt simulate` re-scores
+  /// the plan exactly). Opaque to the runtime.
+  std::string spec;
 };
 
 /// One gradient tensor. `readyOrder` is its position in the backward pass
@@ -125,7 +129,10 @@ struct Task {
   int64_t bucket = -1;  // -1 for compute tasks
   int64_t stream = 0;
   double startUs = 0;
-  double durationUs = 0;
+  double durationUs = 0;       // simulated: start to end, contention included
+  double workUs = 0;           // the task's time alone (the simulator's input)
+  int64_t flops = 0;           // compute tasks: FLOPs, to re-cost on another cluster
+  int64_t bytes = 0;           // compute tasks: bytes read + written
   std::vector<int64_t> deps;  // ids of earlier tasks
   Phase phase = Phase::Backward;
   std::vector<std::string> produces;

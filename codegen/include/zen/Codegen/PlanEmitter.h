@@ -1,0 +1,25 @@
+//===- PlanEmitter.h - scheduled zen IR to a plan file ----------*- C++ -*-===//
+#ifndef ZEN_CODEGEN_PLANEMITTER_H
+#define ZEN_CODEGEN_PLANEMITTER_H
+
+#include "zen/CostModel/CostModel.h"
+#include "zenrt/Plan.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace zen::codegen {
+
+/// Lowers the synchronised, scheduled training function of `module` (after
+/// zen-autotune or the individual planning passes) to a plan: tensors, buckets
+/// with their compression and collectives, the ordered schedule with
+/// dependencies, and the predictions the simulator gives for exactly that
+/// schedule. `compressor` records the compression policy the planner ran with.
+/// Emits an MLIR error and fails on IR that is not a complete plan.
+mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                      const std::string &compressor);
+
+} // namespace zen::codegen
+
+#endif // ZEN_CODEGEN_PLANEMITTER_H

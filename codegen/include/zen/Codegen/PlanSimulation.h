@@ -1,0 +1,34 @@
+//===- PlanSimulation.h - score a plan file with the simulator --*- C++ -*-===//
+//
+// The plan's schedule is the simulator's task graph, one task for one task, so
+// `zenopt simulate` re-scores a plan exactly as codegen scored it when it was
+// written, on the plan's cluster or on another one.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_CODEGEN_PLANSIMULATION_H
+#define ZEN_CODEGEN_PLANSIMULATION_H
+
+#include "zen/CostModel/Simulator.h"
+#include "zenrt/Plan.h"
+
+#include <vector>
+
+namespace zen::codegen {
+
+/// One SimTask per schedule task, in schedule order (ids are positions).
+/// Compute tasks keep their recorded duration on the plan's own cluster and are
+/// re-costed from their FLOPs and bytes on another one.
+std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model);
+
+/// Simulates `plan` on `model`, writes every task's start and duration and the
+/// predictions (iteration, compute, exposed communication, lower bound) back
+/// into the plan, and returns the raw result.
+cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model);
+
+/// The lower bound DESIGN.md defines: max(compute time, bandwidth-optimal
+/// allreduce time of every gradient byte once, uncompressed).
+double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, double computeUs);
+
+} // namespace zen::codegen
+
+#endif // ZEN_CODEGEN_PLANSIMULATION_H

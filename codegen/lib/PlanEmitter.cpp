@@ -1,0 +1,189 @@
+//===- PlanEmitter.cpp - scheduled zen IR to a plan file ------------------===//
+#include "zen/Codegen/PlanEmitter.h"
+
+#include "zen/Codegen/PlanSimulation.h"
+#include "zen/Passes/IRPlan.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace zen::codegen {
+namespace {
+
+zenrt::CompressionMethod planMethod(cost::CompressionMethod method) {
+  switch (method) {
+  case cost::CompressionMethod::None: return zenrt::CompressionMethod::None;
+  case cost::CompressionMethod::FP16: return zenrt::CompressionMethod::FP16;
+  case cost::CompressionMethod::BF16: return zenrt::CompressionMethod::BF16;
+  case cost::CompressionMethod::Int8: return zenrt::CompressionMethod::Int8;
+  case cost::CompressionMethod::TopK: return zenrt::CompressionMethod::TopK;
+  case cost::CompressionMethod::RandomK: return zenrt::CompressionMethod::RandomK;
+  case cost::CompressionMethod::Sign: return zenrt::CompressionMethod::Sign;
+  case cost::CompressionMethod::PowerSGD: return zenrt::CompressionMethod::PowerSGD;
+  }
+  return zenrt::CompressionMethod::None;
+}
+
+zenrt::CollectiveOp planCollective(cost::CollectiveKind kind) {
+  switch (kind) {
+  case cost::CollectiveKind::ReduceScatter: return zenrt::CollectiveOp::ReduceScatter;
+  case cost::CollectiveKind::AllGather: return zenrt::CollectiveOp::AllGather;
+  case cost::CollectiveKind::AllToAll: return zenrt::CollectiveOp::AllToAll;
+  case cost::CollectiveKind::Broadcast: return zenrt::CollectiveOp::Broadcast;
+  case cost::CollectiveKind::AllReduce:
+  case cost::CollectiveKind::SendRecv: break;
+  }
+  return zenrt::CollectiveOp::AllReduce;
+}
+
+std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef fallback) {
+  if (auto attr = module->getAttrOfType<mlir::StringAttr>(name))
+    return attr.str();
+  return fallback.str();
+}
+
+/// The bucket a task name ends in (".b<N>"), or -1. Planning.h fixes the names.
+int64_t bucketOfTaskName(const std::string &name) {
+  size_t dot = name.rfind(".b");
+  if (dot == std::string::npos || dot + 2 >= name.size())
+    return -1;
+  int64_t bucket = 0;
+  for (size_t i = dot + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    bucket = bucket * 10 + (name[i] - '0');
+  }
+  return bucket;
+}
+
+bool startsWith(const std::string &text, const char *prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+} // namespace
+
+mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                      const std::string &compressor) {
+  mlir::FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, model);
+  if (mlir::failed(training))
+    return mlir::failure();
+  cost::Group group;
+  mlir::FailureOr<std::optional<plan::PlanChoice>> read = plan::readPlan(*training, group);
+  if (mlir::failed(read))
+    return mlir::failure();
+  if (!*read)
+    return module.emitError("gradients are not synchronised: run zen-autotune (or the "
+                            "planning passes) before emitting a plan");
+  const plan::Problem &problem = training->problem;
+  const plan::PlanChoice &choice = **read;
+
+  zenrt::Plan out;
+  out.generator = {"zenopt", "0.1.0"};
+  out.model = {stringAttr(module, "zen.model", "model"), stringAttr(module, "zen.model_hash", "")};
+  out.cluster.name = model.cluster().name;
+  out.cluster.worldSize = group.ranks;
+  out.cluster.spec = nlohmann::json::parse(cost::writeCluster(model.cluster())).dump();
+  out.strategy = stringAttr(module, "zen.strategy", choice.strategy);
+  out.compressor = compressor.empty() ? "none" : compressor;
+
+  for (size_t i = 0; i < problem.gradients.size(); ++i) {
+    const plan::GradientTensor &g = problem.gradients[i];
+    out.tensors.push_back({g.name, g.elements, "f32", static_cast<int64_t>(i)});
+  }
+  for (size_t b = 0; b < choice.buckets.size(); ++b) {
+    const plan::BucketChoice &choiceBucket = choice.buckets[b];
+    zenrt::Bucket bucket;
+    bucket.id = static_cast<int64_t>(b);
+    for (int g = choiceBucket.begin; g < choiceBucket.end; ++g) {
+      const plan::GradientTensor &gradient = problem.gradients[g];
+      bucket.tensors.push_back({gradient.name, bucket.elements, gradient.elements});
+      bucket.elements += gradient.elements;
+    }
+    bucket.bytes = 4 * bucket.elements;
+    const cost::CompressionSpec &spec = choiceBucket.compression;
+    bucket.compression.method = planMethod(spec.method);
+    bool sparse = spec.method == cost::CompressionMethod::TopK ||
+                  spec.method == cost::CompressionMethod::RandomK;
+    bucket.compression.ratio = sparse ? spec.ratio : 1.0;
+    bucket.compression.rank = spec.method == cost::CompressionMethod::PowerSGD ? spec.rank : 0;
+    bucket.compression.errorFeedback = plan::wantsErrorFeedback(spec.method);
+    bucket.compression.device = spec.device == cost::Device::GPU ? zenrt::Device::GPU
+                                                                 : zenrt::Device::CPU;
+    out.buckets.push_back(std::move(bucket));
+  }
+
+  // The schedule is the simulator's task graph for this choice, task for task.
+  std::vector<cost::SimTask> tasks = plan::buildSimTasks(problem, choice, model);
+  int backwardSegment = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const cost::SimTask &sim = tasks[i];
+    zenrt::Task task;
+    task.id = static_cast<int64_t>(i);
+    task.name = sim.name;
+    task.bucket = bucketOfTaskName(sim.name);
+    task.workUs = sim.durationUs;
+    for (int dep : sim.deps)
+      task.deps.push_back(dep);
+    switch (sim.kind) {
+    case cost::TaskKind::Compute:
+      task.kind = zenrt::TaskKind::Compute;
+      if (startsWith(sim.name, "bwd.")) {
+        task.phase = zenrt::Phase::Backward;
+        for (const plan::GradientTensor &g : problem.gradients)
+          if (g.readyAfterSegment == backwardSegment)
+            task.produces.push_back(g.name);
+        ++backwardSegment;
+      } else if (startsWith(sim.name, "optimizer.")) {
+        task.phase = zenrt::Phase::Optimizer;
+      } else {
+        task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Forward;
+      }
+      task.bucket = task.phase == zenrt::Phase::Optimizer ? task.bucket : -1;
+      break;
+    case cost::TaskKind::Compression:
+      task.kind = startsWith(sim.name, "decompress.") ? zenrt::TaskKind::Decompress
+                                                      : zenrt::TaskKind::Compress;
+      task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
+      break;
+    case cost::TaskKind::Collective: {
+      task.kind = zenrt::TaskKind::Collective;
+      task.stream = sim.stream;
+      task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
+      if (task.bucket < 0 || task.bucket >= static_cast<int64_t>(out.buckets.size()))
+        return module.emitError("planner produced collective task '")
+               << sim.name << "' without a valid bucket";
+      zenrt::Collective collective;
+      collective.op = planCollective(sim.collective);
+      collective.algorithm =
+          cost::toString(model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks)
+                             .algorithm);
+      collective.chunks = sim.chunks;
+      collective.stream = sim.stream;
+      collective.priority = sim.priority;
+      collective.decoupled = sim.nextIteration;
+      collective.bytes = static_cast<int64_t>(sim.bytes);
+      out.buckets[task.bucket].collectives.push_back(collective);
+      break;
+    }
+    }
+    out.schedule.push_back(std::move(task));
+  }
+
+  if (auto baselines = module->getAttrOfType<mlir::DictionaryAttr>("zen.baselines"))
+    for (mlir::NamedAttribute entry : baselines)
+      if (auto value = mlir::dyn_cast<mlir::FloatAttr>(entry.getValue()))
+        out.baselines[entry.getName().str()] = value.getValueAsDouble();
+
+  // The plan must score exactly as the planner scored its choice: the plan file
+  // is what `zenopt simulate` and the runtime see.
+  cost::SimResult rescored = simulatePlan(out, model);
+  plan::Evaluation planned = plan::evaluate(problem, choice, model);
+  if (rescored.iterationUs != planned.iterationUs)
+    return module.emitError(fmt::format(
+        "internal error: the plan scores {} us but the planner's choice {} us",
+        rescored.iterationUs, planned.iterationUs));
+  return out;
+}
+
+} // namespace zen::codegen

@@ -1,0 +1,134 @@
+//===- PlanSimulation.cpp - score a plan file with the simulator ----------===//
+#include "zen/Codegen/PlanSimulation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace zen::codegen {
+namespace {
+cost::CollectiveKind collectiveKindOf(zenrt::CollectiveOp op) {
+  switch (op) {
+  case zenrt::CollectiveOp::AllReduce: return cost::CollectiveKind::AllReduce;
+  case zenrt::CollectiveOp::ReduceScatter: return cost::CollectiveKind::ReduceScatter;
+  case zenrt::CollectiveOp::AllGather: return cost::CollectiveKind::AllGather;
+  case zenrt::CollectiveOp::AllToAll: return cost::CollectiveKind::AllToAll;
+  case zenrt::CollectiveOp::Broadcast: return cost::CollectiveKind::Broadcast;
+  }
+  return cost::CollectiveKind::AllReduce;
+}
+
+cost::CompressionMethod compressionMethodOf(zenrt::CompressionMethod method) {
+  switch (method) {
+  case zenrt::CompressionMethod::None: return cost::CompressionMethod::None;
+  case zenrt::CompressionMethod::FP16: return cost::CompressionMethod::FP16;
+  case zenrt::CompressionMethod::BF16: return cost::CompressionMethod::BF16;
+  case zenrt::CompressionMethod::Int8: return cost::CompressionMethod::Int8;
+  case zenrt::CompressionMethod::TopK: return cost::CompressionMethod::TopK;
+  case zenrt::CompressionMethod::RandomK: return cost::CompressionMethod::RandomK;
+  case zenrt::CompressionMethod::Sign: return cost::CompressionMethod::Sign;
+  case zenrt::CompressionMethod::PowerSGD: return cost::CompressionMethod::PowerSGD;
+  }
+  return cost::CompressionMethod::None;
+}
+} // namespace
+
+std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
+  if (plan.cluster.worldSize > model.cluster().worldSize())
+    throw zenrt::PlanError(
+        65, fmt::format("/cluster/world_size: the plan needs {} ranks but cluster '{}' has {}",
+                        plan.cluster.worldSize, model.cluster().name,
+                        model.cluster().worldSize()));
+  // On the plan's own cluster the recorded work is exact; elsewhere it is re-costed.
+  const bool sameCluster = model.cluster().name == plan.cluster.name;
+  const cost::Group group = model.groupOf(plan.cluster.worldSize);
+  std::vector<size_t> collectivesSeen(plan.buckets.size(), 0);
+
+  std::vector<cost::SimTask> tasks;
+  tasks.reserve(plan.schedule.size());
+  for (const zenrt::Task &task : plan.schedule) {
+    cost::SimTask sim;
+    sim.name = task.name;
+    sim.stream = static_cast<int>(task.stream);
+    sim.nextIteration = task.phase == zenrt::Phase::NextForward;
+    for (int64_t dep : task.deps)
+      sim.deps.push_back(static_cast<int>(dep));
+    switch (task.kind) {
+    case zenrt::TaskKind::Compute:
+      sim.kind = cost::TaskKind::Compute;
+      sim.durationUs = sameCluster ? task.workUs
+                                   : model.computeUs(static_cast<double>(task.flops),
+                                                     static_cast<double>(task.bytes));
+      break;
+    case zenrt::TaskKind::Compress:
+    case zenrt::TaskKind::Decompress: {
+      sim.kind = cost::TaskKind::Compression;
+      if (sameCluster) {
+        sim.durationUs = task.workUs;
+        break;
+      }
+      const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
+      cost::CompressionSpec spec{compressionMethodOf(bucket.compression.method),
+                                 bucket.compression.ratio, bucket.compression.rank,
+                                 bucket.compression.device == zenrt::Device::GPU
+                                     ? cost::Device::GPU
+                                     : cost::Device::CPU};
+      cost::CompressionCost cost = model.compression(spec, bucket.elements);
+      sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
+      break;
+    }
+    case zenrt::TaskKind::Collective: {
+      const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
+      const zenrt::Collective &collective = bucket.collectives.at(collectivesSeen[task.bucket]++);
+      sim.kind = cost::TaskKind::Collective;
+      sim.collective = collectiveKindOf(collective.op);
+      sim.bytes = static_cast<double>(collective.bytes);
+      sim.group = group;
+      sim.chunks = collective.chunks;
+      sim.priority = collective.priority;
+      sim.stream = static_cast<int>(collective.stream);
+      break;
+    }
+    }
+    tasks.push_back(std::move(sim));
+  }
+  return tasks;
+}
+
+namespace {
+double gradientBytes(const zenrt::Plan &plan) {
+  double bytes = 0;
+  for (const zenrt::TensorInfo &tensor : plan.tensors)
+    bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
+  return bytes;
+}
+} // namespace
+
+double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, double computeUs) {
+  return std::max(computeUs, model.bandwidthOptimalAllReduceUs(gradientBytes(plan)));
+}
+
+cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
+  std::vector<cost::SimTask> tasks = planToSimTasks(plan, model);
+  cost::SimResult result = cost::simulate(model, tasks);
+  for (size_t i = 0; i < plan.schedule.size(); ++i) {
+    zenrt::Task &task = plan.schedule[i];
+    const cost::SimTask &sim = tasks[i];
+    task.startUs = result.startUs[i];
+    task.durationUs = result.endUs[i] - result.startUs[i];
+    // Work is the task's time alone: what the simulator was given, or the
+    // collective's uncontended time.
+    task.workUs = sim.kind == cost::TaskKind::Collective
+                      ? model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks).timeUs
+                      : sim.durationUs;
+  }
+  plan.cluster.name = model.cluster().name;
+  plan.predictions.iterationUs = result.iterationUs;
+  plan.predictions.computeUs = result.computeUs;
+  plan.predictions.exposedCommUs = result.exposedCommUs;
+  plan.predictions.commBoundUs = model.bandwidthOptimalAllReduceUs(gradientBytes(plan));
+  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, result.computeUs);
+  return result;
+}
+
+} // namespace zen::codegen

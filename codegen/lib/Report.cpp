@@ -1,0 +1,325 @@
+//===- Report.cpp - summary, Chrome trace and SVG timeline ----------------===//
+#include "zen/Codegen/Report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+using nlohmann::ordered_json;
+
+namespace zen::codegen {
+namespace {
+
+/// The compression methods a plan uses, e.g. "none" or "fp16, topk:0.01".
+std::string compressionUsed(const zenrt::Plan &plan) {
+  std::set<std::string> used;
+  for (const zenrt::Bucket &bucket : plan.buckets) {
+    const zenrt::Compression &c = bucket.compression;
+    std::string name = zenrt::toString(c.method);
+    if (c.method == zenrt::CompressionMethod::TopK || c.method == zenrt::CompressionMethod::RandomK)
+      name += fmt::format(":{:g}", c.ratio);
+    else if (c.method == zenrt::CompressionMethod::PowerSGD)
+      name += fmt::format(":{}", c.rank);
+    used.insert(name);
+  }
+  if (used.size() > 1)
+    used.erase("none");
+  std::string text;
+  for (const std::string &name : used)
+    text += (text.empty() ? "" : ", ") + name;
+  return text.empty() ? "none" : text;
+}
+
+int64_t gradientBytes(const zenrt::Plan &plan) {
+  int64_t bytes = 0;
+  for (const zenrt::TensorInfo &tensor : plan.tensors)
+    bytes += tensor.elements * zenrt::dtypeBytes(tensor.dtype);
+  return bytes;
+}
+
+double ms(double us) { return us / 1000.0; }
+
+/// Track of a task in the trace and the picture: 0 = compute, 1 + s = comm stream s.
+int64_t trackOf(const zenrt::Task &task) {
+  return task.kind == zenrt::TaskKind::Collective ? 1 + task.stream : 0;
+}
+
+struct Interval {
+  double begin, end;
+};
+
+std::vector<Interval> unionOf(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval &a, const Interval &b) { return a.begin < b.begin; });
+  std::vector<Interval> merged;
+  for (const Interval &i : intervals) {
+    if (!merged.empty() && i.begin <= merged.back().end)
+      merged.back().end = std::max(merged.back().end, i.end);
+    else
+      merged.push_back(i);
+  }
+  return merged;
+}
+
+/// Stretches where communication runs and the compute stream is idle.
+std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
+  std::vector<Interval> compute, comm;
+  for (const zenrt::Task &task : plan.schedule) {
+    Interval span{task.startUs, task.startUs + task.durationUs};
+    (trackOf(task) == 0 ? compute : comm).push_back(span);
+  }
+  std::vector<Interval> busy = unionOf(compute), exposed;
+  for (const Interval &c : unionOf(comm)) {
+    double cursor = c.begin;
+    for (const Interval &b : busy) {
+      if (b.end <= cursor || b.begin >= c.end)
+        continue;
+      if (b.begin > cursor)
+        exposed.push_back({cursor, b.begin});
+      cursor = std::max(cursor, b.end);
+    }
+    if (cursor < c.end)
+      exposed.push_back({cursor, c.end});
+  }
+  return exposed;
+}
+
+std::string escapeXml(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+    }
+  }
+  return out;
+}
+
+const char *colorOf(const zenrt::Task &task) {
+  switch (task.kind) {
+  case zenrt::TaskKind::Collective: return "#e8833a";
+  case zenrt::TaskKind::Compress:
+  case zenrt::TaskKind::Decompress: return "#8e6cc0";
+  case zenrt::TaskKind::Compute: break;
+  }
+  switch (task.phase) {
+  case zenrt::Phase::Forward: return "#4c86c6";
+  case zenrt::Phase::NextForward: return "#9bbde3";
+  case zenrt::Phase::Backward: return "#55a868";
+  case zenrt::Phase::Optimizer: return "#8c8c8c";
+  }
+  return "#8c8c8c";
+}
+} // namespace
+
+ordered_json summaryJson(const zenrt::Plan &plan) {
+  ordered_json json;
+  json["model"] = plan.model.name;
+  json["cluster"] = plan.cluster.name;
+  json["world_size"] = plan.cluster.worldSize;
+  json["strategy"] = plan.strategy;
+  json["iteration_us"] = plan.predictions.iterationUs;
+  json["compute_us"] = plan.predictions.computeUs;
+  json["exposed_comm_us"] = plan.predictions.exposedCommUs;
+  json["lower_bound_us"] = plan.predictions.lowerBoundUs;
+  json["comm_bound_us"] = plan.predictions.commBoundUs;
+  json["buckets"] = static_cast<int64_t>(plan.buckets.size());
+  json["gradient_tensors"] = static_cast<int64_t>(plan.tensors.size());
+  json["gradient_bytes"] = gradientBytes(plan);
+  json["compression"] = compressionUsed(plan);
+  ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
+  for (const auto &[name, us] : plan.baselines) {
+    baselines[name] = us;
+    speedups[name] = plan.predictions.iterationUs > 0 ? us / plan.predictions.iterationUs : 0.0;
+  }
+  json["baselines"] = baselines;
+  json["speedup_over"] = speedups;
+  return json;
+}
+
+std::string summaryText(const zenrt::Plan &plan) {
+  const zenrt::Predictions &p = plan.predictions;
+  std::string out;
+  out += fmt::format("zenopt plan for {} on {} ({} ranks), strategy {}\n", plan.model.name,
+                     plan.cluster.name, plan.cluster.worldSize, plan.strategy);
+  out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
+                     plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
+  out += fmt::format("  compression           {}\n", compressionUsed(plan));
+  out += fmt::format("  predicted iteration   {:10.3f} ms\n", ms(p.iterationUs));
+  out += fmt::format("  compute               {:10.3f} ms\n", ms(p.computeUs));
+  out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
+  out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
+                     ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
+  if (!plan.baselines.empty()) {
+    out += fmt::format("\n  {:<12} {:>14} {:>18}\n", "baseline", "iteration (ms)",
+                       fmt::format("{} speedup", plan.strategy));
+    for (const auto &[name, us] : plan.baselines)
+      out += fmt::format("  {:<12} {:>14.3f} {:>17.3f}x\n", name, ms(us),
+                         p.iterationUs > 0 ? us / p.iterationUs : 0.0);
+  }
+  return out;
+}
+
+std::string chromeTrace(const zenrt::Plan &plan) {
+  ordered_json events = ordered_json::array();
+  std::set<int64_t> tracks;
+  for (const zenrt::Task &task : plan.schedule)
+    tracks.insert(trackOf(task));
+  ordered_json process{{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}};
+  process["args"] = {{"name", fmt::format("{} on {}", plan.model.name, plan.cluster.name)}};
+  events.push_back(process);
+  for (int64_t track : tracks) {
+    ordered_json name{{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", track}};
+    name["args"] = {{"name", track == 0 ? std::string("compute")
+                                        : fmt::format("comm stream {}", track - 1)}};
+    events.push_back(name);
+  }
+  for (const zenrt::Task &task : plan.schedule) {
+    ordered_json event{{"name", task.name},
+                       {"cat", zenrt::toString(task.kind)},
+                       {"ph", "X"},
+                       {"ts", task.startUs},
+                       {"dur", task.durationUs},
+                       {"pid", 0},
+                       {"tid", trackOf(task)}};
+    ordered_json args{{"phase", zenrt::toString(task.phase)}};
+    if (task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size())) {
+      const zenrt::Bucket &bucket = plan.buckets[task.bucket];
+      args["bucket"] = task.bucket;
+      args["tensors"] = static_cast<int64_t>(bucket.tensors.size());
+      args["bytes"] = bucket.bytes;
+      args["compression"] = zenrt::toString(bucket.compression.method);
+      size_t index = 0;
+      for (const zenrt::Task &other : plan.schedule) {
+        if (&other == &task)
+          break;
+        if (other.bucket == task.bucket && other.kind == zenrt::TaskKind::Collective)
+          ++index;
+      }
+      if (task.kind == zenrt::TaskKind::Collective && index < bucket.collectives.size()) {
+        const zenrt::Collective &c = bucket.collectives[index];
+        args["op"] = zenrt::toString(c.op);
+        args["algorithm"] = c.algorithm;
+        args["chunks"] = c.chunks;
+        args["wire_bytes"] = c.bytes;
+      }
+    }
+    event["args"] = args;
+    events.push_back(event);
+  }
+  ordered_json trace{{"displayTimeUnit", "ms"}, {"traceEvents", events}};
+  return trace.dump(1) + "\n";
+}
+
+std::string timelineSvg(const zenrt::Plan &plan) {
+  const double width = 1200, left = 150, right = 30, rowHeight = 34, top = 56;
+  double end = plan.predictions.iterationUs;
+  int64_t streams = 0;
+  for (const zenrt::Task &task : plan.schedule) {
+    end = std::max(end, task.startUs + task.durationUs);
+    if (task.kind == zenrt::TaskKind::Collective)
+      streams = std::max(streams, task.stream + 1);
+  }
+  end = std::max(end, 1.0);
+  const int64_t rows = 2 + streams; // compute, streams..., exposed
+  const double height = top + rows * rowHeight + 60;
+  auto x = [&](double us) { return left + (width - left - right) * us / end; };
+  auto rowY = [&](int64_t row) { return top + row * rowHeight; };
+
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n",
+      width, height);
+  svg += fmt::format("<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{} on {} "
+                     "({} ranks), strategy {}: {:.2f} ms per iteration</text>\n",
+                     escapeXml(plan.model.name), escapeXml(plan.cluster.name),
+                     plan.cluster.worldSize, escapeXml(plan.strategy),
+                     ms(plan.predictions.iterationUs));
+  svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">compute {:.2f} ms, exposed "
+                     "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
+                     ms(plan.predictions.computeUs), ms(plan.predictions.exposedCommUs),
+                     ms(plan.predictions.lowerBoundUs));
+  std::vector<std::string> labels{"compute"};
+  for (int64_t s = 0; s < streams; ++s)
+    labels.push_back(fmt::format("comm stream {}", s));
+  labels.push_back("exposed comm");
+  for (size_t row = 0; row < labels.size(); ++row) {
+    svg += fmt::format("<text x=\"10\" y=\"{:.1f}\">{}</text>\n", rowY(row) + rowHeight * 0.6,
+                       labels[row]);
+    svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" "
+                       "fill=\"#f4f4f4\"/>\n",
+                       left, rowY(row) + 3, width - left - right, rowHeight - 6);
+  }
+  for (const zenrt::Task &task : plan.schedule) {
+    double x0 = x(task.startUs), w = std::max(0.5, x(task.startUs + task.durationUs) - x0);
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
+                       "fill=\"{}\" stroke=\"white\" stroke-width=\"0.3\"><title>{} ({:.1f} us)"
+                       "</title></rect>\n",
+                       x0, rowY(trackOf(task)) + 5, w, rowHeight - 10, colorOf(task),
+                       escapeXml(task.name), task.durationUs);
+  }
+  for (const Interval &span : exposedCommunication(plan))
+    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
+                       "fill=\"#d62728\"/>\n",
+                       x(span.begin), rowY(rows - 1) + 5,
+                       std::max(0.5, x(span.end) - x(span.begin)), rowHeight - 10);
+  // Time axis with about ten ticks at round values.
+  double axisY = rowY(rows) + 8;
+  double step = std::pow(10.0, std::floor(std::log10(end / 10.0)));
+  for (double factor : {1.0, 2.0, 5.0, 10.0})
+    if (end / (step * factor) <= 12) {
+      step *= factor;
+      break;
+    }
+  svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                     "stroke=\"#333\"/>\n",
+                     left, axisY, width - right, axisY);
+  for (double t = 0; t <= end + 1e-9; t += step)
+    svg += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+                       "stroke=\"#333\"/><text x=\"{0:.1f}\" y=\"{3:.1f}\" "
+                       "text-anchor=\"middle\">{4:g} ms</text>\n",
+                       x(t), axisY, axisY + 5, axisY + 18, ms(t));
+  // Legend.
+  double legendY = axisY + 34, legendX = left;
+  for (auto [name, color] : std::initializer_list<std::pair<const char *, const char *>>{
+           {"forward", "#4c86c6"}, {"backward", "#55a868"}, {"optimizer", "#8c8c8c"},
+           {"next forward", "#9bbde3"}, {"collective", "#e8833a"},
+           {"compression", "#8e6cc0"}, {"exposed communication", "#d62728"}}) {
+    svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" "
+                       "fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+                       legendX, legendY - 10, color, legendX + 16, legendY, name);
+    legendX += 40 + 7.0 * std::strlen(name);
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+void writeFileAtomically(const std::string &path, const std::string &text) {
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (out)
+      out << text;
+    if (!out || !out.flush()) {
+      std::remove(temporary.c_str());
+      throw zenrt::PlanError(73, path + ": cannot write: " + std::strerror(errno));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    std::remove(temporary.c_str());
+    throw zenrt::PlanError(73, path + ": cannot write: " + std::strerror(error));
+  }
+}
+
+} // namespace zen::codegen
