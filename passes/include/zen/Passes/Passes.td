@@ -1,0 +1,132 @@
+//===- Passes.td - zen planning passes ------------------------*- tablegen -*-===//
+#ifndef ZEN_PASSES_TD
+#define ZEN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+// Every planning pass prices its decisions against a cluster.
+defvar clusterOption = Option<"cluster", "cluster", "std::string", "\"a100x64\"",
+    "Cluster preset name (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file">;
+defvar dpOption = Option<"dp", "dp", "int64_t", "0",
+    "Data-parallel ranks (0 = every GPU of the cluster)">;
+
+def InsertGradSync : Pass<"zen-insert-grad-sync", "mlir::ModuleOp"> {
+  let summary = "Synchronise every gradient with an all-reduce (data parallelism)";
+  let description = [{
+    Inserts one `zen.all_reduce avg` per `zen.gradient` over a process group of
+    `dp` ranks, and an optimizer step (`zen.compute "SGD" optimizer`) per
+    parameter that consumes the synchronised gradient. Existing
+    synchronisation is replaced.
+  }];
+  let options = [clusterOption, dpOption];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
+  let summary = "Fuse gradient all-reduces into buckets (zen.pack -> collective -> zen.unpack)";
+  let description = [{
+    Groups consecutive gradients (in ready order) into buckets with a baseline
+    rule: `wfbp` (one per tensor), `ddp` (25 MiB, first bucket 1 MiB),
+    `horovod` (64 MiB buffer), `mgwfbp` (merge while the wait is shorter than
+    the start-up time), `threshold` (close at `threshold-bytes`), `manual`
+    (`buckets` sizes in tensors) or `nooverlap` (per tensor, after backward).
+    Needs synchronised gradients (zen-insert-grad-sync). Ops of bucket N carry
+    `bucket = N`.
+  }];
+  let options = [
+    clusterOption,
+    Option<"strategy", "strategy", "std::string", "\"ddp\"",
+           "wfbp, ddp, horovod, mgwfbp, threshold, manual or nooverlap">,
+    Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
+           "Bucket size at which `threshold` closes a bucket">,
+    ListOption<"buckets", "buckets", "int64_t",
+               "Bucket sizes in tensors, in gradient-ready order (strategy manual)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def PlaceCompression : Pass<"zen-place-compression", "mlir::ModuleOp"> {
+  let summary = "Choose per-bucket compression, device, error feedback and collective";
+  let description = [{
+    For each bucket picks a method from the allowed `compressor` set (or none),
+    the device (gpu, or cpu offload), error feedback (for every method but
+    fp16/bf16), and the collective that follows: all_reduce for dense casts
+    and PowerSGD factors, all_gather of the payload for topk, randomk and sign.
+    `mode=all` applies the first allowed method to every bucket; `mode=auto`
+    keeps a method on a bucket only where the simulator says it pays.
+    With no compressor allowed (the default) training stays exact.
+  }];
+  let options = [
+    clusterOption,
+    Option<"compressor", "compressor", "std::string", "\"\"",
+           "Allowed methods, comma-separated: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:RANK">,
+    Option<"mode", "mode", "std::string", "\"auto\"", "auto or all">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def Decompose : Pass<"zen-decompose", "mlir::ModuleOp"> {
+  let summary = "Choose chunk counts and split all-reduces into reduce-scatter + all-gather";
+  let description = [{
+    Sets the chunk count of every collective (`chunks`, or the cost model's
+    fastest when 0) and, per `split`, replaces a dense bucket all_reduce with a
+    reduce_scatter overlapped with backward plus a decoupled all_gather
+    overlapped with the next forward (DeAR): `none`, `all`, or `auto` (where
+    the simulator says it pays).
+  }];
+  let options = [
+    clusterOption,
+    Option<"chunks", "chunks", "int64_t", "0", "Chunks per collective (0 = cost-model choice)">,
+    Option<"split", "split", "std::string", "\"auto\"", "none, all or auto">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def ScheduleOverlap : Pass<"zen-schedule-overlap", "mlir::ModuleOp"> {
+  let summary = "Assign issue order, priority and stream to every collective";
+  let description = [{
+    Collectives issue in gradient-ready order on stream 0; decoupled
+    all-gathers follow in the order the next forward needs them, on stream 1
+    when `streams` is 2. Writes `schedule = #zen.schedule<...>`.
+  }];
+  let options = [
+    clusterOption,
+    Option<"streams", "streams", "int64_t", "1", "Communication streams (1 or 2)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
+  let summary = "Search fusion, compression, decomposition and schedule jointly";
+  let description = [{
+    Scores candidates with the timeline simulator: dynamic programming over
+    bucket boundaries with per-bucket compression/decomposition choices, then
+    local search; the baselines are seeds, so the result is never worse than
+    any of them. `strategy` other than `auto` materialises that baseline.
+    Records `zen.strategy`, `zen.cluster`, `zen.world_size`, `zen.predicted`
+    and `zen.baselines` on the module.
+  }];
+  let options = [
+    clusterOption, dpOption,
+    Option<"compressor", "compressor", "std::string", "\"\"",
+           "Allowed compression methods, comma-separated (none by default)">,
+    Option<"strategy", "strategy", "std::string", "\"auto\"",
+           "auto, nooverlap, wfbp, ddp, horovod, mgwfbp, threshold or manual">,
+    Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
+           "Bucket size for strategy threshold">,
+    ListOption<"buckets", "buckets", "int64_t",
+               "Bucket sizes in tensors for strategy manual">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
+def PrintTimeline : Pass<"zen-print-timeline", "mlir::ModuleOp"> {
+  let summary = "Print the simulated timeline of the planned iteration";
+  let description = [{
+    Prints one line per simulator task to stdout,
+    `task <name> start <us> end <us>`, then `iteration <us>`.
+  }];
+  let options = [clusterOption];
+}
+
+#endif // ZEN_PASSES_TD

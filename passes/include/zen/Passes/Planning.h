@@ -1,0 +1,180 @@
+//===- Planning.h - planning problem, plan choices and the autotuner -*- C++ -*-===//
+//
+// The IR-free core of zenopt's planning: a Problem (what has to be communicated
+// and when it becomes ready), a PlanChoice (buckets, compression, chunks,
+// decomposition, streams and priorities), the simulator tasks a choice turns
+// into, the baseline strategies, and the joint search. The passes extract a
+// Problem from the zen dialect, call these, and materialise the chosen plan;
+// codegen uses the same API to re-score plans.
+//
+// All times are microseconds, all sizes bytes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_PASSES_PLANNING_H
+#define ZEN_PASSES_PLANNING_H
+
+#include "zen/CostModel/CostModel.h"
+#include "zen/CostModel/Simulator.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zen::plan {
+
+/// A run of compute ops on the compute stream, coarse-grained between the
+/// points where gradients become ready (backward) or where a parameter is
+/// first read (forward).
+struct ComputeSegment {
+  std::string name;        // first node of the segment
+  double durationUs = 0;
+};
+
+/// One gradient tensor; Problem::gradients holds them in backward-ready order.
+struct GradientTensor {
+  std::string name;        // the parameter's name
+  int64_t elements = 0;
+  int64_t bytes = 0;       // uncompressed, on the wire
+  /// The backward segment after which the gradient is complete (-1: ready
+  /// when backward starts).
+  int readyAfterSegment = -1;
+  /// The forward segment that first reads the parameter (where a decoupled
+  /// all-gather must have completed in the next iteration).
+  int forwardSegment = 0;
+  double optimizerUs = 0;  // the optimizer step of this parameter
+};
+
+struct Problem {
+  std::vector<ComputeSegment> forward;
+  std::vector<ComputeSegment> backward;
+  std::vector<GradientTensor> gradients;
+  cost::Group group;       // the data-parallel ranks
+
+  double totalComputeUs() const;
+  double totalGradientBytes() const;
+};
+
+/// The optimizer step's cost model (SGD with momentum: read weight, gradient
+/// and momentum, write weight and momentum; 3 FLOPs per element). The
+/// gradient-sync pass writes these numbers on the optimizer ops it creates.
+int64_t optimizerFlops(int64_t elements);
+int64_t optimizerBytes(int64_t elements, int64_t elementBytes);
+
+/// How one bucket is communicated.
+struct BucketChoice {
+  int begin = 0;           // first gradient (index into Problem::gradients)
+  int end = 0;             // one past the last gradient
+  cost::CompressionSpec compression;  // method None: dense fp32; carries error feedback
+  int64_t chunks = 1;
+  /// all_reduce split into reduce_scatter (during backward) and a decoupled
+  /// all_gather that overlaps the next iteration's forward (DeAR).
+  bool decomposed = false;
+  int stream = 0;          // stream of the all_reduce / reduce_scatter
+  int64_t priority = 0;    // lower issues first among ready collectives
+  int gatherStream = 0;    // stream of the decoupled all_gather
+  int64_t gatherPriority = 0;
+
+  int size() const { return end - begin; }
+};
+
+struct PlanChoice {
+  std::string strategy;
+  std::vector<BucketChoice> buckets;  // consecutive, covering every gradient, in ready order
+  /// Collectives wait until the whole backward pass is done (the nooverlap baseline).
+  bool afterBackward = false;
+  /// Gradients travel through zen.pack / zen.unpack buckets (false only for the
+  /// one-all_reduce-per-gradient form that zen-insert-grad-sync produces).
+  bool fused = true;
+};
+
+/// The collective a bucket's (possibly compressed) payload goes through.
+cost::CollectiveKind mainCollective(const BucketChoice &bucket);
+/// True when `method` produces a payload that can be summed by an all-reduce.
+bool isAllReducible(cost::CompressionMethod method);
+/// Error feedback applies to the methods whose error is not negligible (all but fp16/bf16).
+bool wantsErrorFeedback(cost::CompressionMethod method);
+
+/// Checks that `choice` covers the gradients of `problem` with consecutive,
+/// non-empty buckets and sane per-bucket settings; returns a message or "".
+std::string validateChoice(const Problem &problem, const PlanChoice &choice);
+
+/// Simulator tasks for `choice`: forward and backward segments, per bucket
+/// compression, collective(s), decompression and the optimizer step.
+/// Task names: "fwd.<node>", "bwd.<node>", "compress.b<N>", "all_reduce.b<N>",
+/// "reduce_scatter.b<N>", "all_gather.b<N>", "decompress.b<N>", "optimizer.b<N>".
+std::vector<cost::SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
+                                         const cost::CostModel &model);
+
+struct Evaluation {
+  cost::SimResult sim;  // sim.error set: the plan cannot be simulated (iterationUs is infinite)
+  double iterationUs = 0;
+  double computeUs = 0;
+  double exposedCommUs = 0;
+};
+Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
+
+/// max(total compute, bandwidth-optimal all-reduce of every gradient byte once, uncompressed).
+double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
+
+/// Parses a comma-separated compressor list in cost::parseCompressionSpec's
+/// spelling ("fp16", "topk:0.01", "powersgd:4", optionally "@gpu"/"@cpu");
+/// "" or "none" = none allowed. On error returns nullopt and sets `error`.
+std::optional<std::vector<cost::CompressionSpec>> parseCompressors(const std::string &text,
+                                                                    std::string &error);
+/// "topk:0.01" style spelling of a spec (the inverse of parseCompressors).
+std::string compressorName(const cost::CompressionSpec &spec);
+
+/// The baseline strategies, in report order.
+const std::vector<std::string> &baselineNames();  // nooverlap wfbp ddp horovod mgwfbp
+
+struct BaselineOptions {
+  /// Applied to every bucket when set (the fair comparison with compression allowed).
+  std::optional<cost::CompressionSpec> compression;
+  /// Bucket sizes in tensors, in ready order, for "manual".
+  std::vector<int64_t> manualBuckets;
+  /// Fusion threshold in bytes for "threshold".
+  int64_t thresholdBytes = 25ll << 20;
+};
+
+/// The plan of a named strategy: nooverlap, wfbp, ddp, horovod, mgwfbp,
+/// threshold or manual. Returns a message in `error` for an unknown name or a
+/// manual bucket list that does not cover the gradients.
+std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem &problem,
+                                         const cost::CostModel &model,
+                                         const BaselineOptions &options, std::string &error);
+
+/// Sets chunks to the cost model's fastest chunk count for each bucket.
+void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model);
+/// Assigns issue priorities and streams: collectives in ready order on stream
+/// 0; with `streams` > 1 the decoupled all-gathers go to stream 1, in the order
+/// the next forward needs them.
+void assignSchedule(PlanChoice &choice, int streams);
+
+struct AutotuneOptions {
+  std::vector<cost::CompressionSpec> compressors;  // allowed set (may be empty)
+  BaselineOptions baseline;                         // for the baseline seeds
+  bool allowDecomposition = true;
+  /// Bound on full-simulator evaluations during local search, in task-evaluations
+  /// (evaluations x tasks); keeps the search linear in the problem size.
+  double localSearchWork = 4e6;
+};
+
+struct AutotuneResult {
+  PlanChoice best;
+  Evaluation bestEval;
+  std::map<std::string, double> baselineUs;  // every baseline's iteration time
+  double lowerBoundUs = 0;
+  int64_t evaluations = 0;                   // full simulations run
+};
+
+/// Searches bucketing, compression, chunks, decomposition and schedule jointly
+/// with the simulator as the objective. The baselines are seeds, so the result
+/// is never worse than any of them.
+AutotuneResult autotune(const Problem &problem, const cost::CostModel &model,
+                        const AutotuneOptions &options);
+
+} // namespace zen::plan
+
+#endif // ZEN_PASSES_PLANNING_H

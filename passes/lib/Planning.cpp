@@ -1,0 +1,474 @@
+//===- Planning.cpp - problems, plan choices, simulator tasks, baselines ---===//
+#include "zen/Passes/Planning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+namespace zen::plan {
+
+using cost::CollectiveKind;
+using cost::CompressionMethod;
+using cost::CompressionSpec;
+using cost::SimTask;
+using cost::TaskKind;
+
+double Problem::totalComputeUs() const {
+  double total = 0;
+  for (const ComputeSegment &segment : forward)
+    total += segment.durationUs;
+  for (const ComputeSegment &segment : backward)
+    total += segment.durationUs;
+  for (const GradientTensor &gradient : gradients)
+    total += gradient.optimizerUs;
+  return total;
+}
+
+double Problem::totalGradientBytes() const {
+  double total = 0;
+  for (const GradientTensor &gradient : gradients)
+    total += static_cast<double>(gradient.bytes);
+  return total;
+}
+
+int64_t optimizerFlops(int64_t elements) { return 3 * elements; }
+int64_t optimizerBytes(int64_t elements, int64_t elementBytes) {
+  return 5 * elements * elementBytes;
+}
+
+bool isAllReducible(CompressionMethod method) {
+  switch (method) {
+  case CompressionMethod::None:
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+  case CompressionMethod::Int8:
+  case CompressionMethod::PowerSGD:
+    return true;
+  case CompressionMethod::TopK:
+  case CompressionMethod::RandomK:
+  case CompressionMethod::Sign:
+    return false;
+  }
+  return true;
+}
+
+bool wantsErrorFeedback(CompressionMethod method) {
+  return method != CompressionMethod::None && method != CompressionMethod::FP16 &&
+         method != CompressionMethod::BF16;
+}
+
+CollectiveKind mainCollective(const BucketChoice &bucket) {
+  if (!isAllReducible(bucket.compression.method))
+    return CollectiveKind::AllGather;
+  if (bucket.decomposed)
+    return CollectiveKind::ReduceScatter;
+  return CollectiveKind::AllReduce;
+}
+
+std::string validateChoice(const Problem &problem, const PlanChoice &choice) {
+  int next = 0;
+  for (size_t b = 0; b < choice.buckets.size(); ++b) {
+    const BucketChoice &bucket = choice.buckets[b];
+    std::string where = "bucket " + std::to_string(b);
+    if (bucket.begin != next || bucket.end <= bucket.begin)
+      return where + " does not continue the gradients in ready order (starts at " +
+             std::to_string(bucket.begin) + ", expected " + std::to_string(next) + ")";
+    if (bucket.chunks < 1)
+      return where + " has chunk count " + std::to_string(bucket.chunks);
+    if (bucket.decomposed && bucket.compression.method != CompressionMethod::None)
+      return where + " is both compressed and decomposed";
+    if (bucket.stream < 0 || bucket.gatherStream < 0)
+      return where + " has a negative stream";
+    next = bucket.end;
+  }
+  if (next != static_cast<int>(problem.gradients.size()))
+    return "buckets cover " + std::to_string(next) + " of " +
+           std::to_string(problem.gradients.size()) + " gradients";
+  return "";
+}
+
+namespace {
+std::string kindName(CollectiveKind kind) { return cost::toString(kind); }
+} // namespace
+
+std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
+                                   const cost::CostModel &model) {
+  std::vector<SimTask> tasks;
+  const int forwardCount = static_cast<int>(problem.forward.size());
+  const int backwardCount = static_cast<int>(problem.backward.size());
+  tasks.reserve(forwardCount + backwardCount + 5 * choice.buckets.size());
+
+  // Compute-stream priorities follow the intended serial order: forward, then
+  // each backward segment followed by the encodes it enables, then the tail.
+  auto addCompute = [&](std::string name, TaskKind kind, double duration, int64_t priority,
+                        std::vector<int> deps) {
+    SimTask task;
+    task.name = std::move(name);
+    task.kind = kind;
+    task.durationUs = duration;
+    task.priority = priority;
+    task.deps = std::move(deps);
+    tasks.push_back(std::move(task));
+    return static_cast<int>(tasks.size()) - 1;
+  };
+
+  int previous = -1;
+  std::vector<int> forwardTask(forwardCount, -1);
+  for (int k = 0; k < forwardCount; ++k) {
+    std::vector<int> deps;
+    if (previous >= 0)
+      deps.push_back(previous);
+    previous = addCompute("fwd." + problem.forward[k].name, TaskKind::Compute,
+                          problem.forward[k].durationUs, k, std::move(deps));
+    forwardTask[k] = previous;
+  }
+  const int forwardEnd = previous;
+  std::vector<int> backwardTask(backwardCount, -1);
+  for (int k = 0; k < backwardCount; ++k) {
+    std::vector<int> deps;
+    if (previous >= 0)
+      deps.push_back(previous);
+    previous = addCompute("bwd." + problem.backward[k].name, TaskKind::Compute,
+                          problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
+    backwardTask[k] = previous;
+  }
+  const int backwardEnd = previous;
+  const int64_t tailPriority = forwardCount + 2 * backwardCount + 2;
+
+  for (size_t b = 0; b < choice.buckets.size(); ++b) {
+    const BucketChoice &bucket = choice.buckets[b];
+    const std::string suffix = ".b" + std::to_string(b);
+    int64_t elements = 0;
+    double bytes = 0, optimizerUs = 0;
+    int readySegment = -1;
+    int firstForward = forwardCount;
+    for (int g = bucket.begin; g < bucket.end; ++g) {
+      const GradientTensor &gradient = problem.gradients[g];
+      firstForward = std::min(firstForward, gradient.forwardSegment);
+      elements += gradient.elements;
+      bytes += static_cast<double>(gradient.bytes);
+      optimizerUs += gradient.optimizerUs;
+      readySegment = std::max(readySegment, gradient.readyAfterSegment);
+    }
+    int ready = choice.afterBackward ? backwardEnd
+                : readySegment >= 0  ? backwardTask[readySegment]
+                                     : forwardEnd;
+    std::vector<int> readyDeps;
+    if (ready >= 0)
+      readyDeps.push_back(ready);
+
+    const bool compressed = bucket.compression.method != CompressionMethod::None;
+    cost::CompressionCost compression;
+    double wireBytes = bytes;
+    int before = ready;
+    if (compressed) {
+      compression = model.compression(bucket.compression, elements,
+                                      isAllReducible(bucket.compression.method)
+                                          ? 1
+                                          : problem.group.ranks);
+      wireBytes = compression.wireBytes;
+      int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
+                                   ? forwardCount + 2 * readySegment + 1
+                                   : tailPriority - 1;
+      before = addCompute("compress" + suffix, TaskKind::Compression, compression.encodeUs,
+                          encodePriority, readyDeps);
+    }
+
+    SimTask collective;
+    collective.kind = TaskKind::Collective;
+    collective.collective = mainCollective(bucket);
+    collective.name = kindName(collective.collective) + suffix;
+    // Gathered compressed payloads: every rank's payload lands everywhere.
+    collective.bytes = collective.collective == CollectiveKind::AllGather
+                           ? wireBytes * static_cast<double>(problem.group.ranks)
+                           : wireBytes;
+    collective.group = problem.group;
+    collective.chunks = bucket.chunks;
+    collective.stream = bucket.stream;
+    collective.priority = bucket.priority;
+    if (before >= 0)
+      collective.deps.push_back(before);
+    tasks.push_back(std::move(collective));
+    int done = static_cast<int>(tasks.size()) - 1;
+
+    bool nextIteration = false;
+    if (bucket.decomposed) {
+      SimTask gather;
+      gather.kind = TaskKind::Collective;
+      gather.collective = CollectiveKind::AllGather;
+      gather.name = kindName(CollectiveKind::AllGather) + suffix;
+      gather.bytes = bytes;
+      gather.group = problem.group;
+      gather.stream = bucket.gatherStream;
+      gather.priority = bucket.gatherPriority;
+      gather.deps.push_back(done);
+      gather.nextIteration = true;
+      tasks.push_back(std::move(gather));
+      done = static_cast<int>(tasks.size()) - 1;
+      nextIteration = true;
+    }
+    if (compressed)
+      done = addCompute("decompress" + suffix, TaskKind::Compression, compression.decodeUs,
+                        tailPriority + 2 * static_cast<int64_t>(b), {done});
+    int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, optimizerUs,
+                               tailPriority + 2 * static_cast<int64_t>(b) + 1, {done});
+    if (nextIteration) {
+      // The update lands during the next iteration, before the first forward
+      // segment that reads one of the bucket's parameters.
+      tasks[optimizer].nextIteration = true;
+      if (firstForward >= 0 && firstForward < forwardCount)
+        tasks[forwardTask[firstForward]].deps.push_back(optimizer);
+    }
+  }
+  return tasks;
+}
+
+Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
+                    const cost::CostModel &model) {
+  Evaluation evaluation;
+  evaluation.sim = cost::simulate(model, buildSimTasks(problem, choice, model));
+  evaluation.iterationUs = evaluation.sim.error.empty()
+                               ? evaluation.sim.iterationUs
+                               : std::numeric_limits<double>::infinity();
+  evaluation.computeUs = evaluation.sim.computeUs;
+  evaluation.exposedCommUs = evaluation.sim.exposedCommUs;
+  return evaluation;
+}
+
+double lowerBoundUs(const Problem &problem, const cost::CostModel &model) {
+  return std::max(problem.totalComputeUs(),
+                  model.bandwidthOptimalAllReduceUs(problem.totalGradientBytes()));
+}
+
+//===----------------------------------------------------------------------===//
+// Compressor lists
+//===----------------------------------------------------------------------===//
+
+std::optional<std::vector<CompressionSpec>> parseCompressors(const std::string &text,
+                                                              std::string &error) {
+  std::vector<CompressionSpec> specs;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty() || item == "none")
+      continue;
+    std::string reason;
+    std::optional<CompressionSpec> spec = cost::parseCompressionSpec(item, &reason);
+    if (!spec || spec->method == CompressionMethod::None) {
+      error = "bad compressor '" + item + "'" + (reason.empty() ? "" : ": " + reason);
+      return std::nullopt;
+    }
+    specs.push_back(*spec);
+  }
+  return specs;
+}
+
+std::string compressorName(const CompressionSpec &spec) {
+  std::string name = cost::toString(spec.method);
+  std::ostringstream parameter;
+  if (spec.method == CompressionMethod::TopK || spec.method == CompressionMethod::RandomK)
+    parameter << ":" << spec.ratio;
+  else if (spec.method == CompressionMethod::PowerSGD)
+    parameter << ":" << spec.rank;
+  return name + parameter.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Baselines
+//===----------------------------------------------------------------------===//
+
+const std::vector<std::string> &baselineNames() {
+  static const std::vector<std::string> names = {"nooverlap", "wfbp", "ddp", "horovod", "mgwfbp"};
+  return names;
+}
+
+namespace {
+/// Time at which each gradient is ready when compute runs alone.
+std::vector<double> readyTimes(const Problem &problem) {
+  double forwardUs = 0;
+  for (const ComputeSegment &segment : problem.forward)
+    forwardUs += segment.durationUs;
+  std::vector<double> segmentEnd(problem.backward.size());
+  double clock = forwardUs;
+  for (size_t k = 0; k < problem.backward.size(); ++k)
+    segmentEnd[k] = clock += problem.backward[k].durationUs;
+  std::vector<double> ready;
+  ready.reserve(problem.gradients.size());
+  double latest = forwardUs;
+  for (const GradientTensor &gradient : problem.gradients) {
+    double time = gradient.readyAfterSegment >= 0 ? segmentEnd[gradient.readyAfterSegment]
+                                                  : forwardUs;
+    latest = std::max(latest, time);  // a bucket is ready when its last member is
+    ready.push_back(latest);
+  }
+  return ready;
+}
+
+/// Splits the gradients into consecutive buckets; `closeBefore(begin, g, bytes)`
+/// decides whether the bucket [begin, g) holding `bytes` ends before gradient g.
+template <typename CloseRule>
+std::vector<std::pair<int, int>> greedyBuckets(const Problem &problem, CloseRule closeBefore) {
+  std::vector<std::pair<int, int>> ranges;
+  int begin = 0;
+  double bucketBytes = 0;
+  for (int g = 0; g < static_cast<int>(problem.gradients.size()); ++g) {
+    if (g > begin && closeBefore(begin, g, bucketBytes)) {
+      ranges.emplace_back(begin, g);
+      begin = g;
+      bucketBytes = 0;
+    }
+    bucketBytes += static_cast<double>(problem.gradients[g].bytes);
+  }
+  if (!problem.gradients.empty())
+    ranges.emplace_back(begin, static_cast<int>(problem.gradients.size()));
+  return ranges;
+}
+
+/// Communication time of one bucket alone: encode + collective + decode.
+double bucketCommUs(const Problem &problem, const cost::CostModel &model, double bytes,
+                    int64_t elements, const std::optional<CompressionSpec> &compression) {
+  if (!compression || compression->method == CompressionMethod::None)
+    return model.collective(CollectiveKind::AllReduce, bytes, problem.group).timeUs;
+  bool gathered = !isAllReducible(compression->method);
+  cost::CompressionCost cost =
+      model.compression(*compression, elements, gathered ? problem.group.ranks : 1);
+  double wire = gathered ? cost.wireBytes * static_cast<double>(problem.group.ranks)
+                         : cost.wireBytes;
+  return cost.encodeUs + cost.decodeUs +
+         model.collective(gathered ? CollectiveKind::AllGather : CollectiveKind::AllReduce, wire,
+                          problem.group)
+             .timeUs;
+}
+} // namespace
+
+std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem &problem,
+                                         const cost::CostModel &model,
+                                         const BaselineOptions &options, std::string &error) {
+  const int count = static_cast<int>(problem.gradients.size());
+  std::vector<std::pair<int, int>> ranges;
+  PlanChoice choice;
+  choice.strategy = name;
+  auto singletons = [&] {
+    for (int g = 0; g < count; ++g)
+      ranges.emplace_back(g, g + 1);
+  };
+  // DDP closes a bucket once it reaches the cap; its first bucket is capped at 1 MiB.
+  auto reachesCap = [&](double firstCap, double cap) {
+    return greedyBuckets(problem, [&, first = true](int, int, double bytes) mutable {
+      bool close = bytes >= (first ? firstCap : cap);
+      if (close)
+        first = false;
+      return close;
+    });
+  };
+  if (name == "nooverlap") {
+    singletons();
+    choice.afterBackward = true;
+  } else if (name == "wfbp") {
+    singletons();
+  } else if (name == "ddp") {
+    ranges = reachesCap(1 << 20, 25 << 20);
+  } else if (name == "threshold") {
+    double cap = static_cast<double>(std::max<int64_t>(1, options.thresholdBytes));
+    ranges = reachesCap(cap, cap);
+  } else if (name == "horovod") {
+    // The 64 MiB fusion buffer never overflows: a tensor that does not fit starts the next one.
+    ranges = greedyBuckets(problem, [&](int, int g, double bytes) {
+      return bytes + static_cast<double>(problem.gradients[g].bytes) > double(64 << 20);
+    });
+  } else if (name == "mgwfbp") {
+    // MG-WFBP: merge a gradient into the running bucket when waiting for it
+    // costs less than the start-up time alpha of a separate collective.
+    const double alpha = bucketCommUs(problem, model, 4, 1, options.compression);
+    std::vector<double> ready = readyTimes(problem);
+    int begin = 0;
+    double bytes = 0, previousEnd = 0, start = 0;
+    int64_t elements = 0;
+    for (int g = 0; g < count; ++g) {
+      if (g > begin && ready[g] - start >= alpha) {
+        previousEnd = start + bucketCommUs(problem, model, bytes, elements, options.compression);
+        ranges.emplace_back(begin, g);
+        begin = g;
+        bytes = 0;
+        elements = 0;
+      }
+      bytes += static_cast<double>(problem.gradients[g].bytes);
+      elements += problem.gradients[g].elements;
+      start = std::max(ready[g], previousEnd);
+    }
+    if (count > 0)
+      ranges.emplace_back(begin, count);
+  } else if (name == "manual") {
+    int begin = 0;
+    for (int64_t size : options.manualBuckets) {
+      if (size < 1 || begin + size > count) {
+        error = "manual buckets must be positive sizes summing to the " + std::to_string(count) +
+                " gradient tensors";
+        return std::nullopt;
+      }
+      ranges.emplace_back(begin, begin + static_cast<int>(size));
+      begin += static_cast<int>(size);
+    }
+    if (begin != count) {
+      error = "manual buckets cover " + std::to_string(begin) + " of the " +
+              std::to_string(count) + " gradient tensors";
+      return std::nullopt;
+    }
+  } else {
+    error = "unknown strategy '" + name +
+            "' (expected nooverlap, wfbp, ddp, horovod, mgwfbp, threshold or manual)";
+    return std::nullopt;
+  }
+  for (auto [begin, end] : ranges) {
+    BucketChoice bucket;
+    bucket.begin = begin;
+    bucket.end = end;
+    if (options.compression) {
+      bucket.compression = *options.compression;
+      bucket.compression.errorFeedback = wantsErrorFeedback(bucket.compression.method);
+    }
+    choice.buckets.push_back(bucket);
+  }
+  assignSchedule(choice, 1);
+  return choice;
+}
+
+void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model) {
+  for (BucketChoice &bucket : choice.buckets) {
+    if (bucket.compression.method != CompressionMethod::None) {
+      bucket.chunks = 1;  // compressed payloads are sent whole
+      continue;
+    }
+    double bytes = 0;
+    for (int g = bucket.begin; g < bucket.end; ++g)
+      bytes += static_cast<double>(problem.gradients[g].bytes);
+    CollectiveKind kind = mainCollective(bucket);
+    double best = model.collective(kind, bytes, problem.group).timeUs;
+    bucket.chunks = 1;
+    for (int64_t chunks = 2; chunks <= 16; chunks *= 2) {
+      double time = model.chunkedCollective(kind, bytes, problem.group, chunks).timeUs;
+      if (time < best * (1 - 1e-9)) {
+        best = time;
+        bucket.chunks = chunks;
+      }
+    }
+  }
+}
+
+void assignSchedule(PlanChoice &choice, int streams) {
+  const int64_t count = static_cast<int64_t>(choice.buckets.size());
+  for (int64_t b = 0; b < count; ++b) {
+    BucketChoice &bucket = choice.buckets[b];
+    bucket.stream = 0;
+    bucket.priority = b;
+    // The next forward needs the last-ready gradients first.
+    bucket.gatherStream = streams > 1 ? 1 : 0;
+    bucket.gatherPriority = count + (count - 1 - b);
+  }
+}
+
+} // namespace zen::plan
