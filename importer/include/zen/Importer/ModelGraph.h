@@ -1,0 +1,150 @@
+//===- ModelGraph.h - an ONNX model as a costed training graph --*- C++ -*-===//
+//
+// The ZenOnnx library (plain C++, no MLIR) reads an ONNX model, infers its
+// shapes, costs every node and derives the backward pass. The result is a
+// ModelGraph; buildZenModule (ZenImporter.h) turns it into zen IR.
+//
+// Errors are reported by throwing ImportError, whose exitCode follows the CLI
+// contract: 66 input missing or unreadable, 65 bad model data.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_IMPORTER_MODELGRAPH_H
+#define ZEN_IMPORTER_MODELGRAPH_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zen::importer {
+
+/// Exit codes carried by ImportError (sysexits.h values, as in the CLI).
+enum ImportExitCode : int { kBadData = 65, kNoInput = 66 };
+
+struct ImportError : std::runtime_error {
+  ImportError(int exitCode, const std::string &message)
+      : std::runtime_error(message), exitCode(exitCode) {}
+  int exitCode;
+};
+
+struct ImportOptions {
+  /// Samples per GPU; unset keeps the model's own batch (1 when symbolic).
+  std::optional<int64_t> batch;
+};
+
+/// How `batch` was applied: "symbolic" set the symbolic batch dimension and re-inferred
+/// shapes; "scaled" multiplied the batch-proportional costs of a baked-in export batch.
+enum class BatchMode { Symbolic, Scaled };
+const char *batchModeName(BatchMode mode);
+
+struct Tensor {
+  std::string name;
+  /// Dims at the model's (possibly re-inferred) shapes; -1 is a dimension that stayed unknown.
+  std::vector<int64_t> dims;
+  bool rankKnown = true;
+  int32_t onnxType = 0;   ///< onnx::TensorProto_DataType
+  std::string dtype;      ///< short name: f32, f16, bf16, f64, i64, i32, i8, ui8, i1, ...
+  int64_t elements = 0;   ///< product of dims, unknown dims counted as 1
+  int64_t bytes = 0;      ///< elements * element size, times the batch scale if batchProportional
+  bool isInitializer = false;
+  bool isGraphInput = false;
+  bool isGraphOutput = false;
+  /// Depends on a graph input other than through Shape/Size: grows with the batch.
+  bool batchProportional = false;
+  /// Depends on a trainable parameter through differentiable inputs.
+  bool requiresGrad = false;
+  int producer = -1;   ///< index of the producing node, -1 for inputs and initializers
+  int parameter = -1;  ///< index into ModelGraph::parameters when trainable
+  bool isFloat() const;
+};
+
+struct Node {
+  std::string name;
+  std::string opType;
+  std::string domain;
+  std::vector<int> inputs;   ///< tensor ids; -1 for an omitted optional input
+  std::vector<int> outputs;  ///< tensor ids; -1 for an omitted optional output
+  int64_t flops = 0;         ///< forward, 2 per multiply-accumulate, batch scale applied
+  int64_t bytes = 0;         ///< forward bytes read + written, batch scale applied
+  bool unsupported = false;  ///< no cost rule: bytes only
+  bool batchProportional = false;
+  int backwardStep = -1;     ///< index into ModelGraph::backward, -1 when no gradient flows
+};
+
+/// A gradient value: result `result` of backward step `step`.
+struct GradValue {
+  int step = -1;
+  int result = -1;
+};
+
+/// One step of the derived backward pass. Steps are in execution order: the loss gradient
+/// first, then the forward nodes in reverse topological order.
+struct BackwardStep {
+  enum class Kind { LossGradient, NodeGradient, Accumulate };
+  Kind kind = Kind::NodeGradient;
+  std::string opType;  ///< "LossGrad", "<OpType>Grad", or "GradAccumulate"
+  int node = -1;       ///< forward node for NodeGradient
+  int64_t flops = 0;
+  int64_t bytes = 0;
+  std::vector<GradValue> incomingGrads;  ///< gradients this step consumes
+  std::vector<int> savedTensors;         ///< forward tensors it reads (activations, weights)
+  std::vector<int> gradTensors;          ///< result i is the gradient (contribution) of this tensor
+  std::vector<int> completedParameters;  ///< parameters whose gradient is complete after it
+};
+
+struct Parameter {
+  std::string name;
+  int tensor = -1;
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  std::string dtype;
+  GradValue gradient;  ///< the complete gradient
+  int readyStep = -1;  ///< backward step after which the gradient is complete
+  int readyOrder = -1; ///< 0 = first gradient ready in backward
+};
+
+struct ModelGraph {
+  std::string path;
+  std::string modelName;  ///< file name without extension
+  std::string modelHash;  ///< hex FNV-1a 64 of the file bytes
+  int64_t irVersion = 0;
+  int64_t opsetVersion = 0;
+  int64_t batch = 1;
+  int64_t exportBatch = 1;
+  BatchMode batchMode = BatchMode::Scaled;
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;            ///< topological order
+  std::vector<Parameter> parameters;  ///< initializer order
+  std::vector<BackwardStep> backward;
+  std::vector<int> graphInputs;       ///< tensor ids of non-initializer graph inputs
+  std::vector<int> graphOutputs;
+  std::vector<std::string> warnings;  ///< one line each, for stderr
+
+  int64_t forwardFlops() const;
+  int64_t backwardFlops() const;
+  int64_t trainableElements() const;
+  int64_t trainableBytes() const;
+  std::map<std::string, int64_t> flopsByOpType() const;
+  /// Sorted op types without a cost rule.
+  std::vector<std::string> unsupportedOps() const;
+  /// Parameter ids in ready order.
+  std::vector<int> parametersByReadyOrder() const;
+};
+
+/// Reads `path` (binary .onnx, or ONNX text syntax when it ends in .onnxtxt) and builds
+/// the costed training graph. Throws ImportError.
+ModelGraph importModel(const std::string &path, const ImportOptions &options = {});
+
+/// The same from bytes already in memory; `path` names the source in messages and
+/// selects the text syntax by extension.
+ModelGraph importModelFromBytes(const std::string &bytes, const std::string &path,
+                                const ImportOptions &options = {});
+
+/// Hex FNV-1a 64-bit hash.
+std::string fnv1a64Hex(const std::string &bytes);
+
+} // namespace zen::importer
+
+#endif // ZEN_IMPORTER_MODELGRAPH_H

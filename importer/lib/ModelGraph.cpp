@@ -1,0 +1,636 @@
+//===- ModelGraph.cpp - an ONNX model as a costed training graph ----------===//
+#include "zen/Importer/ModelGraph.h"
+
+#include "CostRules.h"
+#include "OnnxLoader.h"
+
+#include "onnx/defs/schema.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace zen::importer {
+
+const char *batchModeName(BatchMode mode) {
+  return mode == BatchMode::Symbolic ? "symbolic" : "scaled";
+}
+
+bool Tensor::isFloat() const {
+  return onnxType == onnx::TensorProto::FLOAT || onnxType == onnx::TensorProto::FLOAT16 ||
+         onnxType == onnx::TensorProto::DOUBLE || onnxType == onnx::TensorProto::BFLOAT16;
+}
+
+int64_t ModelGraph::forwardFlops() const {
+  int64_t total = 0;
+  for (const Node &node : nodes)
+    total += node.flops;
+  return total;
+}
+
+int64_t ModelGraph::backwardFlops() const {
+  int64_t total = 0;
+  for (const BackwardStep &step : backward)
+    total += step.flops;
+  return total;
+}
+
+int64_t ModelGraph::trainableElements() const {
+  int64_t total = 0;
+  for (const Parameter &param : parameters)
+    total += param.elements;
+  return total;
+}
+
+int64_t ModelGraph::trainableBytes() const {
+  int64_t total = 0;
+  for (const Parameter &param : parameters)
+    total += param.bytes;
+  return total;
+}
+
+std::map<std::string, int64_t> ModelGraph::flopsByOpType() const {
+  std::map<std::string, int64_t> byType;
+  for (const Node &node : nodes)
+    byType[node.opType] += node.flops;
+  return byType;
+}
+
+std::vector<std::string> ModelGraph::unsupportedOps() const {
+  std::set<std::string> ops;
+  for (const Node &node : nodes)
+    if (node.unsupported)
+      ops.insert(node.opType);
+  return {ops.begin(), ops.end()};
+}
+
+std::vector<int> ModelGraph::parametersByReadyOrder() const {
+  std::vector<int> order(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i)
+    order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return parameters[a].readyOrder < parameters[b].readyOrder;
+  });
+  return order;
+}
+
+std::string fnv1a64Hex(const std::string &bytes) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char byte : bytes) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
+namespace {
+
+using detail::CostSite;
+using detail::LoadedModel;
+using detail::OpCost;
+
+/// Ops a parameter passes through unchanged on its way to the op that uses it.
+bool isParameterPassThrough(const std::string &op) {
+  return op == "Identity" || op == "Transpose" || op == "Concat" || op == "Unsqueeze" ||
+         op == "Squeeze" || op == "Reshape" || op == "Flatten" || op == "Cast";
+}
+
+/// Ops whose output size follows the values of a shape input.
+bool sizesFromShapeValues(const std::string &op) {
+  return op == "ConstantOfShape" || op == "Expand" || op == "Tile" || op == "Range" ||
+         op == "Resize";
+}
+
+class GraphBuilder {
+public:
+  GraphBuilder(LoadedModel &loaded, ModelGraph &graph) : loaded(loaded), graph(graph) {}
+
+  void build() {
+    createTensors();
+    createNodes();
+    markBatchProportional();
+    findParameterCandidates();
+    propagateRequiresGrad();
+    findBackwardNodes();
+    finalizeParameters();
+    costForward();
+    deriveBackward();
+  }
+
+private:
+  const onnx::GraphProto &proto() const { return loaded.model.graph(); }
+
+  int tensorId(const std::string &name) const {
+    auto it = ids.find(name);
+    return it == ids.end() ? -1 : it->second;
+  }
+
+  int addTensor(const std::string &name, bool isInitializer = false) {
+    auto [it, inserted] = ids.emplace(name, static_cast<int>(graph.tensors.size()));
+    if (!inserted)
+      return it->second;
+    Tensor tensor;
+    tensor.name = name;
+    auto type = types.find(name);
+    if (type == types.end() || !type->second->has_tensor_type()) {
+      tensor.rankKnown = false;
+      if (type == types.end() && !isInitializer)
+        graph.warnings.push_back(graph.path + ": warning: no type inferred for tensor '" +
+                                 name + "'; its costs count it as one element");
+    } else {
+      const auto &tensorType = type->second->tensor_type();
+      tensor.onnxType = tensorType.elem_type();
+      tensor.rankKnown = tensorType.has_shape();
+      if (tensorType.has_shape())
+        for (const auto &dim : tensorType.shape().dim())
+          tensor.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    }
+    graph.tensors.push_back(std::move(tensor));
+    return it->second;
+  }
+
+  void createTensors() {
+    const onnx::GraphProto &g = proto();
+    for (const auto &info : g.input())
+      types[info.name()] = &info.type();
+    for (const auto &info : g.value_info())
+      types[info.name()] = &info.type();
+    for (const auto &info : g.output())
+      types[info.name()] = &info.type();
+    std::unordered_set<std::string> initializerNames;
+    for (const auto &init : g.initializer())
+      initializerNames.insert(init.name());
+    for (const auto &info : g.input())
+      if (!initializerNames.count(info.name()))
+        graph.graphInputs.push_back(addTensor(info.name()));
+    for (const auto &init : g.initializer()) {
+      int id = addTensor(init.name(), /*isInitializer=*/true);
+      Tensor &tensor = graph.tensors[id];
+      tensor.isInitializer = true;
+      tensor.onnxType = init.data_type();
+      tensor.rankKnown = true;
+      tensor.dims.assign(init.dims().begin(), init.dims().end());
+    }
+    for (int id : graph.graphInputs)
+      graph.tensors[id].isGraphInput = true;
+  }
+
+  void createNodes() {
+    const onnx::GraphProto &g = proto();
+    graph.nodes.reserve(g.node_size());
+    for (const onnx::NodeProto &nodeProto : g.node()) {
+      Node node;
+      node.name = nodeProto.name();
+      node.opType = nodeProto.op_type();
+      node.domain = nodeProto.domain();
+      for (const std::string &input : nodeProto.input())
+        node.inputs.push_back(input.empty() ? -1 : tensorId(input));
+      for (const std::string &output : nodeProto.output()) {
+        int id = output.empty() ? -1 : addTensor(output);
+        if (id >= 0)
+          graph.tensors[id].producer = static_cast<int>(graph.nodes.size());
+        node.outputs.push_back(id);
+      }
+      graph.nodes.push_back(std::move(node));
+    }
+    for (const auto &output : g.output()) {
+      int id = tensorId(output.name());
+      graph.tensors[id].isGraphOutput = true;
+      graph.graphOutputs.push_back(id);
+    }
+    for (Tensor &tensor : graph.tensors) {
+      tensor.dtype = detail::onnxDtypeName(tensor.onnxType);
+      tensor.elements = 1;
+      for (int64_t dim : tensor.dims)
+        tensor.elements *= std::max<int64_t>(dim, 1);  // dims were checked not to overflow
+    }
+  }
+
+  void markBatchProportional() {
+    for (int id : graph.graphInputs)
+      graph.tensors[id].batchProportional = true;
+    std::vector<bool> batchValued(graph.tensors.size(), false);
+    for (Node &node : graph.nodes) {
+      bool sized = false, valued = false;
+      for (int input : node.inputs) {
+        if (input < 0)
+          continue;
+        sized |= graph.tensors[input].batchProportional;
+        valued |= batchValued[input];
+      }
+      bool metadata = node.opType == "Shape" || node.opType == "Size";
+      bool outputSized = metadata ? false : sized || (valued && sizesFromShapeValues(node.opType));
+      bool outputValued = metadata ? sized : valued;
+      node.batchProportional = sized || outputSized;
+      for (int output : node.outputs) {
+        if (output < 0)
+          continue;
+        graph.tensors[output].batchProportional = outputSized;
+        batchValued[output] = outputValued;
+      }
+    }
+    const double scale = batchScale();
+    for (Tensor &tensor : graph.tensors) {
+      int64_t bytes = 0;
+      __builtin_mul_overflow(tensor.elements, detail::onnxElementSize(tensor.onnxType), &bytes);
+      tensor.bytes = tensor.batchProportional ? scaled(bytes, scale) : bytes;
+    }
+  }
+
+  double batchScale() const {
+    if (graph.batchMode == BatchMode::Symbolic)
+      return 1.0;
+    return static_cast<double>(graph.batch) / static_cast<double>(graph.exportBatch);
+  }
+
+  static int64_t scaled(int64_t value, double scale) {
+    long double result = static_cast<long double>(value) * scale;
+    if (result >= static_cast<long double>(std::numeric_limits<int64_t>::max() / 4))
+      return std::numeric_limits<int64_t>::max() / 4;
+    return static_cast<int64_t>(result + 0.5L);
+  }
+
+  int64_t scaledFor(bool batchProportional, int64_t value) const {
+    return batchProportional ? scaled(value, batchScale()) : value;
+  }
+
+  const onnx::OpSchema *schemaOf(const Node &node) const {
+    return onnx::OpSchemaRegistry::Schema(node.opType, static_cast<int>(loaded.opsetVersion),
+                                          node.domain);
+  }
+
+  /// Whether gradients flow through input `index` of `node` (float tensors at inputs the
+  /// ONNX schema does not mark non-differentiable; never BatchNorm's running statistics).
+  bool isDifferentiableInput(const Node &node, size_t index) const {
+    int id = node.inputs[index];
+    if (id < 0 || !graph.tensors[id].isFloat())
+      return false;
+    if (node.opType == "BatchNormalization" && index >= 3)
+      return false;
+    const onnx::OpSchema *schema = schemaOf(node);
+    if (!schema || schema->inputs().empty())
+      return true;
+    const auto &formals = schema->inputs();
+    const auto &formal = formals[std::min(index, formals.size() - 1)];
+    return formal.GetDifferentiationCategory() !=
+           onnx::OpSchema::NonDifferentiable;
+  }
+
+  /// Consumers of each tensor, as (node, input index).
+  void indexConsumers() {
+    consumers.assign(graph.tensors.size(), {});
+    for (size_t n = 0; n < graph.nodes.size(); ++n)
+      for (size_t i = 0; i < graph.nodes[n].inputs.size(); ++i)
+        if (graph.nodes[n].inputs[i] >= 0)
+          consumers[graph.nodes[n].inputs[i]].push_back({static_cast<int>(n), i});
+  }
+
+  /// Float initializers that reach a differentiable use, directly or through pass-through
+  /// ops. Running statistics and shape/index constants never do.
+  void findParameterCandidates() {
+    indexConsumers();
+    for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
+      const Tensor &tensor = graph.tensors[id];
+      if (!tensor.isInitializer || !tensor.isFloat())
+        continue;
+      std::vector<int> frontier{id};
+      std::unordered_set<int> seen{id};
+      bool trainableUse = false;
+      while (!frontier.empty() && !trainableUse) {
+        int current = frontier.back();
+        frontier.pop_back();
+        for (auto [nodeIndex, input] : consumers[current]) {
+          const Node &node = graph.nodes[nodeIndex];
+          if (!isDifferentiableInput(node, input))
+            continue;
+          if (isParameterPassThrough(node.opType)) {
+            for (int output : node.outputs)
+              if (output >= 0 && graph.tensors[output].isFloat() && seen.insert(output).second)
+                frontier.push_back(output);
+            continue;
+          }
+          trainableUse = true;
+          break;
+        }
+      }
+      if (trainableUse)
+        graph.tensors[id].requiresGrad = true;
+    }
+  }
+
+  void propagateRequiresGrad() {
+    for (const Node &node : graph.nodes) {
+      bool any = false;
+      for (size_t i = 0; i < node.inputs.size() && !any; ++i)
+        any = isDifferentiableInput(node, i) && graph.tensors[node.inputs[i]].requiresGrad;
+      if (!any)
+        continue;
+      for (int output : node.outputs)
+        if (output >= 0 && graph.tensors[output].isFloat())
+          graph.tensors[output].requiresGrad = true;
+    }
+  }
+
+  /// A node has a backward step when a gradient reaches one of its outputs and one of its
+  /// differentiable inputs needs a gradient; expected[t] counts the steps contributing
+  /// to tensor t's gradient.
+  void findBackwardNodes() {
+    receivesGrad.assign(graph.tensors.size(), false);
+    expectedContributions.assign(graph.tensors.size(), 0);
+    for (int output : graph.graphOutputs)
+      if (graph.tensors[output].requiresGrad) {
+        receivesGrad[output] = true;
+        expectedContributions[output] = 1;  // the loss gradient
+      }
+    hasBackward.assign(graph.nodes.size(), false);
+    for (int n = static_cast<int>(graph.nodes.size()) - 1; n >= 0; --n) {
+      const Node &node = graph.nodes[n];
+      bool gradientArrives = false;
+      for (int output : node.outputs)
+        gradientArrives |= output >= 0 && receivesGrad[output];
+      if (!gradientArrives)
+        continue;
+      std::unordered_set<int> distinct;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        int input = node.inputs[i];
+        if (isDifferentiableInput(node, i) && graph.tensors[input].requiresGrad &&
+            distinct.insert(input).second) {
+          receivesGrad[input] = true;
+          ++expectedContributions[input];
+        }
+      }
+      hasBackward[n] = !distinct.empty();
+    }
+  }
+
+  void finalizeParameters() {
+    for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
+      Tensor &tensor = graph.tensors[id];
+      if (!tensor.isInitializer || !tensor.requiresGrad)
+        continue;
+      if (!receivesGrad[id]) {
+        graph.warnings.push_back(graph.path + ": warning: initializer '" + tensor.name +
+                                 "' affects no graph output; it is not trained");
+        tensor.requiresGrad = false;
+        continue;
+      }
+      Parameter param;
+      param.name = tensor.name;
+      param.tensor = id;
+      param.elements = tensor.elements;
+      param.bytes = tensor.bytes;
+      param.dtype = tensor.dtype;
+      tensor.parameter = static_cast<int>(graph.parameters.size());
+      graph.parameters.push_back(std::move(param));
+    }
+  }
+
+  CostSite siteOf(size_t nodeIndex) const {
+    const Node &node = graph.nodes[nodeIndex];
+    CostSite site{proto().node(static_cast<int>(nodeIndex)), {}, {}};
+    for (int input : node.inputs)
+      site.inputs.push_back(input >= 0 ? &graph.tensors[input] : nullptr);
+    for (int output : node.outputs)
+      site.outputs.push_back(output >= 0 ? &graph.tensors[output] : nullptr);
+    return site;
+  }
+
+  void costForward() {
+    std::map<std::string, std::vector<std::string>> unsupported;
+    costs.resize(graph.nodes.size());
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      Node &node = graph.nodes[n];
+      CostSite site = siteOf(n);
+      std::optional<OpCost> cost = detail::costOf(site);
+      if (!cost) {
+        node.unsupported = true;
+        unsupported[node.opType].push_back(node.name);
+        cost = OpCost{};
+        cost->inputGradFlops.assign(node.inputs.size(), 0);
+      }
+      node.flops = scaledFor(node.batchProportional, cost->forwardFlops);
+      node.bytes = forwardBytes(node, *cost);
+      costs[n] = std::move(*cost);
+    }
+    for (const auto &[op, names] : unsupported)
+      graph.warnings.push_back(graph.path + ": warning: no cost rule for op '" + op +
+                               "' (node '" + names.front() + "'" +
+                               (names.size() > 1 ? " and " + std::to_string(names.size() - 1) +
+                                                       " more"
+                                                 : std::string()) +
+                               "); counting its bytes only");
+  }
+
+  int64_t forwardBytes(const Node &node, const OpCost &cost) const {
+    if (cost.isView)
+      return 0;
+    int64_t bytes = 0;
+    for (int output : node.outputs)
+      if (output >= 0)
+        bytes += graph.tensors[output].bytes;
+    if (cost.readsMetadataOnly)
+      return bytes;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      int input = node.inputs[i];
+      if (input < 0)
+        continue;
+      bool partial = cost.readsOutputSizedPart && i == 0 && node.outputs[0] >= 0;
+      bytes += partial ? graph.tensors[node.outputs[0]].bytes : graph.tensors[input].bytes;
+    }
+    return bytes;
+  }
+
+  int addStep(BackwardStep step) {
+    graph.backward.push_back(std::move(step));
+    return static_cast<int>(graph.backward.size()) - 1;
+  }
+
+  /// Records that result `result` of `step` contributes to `tensor`'s gradient; a
+  /// parameter whose last contribution this is becomes complete (summed first when
+  /// several steps contributed).
+  void contribute(int tensor, int step, int result) {
+    contributions[tensor].push_back({step, result});
+    int param = graph.tensors[tensor].parameter;
+    if (param < 0 ||
+        static_cast<int>(contributions[tensor].size()) != expectedContributions[tensor])
+      return;
+    if (contributions[tensor].size() == 1) {
+      completeParameter(param, step, result);
+      return;
+    }
+    pendingAccumulations.push_back(tensor);
+  }
+
+  void completeParameter(int param, int step, int result) {
+    Parameter &parameter = graph.parameters[param];
+    parameter.gradient = {step, result};
+    parameter.readyStep = step;
+    graph.backward[step].completedParameters.push_back(param);
+  }
+
+  void emitPendingAccumulations() {
+    for (int tensor : pendingAccumulations) {
+      const Tensor &t = graph.tensors[tensor];
+      BackwardStep step;
+      step.kind = BackwardStep::Kind::Accumulate;
+      step.opType = "GradAccumulate";
+      step.incomingGrads = contributions[tensor];
+      step.gradTensors = {tensor};
+      int64_t count = static_cast<int64_t>(contributions[tensor].size());
+      step.flops = (count - 1) * t.elements;
+      step.bytes = (count + 1) * t.bytes;
+      int index = addStep(std::move(step));
+      completeParameter(t.parameter, index, 0);
+    }
+    pendingAccumulations.clear();
+  }
+
+  void deriveBackward() {
+    contributions.assign(graph.tensors.size(), {});
+    // The loss gradient seeds every output that depends on a parameter.
+    BackwardStep seed;
+    seed.kind = BackwardStep::Kind::LossGradient;
+    seed.opType = "LossGrad";
+    for (int output : graph.graphOutputs) {
+      if (!receivesGrad[output] ||
+          std::find(seed.gradTensors.begin(), seed.gradTensors.end(), output) !=
+              seed.gradTensors.end())
+        continue;
+      const Tensor &tensor = graph.tensors[output];
+      seed.savedTensors.push_back(output);
+      seed.gradTensors.push_back(output);
+      seed.flops += scaledFor(tensor.batchProportional, tensor.elements);
+      seed.bytes += 2 * tensor.bytes;
+    }
+    if (seed.gradTensors.empty())
+      return;
+    int seedStep = addStep(std::move(seed));
+    for (size_t i = 0; i < graph.backward[seedStep].gradTensors.size(); ++i)
+      contribute(graph.backward[seedStep].gradTensors[i], seedStep, static_cast<int>(i));
+    emitPendingAccumulations();
+
+    for (int n = static_cast<int>(graph.nodes.size()) - 1; n >= 0; --n) {
+      if (!hasBackward[n])
+        continue;
+      Node &node = graph.nodes[n];
+      const OpCost &cost = costs[n];
+      BackwardStep step;
+      step.kind = BackwardStep::Kind::NodeGradient;
+      step.opType = node.opType + "Grad";
+      step.node = n;
+      int64_t flops = 0, bytes = 0;
+      for (int output : node.outputs) {
+        if (output < 0 || !receivesGrad[output])
+          continue;
+        const auto &incoming = contributions[output];
+        step.incomingGrads.insert(step.incomingGrads.end(), incoming.begin(), incoming.end());
+        // Several consumers' gradients are summed here.
+        flops += (static_cast<int64_t>(incoming.size()) - 1) * graph.tensors[output].elements;
+        bytes += static_cast<int64_t>(incoming.size()) * graph.tensors[output].bytes;
+      }
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        int input = node.inputs[i];
+        if (input < 0)
+          continue;
+        bool needsGrad = isDifferentiableInput(node, i) && graph.tensors[input].requiresGrad;
+        if (needsGrad) {
+          flops += cost.inputGradFlops[i];
+          if (std::find(step.gradTensors.begin(), step.gradTensors.end(), input) ==
+              step.gradTensors.end()) {
+            step.gradTensors.push_back(input);
+            bytes += graph.tensors[input].bytes;
+          }
+        }
+        bool reads = cost.backwardReadsInputs ||
+                     (!graph.tensors[input].isFloat() && cost.readsOutputSizedPart);
+        if (reads && !cost.isView &&
+            std::find(step.savedTensors.begin(), step.savedTensors.end(), input) ==
+                step.savedTensors.end()) {
+          step.savedTensors.push_back(input);
+          bool partial = cost.readsOutputSizedPart && i == 0;
+          bytes += partial ? 0 : graph.tensors[input].bytes;
+        }
+      }
+      if (cost.isView)
+        bytes = 0;
+      // Costs proportional to activations grow with the batch; the weight-gradient
+      // writes counted in `bytes` use the tensors' own (unscaled) sizes already.
+      step.flops = scaledFor(node.batchProportional, flops);
+      step.bytes = bytes;
+      int index = addStep(std::move(step));
+      node.backwardStep = index;
+      const auto gradTensors = graph.backward[index].gradTensors;
+      for (size_t r = 0; r < gradTensors.size(); ++r)
+        contribute(gradTensors[r], index, static_cast<int>(r));
+      emitPendingAccumulations();
+    }
+    int order = 0;
+    for (const BackwardStep &step : graph.backward)
+      for (int param : step.completedParameters)
+        graph.parameters[param].readyOrder = order++;
+  }
+
+  LoadedModel &loaded;
+  ModelGraph &graph;
+  std::unordered_map<std::string, const onnx::TypeProto *> types;
+  std::unordered_map<std::string, int> ids;
+  std::vector<std::vector<std::pair<int, size_t>>> consumers;
+  std::vector<bool> receivesGrad;
+  std::vector<int> expectedContributions;
+  std::vector<bool> hasBackward;
+  std::vector<OpCost> costs;
+  std::vector<std::vector<GradValue>> contributions;
+  std::vector<int> pendingAccumulations;
+};
+
+std::string stem(const std::string &path) {
+  size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  size_t dot = name.find('.');
+  return dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
+}
+
+} // namespace
+
+ModelGraph importModelFromBytes(const std::string &bytes, const std::string &path,
+                                const ImportOptions &options) {
+  if (options.batch && *options.batch <= 0)
+    throw std::invalid_argument("batch must be positive");
+  detail::LoadedModel loaded = detail::loadOnnxModel(bytes, path, options);
+  ModelGraph graph;
+  graph.path = path;
+  graph.modelName = stem(path);
+  graph.modelHash = fnv1a64Hex(bytes);
+  graph.irVersion = loaded.model.ir_version();
+  graph.opsetVersion = loaded.opsetVersion;
+  graph.batch = loaded.batch;
+  graph.exportBatch = loaded.exportBatch;
+  graph.batchMode = loaded.batchMode;
+  graph.warnings = std::move(loaded.warnings);
+  GraphBuilder(loaded, graph).build();
+  return graph;
+}
+
+ModelGraph importModel(const std::string &path, const ImportOptions &options) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ImportError(kNoInput, path + ": cannot read model file: it is a directory");
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw ImportError(kNoInput, path + ": cannot open model file: " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad())
+    throw ImportError(kNoInput, path + ": cannot read model file");
+  return importModelFromBytes(bytes, path, options);
+}
+
+} // namespace zen::importer

@@ -1,0 +1,670 @@
+//===- OnnxLoader.cpp - parse, validate and shape-infer an ONNX model -----===//
+#include "OnnxLoader.h"
+
+#include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
+#include "onnx/defs/tensor_proto_util.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace zen::importer::detail {
+namespace {
+
+constexpr int64_t kMinOpset = 7;
+/// Values small enough to be shape arithmetic, not data.
+constexpr size_t kMaxShapeValueElements = 64;
+
+[[noreturn]] void fail(const std::string &path, const std::string &message) {
+  throw ImportError(kBadData, path + ": " + message);
+}
+
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string describeNode(const onnx::NodeProto &node) {
+  return "node '" + node.name() + "' (" + node.op_type() + ")";
+}
+
+onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
+  onnx::ModelProto model;
+  if (endsWith(path, ".onnxtxt")) {
+    if (bytes.find('\0') != std::string::npos)
+      fail(path, "not ONNX text syntax: the file contains NUL bytes");
+    onnx::Status status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    if (!status.IsOK())
+      fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
+    return model;
+  }
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    fail(path, "model file larger than 2 GiB; keep the weights as external data");
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    fail(path, "not an ONNX model: the protobuf is truncated or corrupt");
+  return model;
+}
+
+void checkVersions(const onnx::ModelProto &model, const std::string &path, LoadedModel &loaded) {
+  if (!model.has_ir_version() || model.ir_version() <= 0 || !model.has_graph())
+    fail(path, "not an ONNX model: no IR version or no graph");
+  if (model.ir_version() < 3 || model.ir_version() > onnx::IR_VERSION)
+    fail(path, "unsupported ONNX IR version " + std::to_string(model.ir_version()) +
+                   " (supported 3.." + std::to_string(onnx::IR_VERSION) + ")");
+  const int64_t maxOpset =
+      onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at("").second;
+  bool found = false;
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import()) {
+    if (!opset.domain().empty() && opset.domain() != "ai.onnx")
+      continue;
+    if (opset.version() < kMinOpset || opset.version() > maxOpset)
+      fail(path, "unsupported opset version " + std::to_string(opset.version()) +
+                     " of domain ai.onnx (supported " + std::to_string(kMinOpset) + ".." +
+                     std::to_string(maxOpset) + ")");
+    loaded.opsetVersion = opset.version();
+    found = true;
+  }
+  if (!found)
+    fail(path, "no opset import for the default ONNX domain (ai.onnx)");
+  if (model.graph().node_size() == 0)
+    fail(path, "model graph has no nodes");
+}
+
+/// Checks every declared dim: non-negative, and the element count of the tensor fits.
+void checkDims(const std::string &path, const std::string &tensor,
+               const std::vector<int64_t> &dims) {
+  int64_t elements = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0)
+      fail(path, "tensor '" + tensor + "' has negative dimension " + std::to_string(dims[i]) +
+                     " at axis " + std::to_string(i));
+    // 16 bytes per element at most: the byte count must fit too.
+    if (__builtin_mul_overflow(elements, dims[i], &elements) ||
+        elements > std::numeric_limits<int64_t>::max() / 16)
+      fail(path, "tensor '" + tensor + "' has overflowing dimensions (axis " +
+                     std::to_string(i) + " = " + std::to_string(dims[i]) + ")");
+  }
+}
+
+void checkValueInfoDims(const std::string &path, const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape())
+    return;
+  std::vector<int64_t> dims;
+  for (const auto &dim : info.type().tensor_type().shape().dim())
+    if (dim.has_dim_value())
+      dims.push_back(dim.dim_value());
+  checkDims(path, info.name(), dims);
+}
+
+void checkAllDims(const onnx::GraphProto &graph, const std::string &path) {
+  for (const onnx::TensorProto &init : graph.initializer())
+    checkDims(path, init.name(), {init.dims().begin(), init.dims().end()});
+  for (const auto &info : graph.input())
+    checkValueInfoDims(path, info);
+  for (const auto &info : graph.output())
+    checkValueInfoDims(path, info);
+  for (const auto &info : graph.value_info())
+    checkValueInfoDims(path, info);
+}
+
+/// Names unnamed nodes, checks that every input is defined exactly once, and sorts the
+/// nodes topologically (stable: file order where the file order is valid).
+void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
+  std::unordered_map<std::string, int> producer;  // tensor -> node index, -1 for sources
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    if (init.name().empty())
+      fail(path, "an initializer has no name");
+    producer.emplace(init.name(), -1);
+  }
+  for (const auto &input : graph.input()) {
+    if (input.name().empty())
+      fail(path, "a graph input has no name");
+    producer.emplace(input.name(), -1);
+  }
+  const int nodeCount = graph.node_size();
+  for (int i = 0; i < nodeCount; ++i) {
+    onnx::NodeProto &node = *graph.mutable_node(i);
+    if (node.op_type().empty())
+      fail(path, "node #" + std::to_string(i) + " has no op type");
+    if (node.name().empty())
+      node.set_name(node.op_type() + "_" + std::to_string(i));
+    for (const std::string &output : node.output()) {
+      if (output.empty())
+        continue;
+      auto [it, inserted] = producer.emplace(output, i);
+      if (!inserted)
+        fail(path, describeNode(node) + " redefines tensor '" + output + "'" +
+                       (it->second >= 0 ? " already produced by " +
+                                              describeNode(graph.node(it->second))
+                                        : std::string(" (a graph input or initializer)")));
+    }
+  }
+  std::vector<std::vector<int>> consumers(nodeCount);
+  std::vector<int> pending(nodeCount, 0);
+  for (int i = 0; i < nodeCount; ++i) {
+    const onnx::NodeProto &node = graph.node(i);
+    std::unordered_set<int> waitedOn;
+    for (const std::string &input : node.input()) {
+      if (input.empty())
+        continue;
+      auto it = producer.find(input);
+      if (it == producer.end())
+        fail(path, describeNode(node) + " uses undefined input '" + input + "'");
+      if (it->second >= 0 && waitedOn.insert(it->second).second) {
+        consumers[it->second].push_back(i);
+        ++pending[i];
+      }
+    }
+  }
+  for (const auto &output : graph.output())
+    if (!producer.count(output.name()))
+      fail(path, "graph output '" + output.name() + "' is not produced by any node");
+
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < nodeCount; ++i)
+    if (pending[i] == 0)
+      ready.push(i);
+  std::vector<int> order;
+  order.reserve(nodeCount);
+  while (!ready.empty()) {
+    int node = ready.top();
+    ready.pop();
+    order.push_back(node);
+    for (int consumer : consumers[node])
+      if (--pending[consumer] == 0)
+        ready.push(consumer);
+  }
+  if (static_cast<int>(order.size()) != nodeCount) {
+    for (int i = 0; i < nodeCount; ++i)
+      if (pending[i] > 0)
+        fail(path, "graph has a cycle through " + describeNode(graph.node(i)));
+  }
+  bool sorted = std::is_sorted(order.begin(), order.end());
+  if (!sorted) {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    nodes.Reserve(nodeCount);
+    for (int index : order)
+      *nodes.Add() = graph.node(index);
+    graph.mutable_node()->Swap(&nodes);
+  }
+}
+
+/// Sets the batch: the first dim of the first graph input is the batch dimension.
+void applyBatch(onnx::GraphProto &graph, const ImportOptions &options, LoadedModel &loaded,
+                const std::string &path) {
+  std::unordered_set<std::string> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+  const onnx::ValueInfoProto *first = nullptr;
+  for (const auto &input : graph.input())
+    if (!initializers.count(input.name())) {
+      first = &input;
+      break;
+    }
+  loaded.batchMode = BatchMode::Scaled;
+  loaded.exportBatch = 1;
+  if (first && first->type().has_tensor_type() && first->type().tensor_type().has_shape() &&
+      first->type().tensor_type().shape().dim_size() > 0) {
+    const auto &dim = first->type().tensor_type().shape().dim(0);
+    if (dim.has_dim_value()) {
+      if (dim.dim_value() == 0)
+        fail(path, "graph input '" + first->name() + "' has batch dimension 0");
+      loaded.exportBatch = dim.dim_value();
+    } else {
+      loaded.batchMode = BatchMode::Symbolic;
+    }
+  }
+  loaded.batch = options.batch.value_or(
+      loaded.batchMode == BatchMode::Symbolic ? 1 : loaded.exportBatch);
+  if (loaded.batchMode != BatchMode::Symbolic)
+    return;
+  const std::string symbol = first->type().tensor_type().shape().dim(0).dim_param();
+  auto setBatch = [&](onnx::ValueInfoProto &info, bool isFirst) {
+    if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape())
+      return;
+    auto *shape = info.mutable_type()->mutable_tensor_type()->mutable_shape();
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto *dim = shape->mutable_dim(i);
+      bool matches = symbol.empty() ? (isFirst && i == 0)
+                                    : (dim->has_dim_param() && dim->dim_param() == symbol);
+      if (matches)
+        dim->set_dim_value(loaded.batch);
+    }
+  };
+  for (auto &input : *graph.mutable_input())
+    setBatch(input, &input == first);
+  for (auto &output : *graph.mutable_output())
+    setBatch(output, false);
+  for (auto &info : *graph.mutable_value_info())
+    setBatch(info, false);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape completion: ONNX 1.12 cannot infer Slice shapes whose bounds are computed from
+// Shape (the PyTorch exporter's split of a fused QKV projection). A small evaluator of
+// integer shape arithmetic fills them in, and inference runs again.
+//===----------------------------------------------------------------------===//
+
+using Values = std::vector<int64_t>;
+
+class ShapeArithmetic {
+public:
+  ShapeArithmetic(onnx::GraphProto &graph) : graph(graph) {}
+
+  /// Completes missing Slice/Reshape output shapes; returns how many it filled.
+  int completeShapes() {
+    collectTypes();
+    collectInitializerValues();
+    int completed = 0;
+    for (const onnx::NodeProto &node : graph.node()) {
+      evaluate(node);
+      if (node.output_size() == 0 || node.output(0).empty() || isStatic(node.output(0)))
+        continue;
+      std::optional<Values> dims;
+      if (node.op_type() == "Slice")
+        dims = sliceShape(node);
+      else if (node.op_type() == "Reshape")
+        dims = reshapeShape(node);
+      if (!dims)
+        continue;
+      recordShape(node.output(0), node.input(0), *dims);
+      ++completed;
+    }
+    return completed;
+  }
+
+private:
+  void collectTypes() {
+    types.clear();
+    for (const auto &info : graph.input())
+      types[info.name()] = &info.type();
+    for (const auto &info : graph.value_info())
+      types[info.name()] = &info.type();
+    for (const auto &info : graph.output())
+      types[info.name()] = &info.type();
+    initializerDims.clear();
+    for (const auto &init : graph.initializer())
+      initializerDims[init.name()] = Values(init.dims().begin(), init.dims().end());
+  }
+
+  void collectInitializerValues() {
+    values.clear();
+    for (const auto &init : graph.initializer())
+      if (auto value = tensorValues(init))
+        values[init.name()] = *value;
+  }
+
+  static std::optional<Values> tensorValues(const onnx::TensorProto &tensor) {
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
+      return std::nullopt;  // never opened
+    int64_t elements = 1;
+    for (int64_t dim : tensor.dims())
+      elements *= dim;
+    if (elements < 0 || static_cast<size_t>(elements) > kMaxShapeValueElements)
+      return std::nullopt;
+    try {
+      Values result;
+      if (tensor.data_type() == onnx::TensorProto::INT64) {
+        result = onnx::ParseData<int64_t>(&tensor);
+      } else if (tensor.data_type() == onnx::TensorProto::INT32) {
+        for (int32_t v : onnx::ParseData<int32_t>(&tensor))
+          result.push_back(v);
+      } else {
+        return std::nullopt;
+      }
+      if (static_cast<int64_t>(result.size()) != elements)
+        return std::nullopt;
+      return result;
+    } catch (const std::exception &) {
+      return std::nullopt;  // malformed data: just not known
+    }
+  }
+
+  std::optional<Values> staticDims(const std::string &name) const {
+    if (auto it = initializerDims.find(name); it != initializerDims.end())
+      return it->second;
+    auto it = types.find(name);
+    if (it == types.end() || !it->second->has_tensor_type() ||
+        !it->second->tensor_type().has_shape())
+      return std::nullopt;
+    Values dims;
+    for (const auto &dim : it->second->tensor_type().shape().dim()) {
+      if (!dim.has_dim_value())
+        return std::nullopt;
+      dims.push_back(dim.dim_value());
+    }
+    return dims;
+  }
+
+  bool isStatic(const std::string &name) const { return staticDims(name).has_value(); }
+
+  const Values *known(const onnx::NodeProto &node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty())
+      return nullptr;
+    auto it = values.find(node.input(index));
+    return it == values.end() ? nullptr : &it->second;
+  }
+
+  static int64_t intAttr(const onnx::NodeProto &node, const std::string &name, int64_t def) {
+    for (const auto &attr : node.attribute())
+      if (attr.name() == name)
+        return attr.i();
+    return def;
+  }
+
+  void evaluate(const onnx::NodeProto &node) {
+    if (node.output_size() == 0 || node.output(0).empty())
+      return;
+    std::optional<Values> result = evaluateOp(node);
+    if (result && result->size() <= kMaxShapeValueElements)
+      values[node.output(0)] = std::move(*result);
+  }
+
+  std::optional<Values> evaluateOp(const onnx::NodeProto &node) {
+    const std::string &op = node.op_type();
+    if (op == "Constant") {
+      for (const auto &attr : node.attribute()) {
+        if (attr.name() == "value")
+          return tensorValues(attr.t());
+        if (attr.name() == "value_int")
+          return Values{attr.i()};
+        if (attr.name() == "value_ints")
+          return Values(attr.ints().begin(), attr.ints().end());
+      }
+      return std::nullopt;
+    }
+    if (op == "Shape") {
+      auto dims = staticDims(node.input(0));
+      if (!dims)
+        return std::nullopt;
+      int64_t rank = dims->size();
+      int64_t start = clampAxis(intAttr(node, "start", 0), rank);
+      int64_t end = clampAxis(intAttr(node, "end", rank), rank);
+      return Values(dims->begin() + start, dims->begin() + std::max(start, end));
+    }
+    if (op == "Size") {
+      auto dims = staticDims(node.input(0));
+      if (!dims)
+        return std::nullopt;
+      int64_t elements = 1;
+      for (int64_t dim : *dims)
+        elements *= dim;
+      return Values{elements};
+    }
+    if (op == "Identity" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" ||
+        op == "Flatten" || op == "Cast") {
+      if (op == "Cast" && !isIntegerCast(node))
+        return std::nullopt;
+      if (const Values *input = known(node, 0))
+        return *input;
+      return std::nullopt;
+    }
+    if (op == "Concat") {
+      Values result;
+      for (int i = 0; i < node.input_size(); ++i) {
+        const Values *input = known(node, i);
+        if (!input)
+          return std::nullopt;
+        result.insert(result.end(), input->begin(), input->end());
+      }
+      return result;
+    }
+    if (op == "Gather") {
+      const Values *data = known(node, 0);
+      const Values *indices = known(node, 1);
+      if (!data || !indices || intAttr(node, "axis", 0) != 0)
+        return std::nullopt;
+      Values result;
+      int64_t size = data->size();
+      for (int64_t index : *indices) {
+        if (index < -size || index >= size)
+          return std::nullopt;
+        result.push_back((*data)[index < 0 ? index + size : index]);
+      }
+      return result;
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+      const Values *lhs = known(node, 0);
+      const Values *rhs = known(node, 1);
+      if (!lhs || !rhs || lhs->empty() || rhs->empty())
+        return std::nullopt;
+      if (lhs->size() != rhs->size() && lhs->size() != 1 && rhs->size() != 1)
+        return std::nullopt;
+      size_t count = std::max(lhs->size(), rhs->size());
+      Values result(count);
+      for (size_t i = 0; i < count; ++i) {
+        int64_t a = (*lhs)[lhs->size() == 1 ? 0 : i];
+        int64_t b = (*rhs)[rhs->size() == 1 ? 0 : i];
+        bool overflow = false;
+        if (op == "Add")
+          overflow = __builtin_add_overflow(a, b, &result[i]);
+        else if (op == "Sub")
+          overflow = __builtin_sub_overflow(a, b, &result[i]);
+        else if (op == "Mul")
+          overflow = __builtin_mul_overflow(a, b, &result[i]);
+        else if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1))
+          overflow = true;
+        else
+          result[i] = floorDiv(a, b);
+        if (overflow)
+          return std::nullopt;
+      }
+      return result;
+    }
+    return std::nullopt;
+  }
+
+  static int64_t floorDiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  }
+
+  static bool isIntegerCast(const onnx::NodeProto &node) {
+    int64_t to = intAttr(node, "to", 0);
+    return to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32;
+  }
+
+  static int64_t clampAxis(int64_t axis, int64_t rank) {
+    if (axis < 0)
+      axis += rank;
+    return std::clamp<int64_t>(axis, 0, rank);
+  }
+
+  std::optional<Values> sliceShape(const onnx::NodeProto &node) const {
+    auto dims = staticDims(node.input(0));
+    const Values *starts = known(node, 1);
+    const Values *ends = known(node, 2);
+    if (!dims || !starts || !ends || starts->size() != ends->size())
+      return std::nullopt;
+    int64_t rank = dims->size();
+    Values axes, steps(starts->size(), 1);
+    if (const Values *given = known(node, 3))
+      axes = *given;
+    else if (node.input_size() > 3 && !node.input(3).empty())
+      return std::nullopt;
+    else
+      for (size_t i = 0; i < starts->size(); ++i)
+        axes.push_back(i);
+    if (const Values *given = known(node, 4))
+      steps = *given;
+    else if (node.input_size() > 4 && !node.input(4).empty())
+      return std::nullopt;
+    if (axes.size() != starts->size() || steps.size() != starts->size())
+      return std::nullopt;
+    Values result = *dims;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (axis < 0 || axis >= rank || steps[i] == 0)
+        return std::nullopt;
+      int64_t size = (*dims)[axis];
+      auto clampIndex = [&](int64_t index, int64_t low, int64_t high) {
+        if (index < 0)
+          index += size;
+        return std::clamp(index, low, high);
+      };
+      if (steps[i] > 0) {
+        int64_t start = clampIndex((*starts)[i], 0, size);
+        int64_t end = clampIndex((*ends)[i], 0, size);
+        result[axis] = end > start ? (end - start + steps[i] - 1) / steps[i] : 0;
+      } else {
+        int64_t start = clampIndex((*starts)[i], -1, size - 1);
+        int64_t end = clampIndex((*ends)[i], -1, size - 1);
+        result[axis] = start > end ? (start - end - steps[i] - 1) / -steps[i] : 0;
+      }
+    }
+    return result;
+  }
+
+  std::optional<Values> reshapeShape(const onnx::NodeProto &node) const {
+    auto dims = staticDims(node.input(0));
+    const Values *shape = known(node, 1);
+    if (!dims || !shape)
+      return std::nullopt;
+    bool allowZero = intAttr(node, "allowzero", 0) != 0;
+    int64_t elements = 1;
+    for (int64_t dim : *dims)
+      elements *= dim;
+    Values result;
+    int64_t product = 1;
+    int inferred = -1;
+    for (size_t i = 0; i < shape->size(); ++i) {
+      int64_t dim = (*shape)[i];
+      if (dim == 0 && !allowZero) {
+        if (i >= dims->size())
+          return std::nullopt;
+        dim = (*dims)[i];
+      }
+      if (dim == -1) {
+        if (inferred >= 0)
+          return std::nullopt;
+        inferred = static_cast<int>(i);
+        result.push_back(1);
+        continue;
+      }
+      if (dim < 0 || __builtin_mul_overflow(product, dim, &product))
+        return std::nullopt;
+      result.push_back(dim);
+    }
+    if (inferred >= 0) {
+      if (product == 0 || elements % product != 0)
+        return std::nullopt;
+      result[inferred] = elements / product;
+    } else if (product != elements) {
+      return std::nullopt;
+    }
+    return result;
+  }
+
+  void recordShape(const std::string &name, const std::string &like, const Values &dims) {
+    int32_t elemType = 0;
+    if (auto it = types.find(like); it != types.end() && it->second->has_tensor_type())
+      elemType = it->second->tensor_type().elem_type();
+    for (const auto &init : graph.initializer())
+      if (init.name() == like)
+        elemType = init.data_type();
+    onnx::ValueInfoProto *info = nullptr;
+    for (auto &existing : *graph.mutable_value_info())
+      if (existing.name() == name)
+        info = &existing;
+    if (!info) {
+      info = graph.add_value_info();
+      info->set_name(name);
+    }
+    auto *tensorType = info->mutable_type()->mutable_tensor_type();
+    if (elemType)
+      tensorType->set_elem_type(elemType);
+    tensorType->clear_shape();
+    auto *shape = tensorType->mutable_shape();
+    for (int64_t dim : dims)
+      shape->add_dim()->set_dim_value(dim);
+    types[name] = &info->type();
+  }
+
+  onnx::GraphProto &graph;
+  std::unordered_map<std::string, const onnx::TypeProto *> types;
+  std::unordered_map<std::string, Values> initializerDims;
+  std::unordered_map<std::string, Values> values;
+};
+
+void inferShapes(onnx::ModelProto &model, const std::string &path) {
+  // check_type, strict error mode (throws per node), data propagation.
+  onnx::ShapeInferenceOptions options(true, 1, true);
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception &error) {
+    fail(path, std::string("shape inference failed: ") + error.what());
+  }
+}
+
+} // namespace
+
+int64_t onnxElementSize(int32_t onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return 4;
+  case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64: case onnx::TensorProto::COMPLEX64:
+    return 8;
+  case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16:
+    return 2;
+  case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+    return 1;
+  case onnx::TensorProto::COMPLEX128:
+    return 16;
+  default:
+    return 0;
+  }
+}
+
+std::string onnxDtypeName(int32_t onnxType) {
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT: return "f32";
+  case onnx::TensorProto::DOUBLE: return "f64";
+  case onnx::TensorProto::FLOAT16: return "f16";
+  case onnx::TensorProto::BFLOAT16: return "bf16";
+  case onnx::TensorProto::INT64: return "i64";
+  case onnx::TensorProto::INT32: return "i32";
+  case onnx::TensorProto::INT16: return "i16";
+  case onnx::TensorProto::INT8: return "i8";
+  case onnx::TensorProto::UINT64: return "ui64";
+  case onnx::TensorProto::UINT32: return "ui32";
+  case onnx::TensorProto::UINT16: return "ui16";
+  case onnx::TensorProto::UINT8: return "ui8";
+  case onnx::TensorProto::BOOL: return "i1";
+  case onnx::TensorProto::COMPLEX64: return "complex64";
+  case onnx::TensorProto::COMPLEX128: return "complex128";
+  case onnx::TensorProto::STRING: return "string";
+  default: return "unknown";
+  }
+}
+
+LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
+                          const ImportOptions &options) {
+  LoadedModel loaded;
+  loaded.model = parseModel(bytes, path);
+  checkVersions(loaded.model, path, loaded);
+  onnx::GraphProto &graph = *loaded.model.mutable_graph();
+  checkAndSortGraph(graph, path);
+  checkAllDims(graph, path);
+  applyBatch(graph, options, loaded, path);
+  inferShapes(loaded.model, path);
+  // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
+  // the exporter's patterns, and a fixed bound keeps adversarial input cheap.
+  for (int round = 0; round < 4; ++round) {
+    ShapeArithmetic arithmetic(graph);
+    if (arithmetic.completeShapes() == 0)
+      break;
+    inferShapes(loaded.model, path);
+  }
+  checkAllDims(graph, path);
+  return loaded;
+}
+
+} // namespace zen::importer::detail

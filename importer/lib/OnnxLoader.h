@@ -1,0 +1,35 @@
+//===- OnnxLoader.h - parse, validate and shape-infer an ONNX model -*- C++ -*-===//
+#ifndef ZEN_IMPORTER_ONNXLOADER_H
+#define ZEN_IMPORTER_ONNXLOADER_H
+
+#include "zen/Importer/ModelGraph.h"
+
+#include "onnx/onnx_pb.h"
+
+#include <string>
+
+namespace zen::importer::detail {
+
+struct LoadedModel {
+  onnx::ModelProto model;   ///< nodes topologically sorted, shapes inferred
+  int64_t opsetVersion = 0; ///< of the default ONNX domain
+  int64_t batch = 1;
+  int64_t exportBatch = 1;
+  BatchMode batchMode = BatchMode::Scaled;
+  std::vector<std::string> warnings;
+};
+
+/// Parses `bytes` (text syntax when `path` ends in .onnxtxt), checks the IR version,
+/// opset imports, names, dims and graph structure, applies the batch and runs strict
+/// shape inference. Never opens external data files. Throws ImportError (65).
+LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
+                          const ImportOptions &options);
+
+/// Element size in bytes of an ONNX data type, 0 when unknown.
+int64_t onnxElementSize(int32_t onnxType);
+/// Short dtype name (f32, i64, ...) of an ONNX data type.
+std::string onnxDtypeName(int32_t onnxType);
+
+} // namespace zen::importer::detail
+
+#endif // ZEN_IMPORTER_ONNXLOADER_H

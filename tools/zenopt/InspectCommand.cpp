@@ -1,0 +1,133 @@
+//===- InspectCommand.cpp - zenopt inspect MODEL.onnx ----------------------===//
+//
+// Parameters, gradient tensors (in backward-ready order), FLOPs, op histogram and
+// unsupported ops of a model, as a table or as one JSON object.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "zen/Importer/ModelGraph.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <map>
+
+namespace {
+
+using zen::importer::ModelGraph;
+
+std::string shapeText(const std::vector<int64_t> &dims) {
+  std::string text;
+  for (size_t i = 0; i < dims.size(); ++i)
+    text += (i ? "x" : "") + std::to_string(dims[i]);
+  return text.empty() ? "scalar" : text;
+}
+
+std::map<std::string, int64_t> opCounts(const ModelGraph &graph) {
+  std::map<std::string, int64_t> counts;
+  for (const auto &node : graph.nodes)
+    ++counts[node.opType];
+  return counts;
+}
+
+nlohmann::ordered_json toJson(const ModelGraph &graph) {
+  nlohmann::ordered_json json;
+  json["model"] = graph.modelName;
+  json["path"] = graph.path;
+  json["model_hash"] = graph.modelHash;
+  json["ir_version"] = graph.irVersion;
+  json["opset"] = graph.opsetVersion;
+  json["batch"] = graph.batch;
+  json["batch_mode"] = zen::importer::batchModeName(graph.batchMode);
+  json["export_batch"] = graph.exportBatch;
+  json["nodes"] = graph.nodes.size();
+  json["backward_steps"] = graph.backward.size();
+  json["trainable_tensors"] = graph.parameters.size();
+  json["trainable_elements"] = graph.trainableElements();
+  json["trainable_bytes"] = graph.trainableBytes();
+  json["forward_flops"] = graph.forwardFlops();
+  json["backward_flops"] = graph.backwardFlops();
+  json["flops_by_op_type"] = graph.flopsByOpType();
+  json["op_counts"] = opCounts(graph);
+  json["unsupported_ops"] = graph.unsupportedOps();
+  nlohmann::ordered_json gradients = nlohmann::ordered_json::array();
+  for (int index : graph.parametersByReadyOrder()) {
+    const auto &param = graph.parameters[index];
+    gradients.push_back({{"name", param.name},
+                         {"shape", graph.tensors[param.tensor].dims},
+                         {"elements", param.elements},
+                         {"bytes", param.bytes},
+                         {"dtype", param.dtype},
+                         {"ready_order", param.readyOrder}});
+  }
+  json["gradients"] = std::move(gradients);
+  return json;
+}
+
+std::string flopsText(int64_t flops) {
+  return fmt::format("{:.3f} GFLOP", static_cast<double>(flops) / 1e9);
+}
+
+void printTable(const ModelGraph &graph) {
+  std::cout << fmt::format("model      {} ({}, fnv1a64 {})\n", graph.modelName, graph.path,
+                           graph.modelHash)
+            << fmt::format("onnx       IR {}, opset {}\n", graph.irVersion, graph.opsetVersion)
+            << fmt::format("batch      {} ({})\n", graph.batch,
+                           zen::importer::batchModeName(graph.batchMode))
+            << fmt::format("nodes      {} forward, {} backward steps\n", graph.nodes.size(),
+                           graph.backward.size())
+            << fmt::format("trainable  {} tensors, {} elements, {} bytes\n",
+                           graph.parameters.size(), graph.trainableElements(),
+                           graph.trainableBytes())
+            << fmt::format("FLOPs      forward {}, backward {}\n", flopsText(graph.forwardFlops()),
+                           flopsText(graph.backwardFlops()));
+  std::vector<std::string> unsupported = graph.unsupportedOps();
+  std::cout << "unsupported " << (unsupported.empty() ? "none" : fmt::format("{}", fmt::join(unsupported, ", ")))
+            << "\n\n";
+  std::cout << fmt::format("{:<24} {:>7} {:>20}\n", "op type", "nodes", "forward FLOPs");
+  auto counts = opCounts(graph);
+  for (const auto &[op, flops] : graph.flopsByOpType())
+    std::cout << fmt::format("{:<24} {:>7} {:>20}\n", op, counts[op], flops);
+  std::cout << fmt::format("\n{:>5} {:<44} {:<18} {:>12} {:<5}\n", "ready", "gradient", "shape",
+                           "elements", "dtype");
+  for (int index : graph.parametersByReadyOrder()) {
+    const auto &param = graph.parameters[index];
+    std::cout << fmt::format("{:>5} {:<44} {:<18} {:>12} {:<5}\n", param.readyOrder, param.name,
+                             shapeText(graph.tensors[param.tensor].dims), param.elements,
+                             param.dtype);
+  }
+}
+
+zen::cli::CommandRegistration inspectCommand(
+    "inspect", "Parameters, gradients, FLOPs and op histogram of an ONNX model",
+    [](CLI::App &app) -> std::function<int()> {
+      auto model = std::make_shared<std::string>();
+      auto batch = std::make_shared<int64_t>(0);
+      auto json = std::make_shared<bool>(false);
+      app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)")->required();
+      app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
+          ->check(CLI::PositiveNumber);
+      app.add_flag("--json", *json, "print one JSON object");
+      return [model, batch, json]() {
+        zen::importer::ImportOptions options;
+        if (*batch > 0)
+          options.batch = *batch;
+        ModelGraph graph;
+        try {
+          graph = zen::importer::importModel(*model, options);
+        } catch (const zen::importer::ImportError &error) {
+          throw zen::cli::CommandError(error.exitCode, error.what());
+        }
+        for (const std::string &warning : graph.warnings)
+          std::cerr << "zenopt: " << warning << "\n";
+        if (*json)
+          std::cout << toJson(graph).dump(2) << "\n";
+        else
+          printTable(graph);
+        return static_cast<int>(zen::cli::ExitSuccess);
+      };
+    });
+
+} // namespace
