@@ -26,6 +26,9 @@ struct ClusterError : std::runtime_error {
 };
 
 enum class DType { F32, F16, BF16, I8 };
+const char *toString(DType dtype);  // "fp32", "fp16", "bf16", "int8" (cluster JSON keys)
+/// Accepts the cluster spellings and the dialect's ("f32", "f16", "bf16", "i8").
+std::optional<DType> parseDType(const std::string &name);
 
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
 enum class Algorithm { Ring, Tree, Hierarchical, Direct };
@@ -39,9 +42,11 @@ std::optional<CollectiveKind> parseCollectiveKind(const std::string &name);
 std::optional<CompressionMethod> parseCompressionMethod(const std::string &name);
 
 struct LinkSpec {
-  std::string kind;          // "nvlink", "pcie", "infiniband", "ethernet", "shm"
+  std::string kind;          // intra: "nvlink", "pcie", "shm"; inter: "infiniband", "ethernet"
   double bandwidthGBps = 0;  // per direction, per GPU (intra) or per NIC (inter)
-  double latencyUs = 0;      // per hop
+  /// Per-hop latency of the lowest-latency protocol (NCCL LL); the LL128 and
+  /// Simple protocols' per-hop latencies scale by NCCL's ratios for the kind.
+  double latencyUs = 0;
   double efficiency = 1.0;   // achievable fraction of bandwidth
 };
 
@@ -52,7 +57,7 @@ struct GpuSpec {
   double computeEfficiency = 0.6;      // achievable fraction of peak FLOP/s
   double memoryEfficiency = 0.8;       // achievable fraction of HBM bandwidth
   double pcieBandwidthGBps = 25;       // host <-> device, for CPU offload
-  double cpuCompressGBps = 10;         // CPU compression kernel throughput
+  double cpuCompressGBps = 10;         // CPU compression kernel throughput (input bytes)
 };
 
 /// A profiled alpha-beta override: time(bytes) = alphaUs + bytes * betaUsPerByte
@@ -65,6 +70,14 @@ struct ProfiledCollective {
   double rSquared = 0, worstRelativeError = 0;
 };
 
+/// How well the profiled fits predicted sizes that were not used to fit them.
+struct ProfiledValidation {
+  CollectiveKind kind;
+  int64_t ranks = 0;
+  int64_t points = 0;
+  double medianRelativeError = 0, worstRelativeError = 0;
+};
+
 struct Cluster {
   std::string name;
   int64_t nodes = 1;
@@ -75,18 +88,24 @@ struct Cluster {
   int64_t nicsPerNode = 1;
   double overlapSlowdown = 1.1;  // compute time multiplier while a collective runs
   std::vector<ProfiledCollective> profiled;
-  std::map<CompressionMethod, double> profiledCompressionGBps;  // measured kernel throughput
+  std::map<CompressionMethod, double> profiledCompressionGBps;  // measured CPU kernel throughput
+  std::string profiledBackend;                   // "mpi" or "nccl" when profiled
+  std::vector<ProfiledValidation> validation;    // written by `zenopt profile`
 
   int64_t worldSize() const { return nodes * gpusPerNode; }
 };
 
 /// Loads `nameOrPath`: a built-in preset name (a100x64, a100x8, h100x256,
-/// v100x16-10gbe, cpu-local) or a JSON file. Throws ClusterError.
+/// v100x16-10gbe, cpu-local) or a JSON file (a preset name wins over a file of
+/// the same name). Throws ClusterError.
 Cluster loadCluster(const std::string &nameOrPath);
 /// Parses JSON text; `source` names the file in error messages.
 Cluster parseCluster(const std::string &jsonText, const std::string &source);
 /// Serialises a cluster (used by `zenopt profile`); parseCluster reads it back.
 std::string writeCluster(const Cluster &cluster);
+/// Writes writeCluster(cluster) to `path` atomically (temporary file + rename).
+/// Throws ClusterError(73) when the file cannot be written.
+void writeClusterFile(const Cluster &cluster, const std::string &path);
 std::vector<std::string> presetNames();
 /// The default preset name ("a100x64").
 const char *defaultPresetName();

@@ -9,7 +9,14 @@
 
 #include "zen/CostModel/Cluster.h"
 
+#include <optional>
+#include <string>
+
 namespace zen::cost {
+
+/// NCCL's wire protocols; the MPI shared-memory fabric reports Simple.
+enum class Protocol { LL, LL128, Simple };
+const char *toString(Protocol protocol);  // "ll", "ll128", "simple"
 
 /// Ranks of a process group, spread evenly over `nodes` nodes.
 struct Group {
@@ -22,6 +29,13 @@ struct CollectiveCost {
   Algorithm algorithm = Algorithm::Ring;
   double algBandwidthGBps = 0;   // bytes / time
   double busBandwidthGBps = 0;   // nccl-tests convention
+  Protocol protocol = Protocol::Simple;
+  /// timeUs = latencyUs + bandwidthUs. bandwidthUs is the wire-transfer part
+  /// that concurrent collectives share (the simulator slows only this part).
+  double latencyUs = 0;
+  double bandwidthUs = 0;
+  /// Priced by a profiled alpha-beta override of the cluster file.
+  bool profiled = false;
 };
 
 struct CompressionCost {
@@ -32,10 +46,19 @@ struct CompressionCost {
 
 struct CompressionSpec {
   CompressionMethod method = CompressionMethod::None;
-  double ratio = 0;   // topk / randomk kept fraction
-  int64_t rank = 0;   // powersgd rank
+  double ratio = 0;   // topk / randomk kept fraction, clamped to (0, 1]
+  int64_t rank = 0;   // powersgd rank, at least 1
   Device device = Device::GPU;
+  /// Error feedback adds the residual to the input and updates it after encoding.
+  bool errorFeedback = false;
 };
+
+/// Parses a compressor spelling: "none", "fp16", "bf16", "int8", "sign",
+/// "topk:RATIO", "randomk:RATIO" (0 < RATIO <= 1), "powersgd:RANK" (RANK >= 1),
+/// optionally followed by "@gpu" or "@cpu". Returns nullopt and sets `error`
+/// (when given) for anything else; never throws.
+std::optional<CompressionSpec> parseCompressionSpec(const std::string &text,
+                                                    std::string *error = nullptr);
 
 class CostModel {
 public:
@@ -47,10 +70,18 @@ public:
   /// The first `ranks` GPUs, filling nodes in order.
   Group groupOf(int64_t ranks) const;
 
-  /// Cheapest algorithm, as NCCL's tuner would pick.
+  /// Cheapest algorithm, as NCCL's tuner would pick. `bytes` follows the
+  /// nccl-tests convention: the whole buffer (all_gather: the gathered output,
+  /// reduce_scatter: the input, all_to_all: one rank's send buffer).
+  /// A profiled override for (kind, group.ranks) replaces the analytic model.
   CollectiveCost collective(CollectiveKind kind, double bytes, Group group) const;
+  /// One algorithm; timeUs is +infinity when !supports(kind, algorithm, group).
   CollectiveCost collective(CollectiveKind kind, double bytes, Group group,
                             Algorithm algorithm) const;
+  /// ring: every kind but all_to_all/send_recv; tree: all_reduce; hierarchical:
+  /// all_reduce/reduce_scatter/all_gather over >1 node with >1 rank per node;
+  /// direct: all_to_all and send_recv.
+  static bool supports(CollectiveKind kind, Algorithm algorithm, Group group);
   /// A collective split into `chunks` pipelined pieces: total time.
   CollectiveCost chunkedCollective(CollectiveKind kind, double bytes, Group group,
                                    int64_t chunks) const;
@@ -59,7 +90,12 @@ public:
   double computeUs(double flops, double bytes, DType dtype = DType::F32) const;
 
   /// Encode/decode cost and wire size of compressing `elements` fp32 values.
-  CompressionCost compression(const CompressionSpec &spec, int64_t elements) const;
+  /// `payloads` is how many compressed payloads one decode consumes: 1 after an
+  /// allreduce, the group size after an all-gather of sparse or sign payloads.
+  CompressionCost compression(const CompressionSpec &spec, int64_t elements,
+                              int64_t payloads = 1) const;
+  /// Bytes one rank sends for `elements` fp32 values under `spec`.
+  static double wireBytes(const CompressionSpec &spec, int64_t elements);
 
   /// Compute runs this many times slower while a collective is in flight.
   double overlapSlowdown() const { return cluster_.overlapSlowdown; }

@@ -37,18 +37,40 @@ struct SimTask {
   std::vector<int> deps;
   /// Belongs to the next iteration's forward (decoupled all-gather overlap):
   /// counted in the timeline but shifted by one iteration when scoring.
+  ///
+  /// Precisely: the task list is one iteration. An iteration ends when all its
+  /// tasks *without* this flag have finished; the next iteration's tasks are
+  /// released then. Tasks with the flag may run past that boundary. A
+  /// dependency of an unflagged task on a flagged one refers to the flagged
+  /// task of the *previous* iteration (e.g. forward of layer l waits for the
+  /// all-gather of layer l issued one iteration earlier); every other
+  /// dependency stays within the iteration. The simulator unrolls iterations
+  /// until the steady state and reports one of them.
   bool nextIteration = false;
 };
 
 struct SimResult {
-  std::vector<double> startUs, endUs;   // per task
+  /// Per task, relative to the start of the reported iteration (the end of
+  /// the previous one). Flagged tasks may end after iterationUs.
+  std::vector<double> startUs, endUs;
   double iterationUs = 0;               // steady-state iteration time
-  double computeUs = 0;                 // compute stream busy time
+  double computeUs = 0;                 // compute stream busy time (with overlap slowdown)
   double exposedCommUs = 0;             // iterationUs - computeUs
+  double computeAloneUs = 0;            // compute stream work without slowdown
+  /// Empty on success. Otherwise why the graph cannot be simulated (a bad
+  /// dependency index, a cycle, a negative or non-finite duration) and the
+  /// other fields are zero. simulate() never throws.
+  std::string error;
 };
 
 /// Simulates `tasks` (indices are task ids; deps must point to other tasks).
 /// Deterministic: the same tasks give the same result.
+/// Rules: each stream runs one task at a time, choosing among its ready tasks
+/// the lowest (iteration, priority, index); a collective's latency part runs
+/// at full speed while the bandwidth parts of all collectives in flight share
+/// the network equally (processor sharing); compute and compression tasks run
+/// `overlapSlowdown` times slower while any collective is in flight.
+/// O(n log n) in the number of tasks and dependencies.
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks);
 
 } // namespace zen::cost

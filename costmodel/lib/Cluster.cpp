@@ -1,0 +1,559 @@
+//===- Cluster.cpp - cluster description: JSON, validation, presets -------===//
+//
+// The schema is strict: every object rejects unknown fields, every number is
+// checked, and each error names the file and the JSON path of the offending
+// value, so a typo in a hand-written cluster file is caught at load time
+// instead of silently producing a different plan.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/Cluster.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+
+namespace zen::cost {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Generated at build time from costmodel/presets/*.json: {name, text} pairs.
+struct EmbeddedPreset {
+  const char *name;
+  const char *text;
+};
+const EmbeddedPreset kPresets[] = {
+#include "ZenClusterPresets.inc"
+};
+
+constexpr int kExitDataError = 65;
+constexpr int kExitNoInput = 66;
+constexpr int kExitCantCreate = 73;
+
+const char *const kIntraKinds[] = {"nvlink", "pcie", "shm"};
+const char *const kInterKinds[] = {"infiniband", "ethernet"};
+
+/// Walks a parsed document, checking types and ranges; every failure names
+/// `source` and the JSON pointer of the value.
+class SchemaReader {
+public:
+  explicit SchemaReader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string &path, const std::string &what) const {
+    throw ClusterError(kExitDataError, source_ + ": " + (path.empty() ? "/" : path) + ": " + what);
+  }
+
+  /// Checks `value` is an object whose keys are all in `allowed`.
+  void object(const json &value, const std::string &path,
+              std::initializer_list<const char *> allowed) const {
+    if (!value.is_object())
+      fail(path, "must be an object");
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      bool known = std::any_of(allowed.begin(), allowed.end(),
+                               [&](const char *key) { return it.key() == key; });
+      if (!known)
+        fail(path + "/" + it.key(), "unknown field");
+    }
+  }
+
+  const json *optional(const json &object, const char *key) const {
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  }
+
+  const json &required(const json &object, const std::string &path, const char *key) const {
+    const json *value = optional(object, key);
+    if (!value)
+      fail(path + "/" + key, "required field is missing");
+    return *value;
+  }
+
+  double number(const json &value, const std::string &path) const {
+    if (!value.is_number())
+      fail(path, "must be a number");
+    double number = value.get<double>();
+    if (!std::isfinite(number))
+      fail(path, "must be a finite number");
+    return number;
+  }
+
+  double positive(const json &value, const std::string &path) const {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() <= 0)
+      fail(path, "must be a finite positive number");
+    return value.get<double>();
+  }
+
+  double nonNegative(const json &value, const std::string &path) const {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+      fail(path, "must be a finite non-negative number");
+    return value.get<double>();
+  }
+
+  double fraction(const json &value, const std::string &path) const {
+    double number = positive(value, path);
+    if (number > 1)
+      fail(path, "must be in (0, 1]");
+    return number;
+  }
+
+  int64_t positiveInteger(const json &value, const std::string &path) const {
+    if (!value.is_number_integer() || value.get<int64_t>() <= 0)
+      fail(path, "must be a positive integer");
+    return value.get<int64_t>();
+  }
+
+  std::string string(const json &value, const std::string &path) const {
+    if (!value.is_string())
+      fail(path, "must be a string");
+    return value.get<std::string>();
+  }
+
+  template <size_t N>
+  std::string oneOf(const json &value, const std::string &path, const char *const (&choices)[N]) const {
+    std::string text = string(value, path);
+    std::string list;
+    for (const char *choice : choices) {
+      if (text == choice)
+        return text;
+      list += list.empty() ? choice : std::string(", ") + choice;
+    }
+    fail(path, "must be one of " + list + " (got \"" + text + "\")");
+  }
+
+private:
+  std::string source_;
+};
+
+/// Finds the JSON pointer of the value the parser rejected (nlohmann's DOM
+/// parser reports an out-of-range number without saying where it was).
+class ErrorPathFinder : public nlohmann::json_sax<json> {
+public:
+  std::string errorPath;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t &) override { return value(); }
+  bool string(string_t &) override { return value(); }
+  bool binary(binary_t &) override { return value(); }
+  bool start_object(std::size_t) override {
+    value();
+    levels_.push_back({false, "", -1});
+    return true;
+  }
+  bool key(string_t &key) override {
+    levels_.back().key = key;
+    return true;
+  }
+  bool end_object() override {
+    levels_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    value();
+    levels_.push_back({true, "", -1});
+    return true;
+  }
+  bool end_array() override {
+    levels_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
+    // The rejected value would have been the next element of an array.
+    value();
+    for (const Level &level : levels_)
+      errorPath += "/" + (level.array ? std::to_string(level.index) : level.key);
+    return false;
+  }
+
+private:
+  struct Level {
+    bool array;
+    std::string key;
+    long index;
+  };
+  bool value() {
+    if (!levels_.empty() && levels_.back().array)
+      ++levels_.back().index;
+    return true;
+  }
+  std::vector<Level> levels_;
+};
+
+GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string &path) {
+  reader.object(value, path,
+                {"name", "peak_tflops", "hbm_bandwidth_gbps", "efficiencies",
+                 "pcie_bandwidth_gbps", "cpu_compress_gbps"});
+  GpuSpec gpu;
+  gpu.name = reader.string(reader.required(value, path, "name"), path + "/name");
+  const std::string peakPath = path + "/peak_tflops";
+  const json &peak = reader.required(value, path, "peak_tflops");
+  reader.object(peak, peakPath, {"fp32", "fp16", "bf16", "int8"});
+  reader.required(peak, peakPath, "fp32");
+  for (auto it = peak.begin(); it != peak.end(); ++it)
+    gpu.peakTflops[*parseDType(it.key())] = reader.positive(*it, peakPath + "/" + it.key());
+  gpu.hbmBandwidthGBps =
+      reader.positive(reader.required(value, path, "hbm_bandwidth_gbps"), path + "/hbm_bandwidth_gbps");
+  if (const json *efficiencies = reader.optional(value, "efficiencies")) {
+    const std::string effPath = path + "/efficiencies";
+    reader.object(*efficiencies, effPath, {"compute", "memory"});
+    if (const json *compute = reader.optional(*efficiencies, "compute"))
+      gpu.computeEfficiency = reader.fraction(*compute, effPath + "/compute");
+    if (const json *memory = reader.optional(*efficiencies, "memory"))
+      gpu.memoryEfficiency = reader.fraction(*memory, effPath + "/memory");
+  }
+  if (const json *pcie = reader.optional(value, "pcie_bandwidth_gbps"))
+    gpu.pcieBandwidthGBps = reader.positive(*pcie, path + "/pcie_bandwidth_gbps");
+  if (const json *cpu = reader.optional(value, "cpu_compress_gbps"))
+    gpu.cpuCompressGBps = reader.positive(*cpu, path + "/cpu_compress_gbps");
+  return gpu;
+}
+
+template <size_t N>
+LinkSpec readLink(const SchemaReader &reader, const json &value, const std::string &path,
+                  const char *const (&kinds)[N], bool withNics, int64_t *nicsPerNode) {
+  if (withNics)
+    reader.object(value, path,
+                  {"kind", "nics_per_node", "bandwidth_gbps", "latency_us", "efficiency"});
+  else
+    reader.object(value, path, {"kind", "bandwidth_gbps", "latency_us", "efficiency"});
+  LinkSpec link;
+  link.kind = reader.oneOf(reader.required(value, path, "kind"), path + "/kind", kinds);
+  if (withNics)
+    *nicsPerNode = reader.positiveInteger(reader.required(value, path, "nics_per_node"),
+                                          path + "/nics_per_node");
+  link.bandwidthGBps =
+      reader.positive(reader.required(value, path, "bandwidth_gbps"), path + "/bandwidth_gbps");
+  link.latencyUs = reader.positive(reader.required(value, path, "latency_us"), path + "/latency_us");
+  if (const json *efficiency = reader.optional(value, "efficiency"))
+    link.efficiency = reader.fraction(*efficiency, path + "/efficiency");
+  return link;
+}
+
+CollectiveKind readCollectiveKind(const SchemaReader &reader, const json &value,
+                                  const std::string &path) {
+  std::string name = reader.string(value, path);
+  std::optional<CollectiveKind> kind = parseCollectiveKind(name);
+  if (!kind)
+    reader.fail(path, "unknown collective \"" + name +
+                          "\" (expected all_reduce, reduce_scatter, all_gather, all_to_all, "
+                          "broadcast or send_recv)");
+  return *kind;
+}
+
+void readProfiled(const SchemaReader &reader, const json &value, const std::string &path,
+                  Cluster &cluster) {
+  reader.object(value, path, {"backend", "collectives", "validation", "compression_gbps"});
+  if (const json *backend = reader.optional(value, "backend")) {
+    const char *const backends[] = {"mpi", "nccl"};
+    cluster.profiledBackend = reader.oneOf(*backend, path + "/backend", backends);
+  }
+  if (const json *collectives = reader.optional(value, "collectives")) {
+    const std::string listPath = path + "/collectives";
+    if (!collectives->is_array())
+      reader.fail(listPath, "must be an array");
+    for (size_t i = 0; i < collectives->size(); ++i) {
+      const json &entry = (*collectives)[i];
+      const std::string at = listPath + "/" + std::to_string(i);
+      reader.object(entry, at,
+                    {"op", "ranks", "min_bytes", "max_bytes", "alpha_us", "beta_us_per_byte",
+                     "r_squared", "worst_relative_error"});
+      ProfiledCollective fit;
+      fit.kind = readCollectiveKind(reader, reader.required(entry, at, "op"), at + "/op");
+      fit.ranks = reader.positiveInteger(reader.required(entry, at, "ranks"), at + "/ranks");
+      fit.minBytes = reader.positive(reader.required(entry, at, "min_bytes"), at + "/min_bytes");
+      fit.maxBytes = reader.positive(reader.required(entry, at, "max_bytes"), at + "/max_bytes");
+      if (fit.maxBytes < fit.minBytes)
+        reader.fail(at + "/max_bytes", "must not be less than min_bytes");
+      // A least-squares fit may legitimately put either term at zero.
+      fit.alphaUs = reader.nonNegative(reader.required(entry, at, "alpha_us"), at + "/alpha_us");
+      fit.betaUsPerByte = reader.nonNegative(reader.required(entry, at, "beta_us_per_byte"),
+                                             at + "/beta_us_per_byte");
+      if (fit.alphaUs == 0 && fit.betaUsPerByte == 0)
+        reader.fail(at, "alpha_us and beta_us_per_byte cannot both be zero");
+      // R^2 is negative for a fit worse than the mean: allowed, but never above 1.
+      fit.rSquared = reader.number(reader.required(entry, at, "r_squared"), at + "/r_squared");
+      if (fit.rSquared > 1)
+        reader.fail(at + "/r_squared", "must not exceed 1");
+      fit.worstRelativeError = reader.nonNegative(reader.required(entry, at, "worst_relative_error"),
+                                                  at + "/worst_relative_error");
+      cluster.profiled.push_back(fit);
+    }
+  }
+  if (const json *validation = reader.optional(value, "validation")) {
+    const std::string listPath = path + "/validation";
+    if (!validation->is_array())
+      reader.fail(listPath, "must be an array");
+    for (size_t i = 0; i < validation->size(); ++i) {
+      const json &entry = (*validation)[i];
+      const std::string at = listPath + "/" + std::to_string(i);
+      reader.object(entry, at,
+                    {"op", "ranks", "points", "median_relative_error", "worst_relative_error"});
+      ProfiledValidation check;
+      check.kind = readCollectiveKind(reader, reader.required(entry, at, "op"), at + "/op");
+      check.ranks = reader.positiveInteger(reader.required(entry, at, "ranks"), at + "/ranks");
+      check.points = reader.positiveInteger(reader.required(entry, at, "points"), at + "/points");
+      check.medianRelativeError = reader.nonNegative(
+          reader.required(entry, at, "median_relative_error"), at + "/median_relative_error");
+      check.worstRelativeError = reader.nonNegative(
+          reader.required(entry, at, "worst_relative_error"), at + "/worst_relative_error");
+      cluster.validation.push_back(check);
+    }
+  }
+  if (const json *compression = reader.optional(value, "compression_gbps")) {
+    const std::string mapPath = path + "/compression_gbps";
+    if (!compression->is_object())
+      reader.fail(mapPath, "must be an object");
+    for (auto it = compression->begin(); it != compression->end(); ++it) {
+      std::optional<CompressionMethod> method = parseCompressionMethod(it.key());
+      if (!method || *method == CompressionMethod::None)
+        reader.fail(mapPath + "/" + it.key(), "unknown field (not a compression method)");
+      cluster.profiledCompressionGBps[*method] = reader.positive(*it, mapPath + "/" + it.key());
+    }
+  }
+}
+
+std::string defaultName(const std::string &source) {
+  std::string name = source.substr(source.find_last_of('/') + 1);
+  size_t dot = name.rfind(".json");
+  return dot == std::string::npos ? name : name.substr(0, dot);
+}
+
+} // namespace
+
+const char *toString(DType dtype) {
+  switch (dtype) {
+  case DType::F32: return "fp32";
+  case DType::F16: return "fp16";
+  case DType::BF16: return "bf16";
+  case DType::I8: return "int8";
+  }
+  return "fp32";
+}
+
+std::optional<DType> parseDType(const std::string &name) {
+  if (name == "fp32" || name == "f32") return DType::F32;
+  if (name == "fp16" || name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  if (name == "int8" || name == "i8") return DType::I8;
+  return std::nullopt;
+}
+
+const char *toString(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce: return "all_reduce";
+  case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  case CollectiveKind::AllGather: return "all_gather";
+  case CollectiveKind::AllToAll: return "all_to_all";
+  case CollectiveKind::Broadcast: return "broadcast";
+  case CollectiveKind::SendRecv: return "send_recv";
+  }
+  return "all_reduce";
+}
+
+const char *toString(Algorithm algorithm) {
+  switch (algorithm) {
+  case Algorithm::Ring: return "ring";
+  case Algorithm::Tree: return "tree";
+  case Algorithm::Hierarchical: return "hierarchical";
+  case Algorithm::Direct: return "direct";
+  }
+  return "ring";
+}
+
+const char *toString(CompressionMethod method) {
+  switch (method) {
+  case CompressionMethod::None: return "none";
+  case CompressionMethod::FP16: return "fp16";
+  case CompressionMethod::BF16: return "bf16";
+  case CompressionMethod::Int8: return "int8";
+  case CompressionMethod::TopK: return "topk";
+  case CompressionMethod::RandomK: return "randomk";
+  case CompressionMethod::Sign: return "sign";
+  case CompressionMethod::PowerSGD: return "powersgd";
+  }
+  return "none";
+}
+
+std::optional<CollectiveKind> parseCollectiveKind(const std::string &name) {
+  for (CollectiveKind kind :
+       {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+        CollectiveKind::AllToAll, CollectiveKind::Broadcast, CollectiveKind::SendRecv})
+    if (name == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
+std::optional<CompressionMethod> parseCompressionMethod(const std::string &name) {
+  for (CompressionMethod method :
+       {CompressionMethod::None, CompressionMethod::FP16, CompressionMethod::BF16,
+        CompressionMethod::Int8, CompressionMethod::TopK, CompressionMethod::RandomK,
+        CompressionMethod::Sign, CompressionMethod::PowerSGD})
+    if (name == toString(method))
+      return method;
+  return std::nullopt;
+}
+
+Cluster parseCluster(const std::string &jsonText, const std::string &source) {
+  json document;
+  try {
+    // Comments are accepted so presets and hand-written files can cite their sources.
+    document = json::parse(jsonText, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::parse_error &error) {
+    throw ClusterError(kExitDataError, source + ": not valid JSON: " + error.what());
+  } catch (const json::out_of_range &) {
+    // A number literal beyond the range of double, e.g. 1e999.
+    ErrorPathFinder finder;
+    json::sax_parse(jsonText, &finder, json::input_format_t::json, /*strict=*/true,
+                    /*ignore_comments=*/true);
+    SchemaReader(source).fail(finder.errorPath, "must be a finite number");
+  }
+  SchemaReader reader(source);
+  reader.object(document, "",
+                {"name", "nodes", "gpus_per_node", "gpu", "intra_node", "inter_node",
+                 "overlap_slowdown", "profiled"});
+  Cluster cluster;
+  cluster.name = defaultName(source);
+  if (const json *name = reader.optional(document, "name"))
+    cluster.name = reader.string(*name, "/name");
+  cluster.nodes = reader.positiveInteger(reader.required(document, "", "nodes"), "/nodes");
+  cluster.gpusPerNode =
+      reader.positiveInteger(reader.required(document, "", "gpus_per_node"), "/gpus_per_node");
+  cluster.gpu = readGpu(reader, reader.required(document, "", "gpu"), "/gpu");
+  cluster.intraNode = readLink(reader, reader.required(document, "", "intra_node"), "/intra_node",
+                               kIntraKinds, /*withNics=*/false, nullptr);
+  cluster.interNode = readLink(reader, reader.required(document, "", "inter_node"), "/inter_node",
+                               kInterKinds, /*withNics=*/true, &cluster.nicsPerNode);
+  if (const json *slowdown = reader.optional(document, "overlap_slowdown")) {
+    cluster.overlapSlowdown = reader.positive(*slowdown, "/overlap_slowdown");
+    if (cluster.overlapSlowdown < 1)
+      reader.fail("/overlap_slowdown", "must be at least 1 (overlap never speeds compute up)");
+  }
+  if (const json *profiled = reader.optional(document, "profiled"))
+    readProfiled(reader, *profiled, "/profiled", cluster);
+  return cluster;
+}
+
+Cluster loadCluster(const std::string &nameOrPath) {
+  for (const EmbeddedPreset &preset : kPresets)
+    if (nameOrPath == preset.name)
+      return parseCluster(preset.text, std::string("preset ") + preset.name);
+  std::ifstream file(nameOrPath, std::ios::binary);
+  if (!file) {
+    std::string presets;
+    for (const std::string &name : presetNames())
+      presets += (presets.empty() ? "" : ", ") + name;
+    throw ClusterError(kExitNoInput, nameOrPath + ": cannot read cluster file (" +
+                                         std::strerror(errno) + "); built-in presets are " +
+                                         presets);
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad())
+    throw ClusterError(kExitNoInput, nameOrPath + ": cannot read cluster file");
+  return parseCluster(text.str(), nameOrPath);
+}
+
+std::string writeCluster(const Cluster &cluster) {
+  ordered_json document;
+  document["name"] = cluster.name;
+  document["nodes"] = cluster.nodes;
+  document["gpus_per_node"] = cluster.gpusPerNode;
+  ordered_json gpu;
+  gpu["name"] = cluster.gpu.name;
+  ordered_json peak = ordered_json::object();
+  for (const auto &[dtype, tflops] : cluster.gpu.peakTflops)
+    peak[toString(dtype)] = tflops;
+  gpu["peak_tflops"] = peak;
+  gpu["hbm_bandwidth_gbps"] = cluster.gpu.hbmBandwidthGBps;
+  gpu["efficiencies"] = {{"compute", cluster.gpu.computeEfficiency},
+                         {"memory", cluster.gpu.memoryEfficiency}};
+  gpu["pcie_bandwidth_gbps"] = cluster.gpu.pcieBandwidthGBps;
+  gpu["cpu_compress_gbps"] = cluster.gpu.cpuCompressGBps;
+  document["gpu"] = gpu;
+  document["intra_node"] = {{"kind", cluster.intraNode.kind},
+                            {"bandwidth_gbps", cluster.intraNode.bandwidthGBps},
+                            {"latency_us", cluster.intraNode.latencyUs},
+                            {"efficiency", cluster.intraNode.efficiency}};
+  document["inter_node"] = {{"kind", cluster.interNode.kind},
+                            {"nics_per_node", cluster.nicsPerNode},
+                            {"bandwidth_gbps", cluster.interNode.bandwidthGBps},
+                            {"latency_us", cluster.interNode.latencyUs},
+                            {"efficiency", cluster.interNode.efficiency}};
+  document["overlap_slowdown"] = cluster.overlapSlowdown;
+  bool hasProfile = !cluster.profiledBackend.empty() || !cluster.profiled.empty() ||
+                    !cluster.validation.empty() || !cluster.profiledCompressionGBps.empty();
+  if (hasProfile) {
+    ordered_json profiled;
+    if (!cluster.profiledBackend.empty())
+      profiled["backend"] = cluster.profiledBackend;
+    ordered_json collectives = ordered_json::array();
+    for (const ProfiledCollective &fit : cluster.profiled)
+      collectives.push_back({{"op", toString(fit.kind)},
+                             {"ranks", fit.ranks},
+                             {"min_bytes", fit.minBytes},
+                             {"max_bytes", fit.maxBytes},
+                             {"alpha_us", fit.alphaUs},
+                             {"beta_us_per_byte", fit.betaUsPerByte},
+                             {"r_squared", fit.rSquared},
+                             {"worst_relative_error", fit.worstRelativeError}});
+    profiled["collectives"] = collectives;
+    ordered_json validation = ordered_json::array();
+    for (const ProfiledValidation &check : cluster.validation)
+      validation.push_back({{"op", toString(check.kind)},
+                            {"ranks", check.ranks},
+                            {"points", check.points},
+                            {"median_relative_error", check.medianRelativeError},
+                            {"worst_relative_error", check.worstRelativeError}});
+    profiled["validation"] = validation;
+    ordered_json compression = ordered_json::object();
+    for (const auto &[method, gbps] : cluster.profiledCompressionGBps)
+      compression[toString(method)] = gbps;
+    profiled["compression_gbps"] = compression;
+    document["profiled"] = profiled;
+  }
+  return document.dump(2) + "\n";
+}
+
+void writeClusterFile(const Cluster &cluster, const std::string &path) {
+  const std::string text = writeCluster(cluster);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw ClusterError(kExitCantCreate, path + ": cannot write cluster file (" +
+                                              std::strerror(errno) + ")");
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw ClusterError(kExitCantCreate, path + ": cannot write cluster file");
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    std::remove(temporary.c_str());
+    throw ClusterError(kExitCantCreate,
+                       path + ": cannot write cluster file (" + std::strerror(error) + ")");
+  }
+}
+
+std::vector<std::string> presetNames() {
+  std::vector<std::string> names;
+  for (const EmbeddedPreset &preset : kPresets)
+    names.push_back(preset.name);
+  return names;
+}
+
+const char *defaultPresetName() { return "a100x64"; }
+
+} // namespace zen::cost

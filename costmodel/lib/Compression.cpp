@@ -1,0 +1,207 @@
+//===- Compression.cpp - compression kernel costs and wire sizes ----------===//
+//
+// GPU kernels are memory-bound: each is priced as the HBM bytes it moves at
+// the achievable bandwidth plus a launch. Random gathers and scatters touch a
+// whole 32-byte DRAM sector per element. CPU offload copies the fp32 input to
+// the host before encoding and the fp32 result back after decoding, over PCIe,
+// and runs at the CPU kernels' (profiled or configured) throughput.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace zen::cost {
+namespace {
+
+constexpr double kFloatBytes = 4;
+constexpr double kSparseEntryBytes = 8;        // fp32 value + int32 index
+constexpr double kRandomAccessBytes = 32;      // one DRAM sector per scattered element
+constexpr double kInt8ChunkElements = 1024;    // one fp32 scale per chunk
+constexpr double kGpuKernelLaunchUs = 4;       // launch + tail of a small CUDA kernel
+
+int64_t keptElements(const CompressionSpec &spec, int64_t elements) {
+  double ratio = std::clamp(spec.ratio, 0.0, 1.0);
+  int64_t kept = static_cast<int64_t>(std::ceil(ratio * static_cast<double>(elements)));
+  return std::clamp<int64_t>(kept, elements > 0 ? 1 : 0, elements);
+}
+
+/// The bucket viewed as a near-square rows x cols matrix (PowerSGD's view).
+void matrixShape(int64_t elements, int64_t &rows, int64_t &cols) {
+  rows = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(elements)))));
+  cols = std::max<int64_t>(1, (elements + rows - 1) / rows);
+}
+
+int64_t powerRank(const CompressionSpec &spec, int64_t rows, int64_t cols) {
+  return std::clamp<int64_t>(spec.rank, 1, std::min(rows, cols));
+}
+
+/// HBM traffic and kernel launches of a GPU kernel sequence.
+struct KernelWork {
+  double bytes = 0;
+  double flops = 0;
+  int launches = 0;
+};
+
+} // namespace
+
+double CostModel::wireBytes(const CompressionSpec &spec, int64_t elements) {
+  double e = static_cast<double>(std::max<int64_t>(elements, 0));
+  switch (spec.method) {
+  case CompressionMethod::None:
+    return kFloatBytes * e;
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+    return 2 * e;
+  case CompressionMethod::Int8:
+    return e + std::ceil(e / kInt8ChunkElements) * kFloatBytes;
+  case CompressionMethod::TopK:
+  case CompressionMethod::RandomK:
+    return kSparseEntryBytes * static_cast<double>(keptElements(spec, elements));
+  case CompressionMethod::Sign:
+    return std::ceil(e / 8) + kFloatBytes;  // one bit per element + the mean magnitude
+  case CompressionMethod::PowerSGD: {
+    int64_t rows, cols;
+    matrixShape(elements, rows, cols);
+    return static_cast<double>(powerRank(spec, rows, cols) * (rows + cols)) * kFloatBytes;
+  }
+  }
+  return kFloatBytes * e;
+}
+
+CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elements,
+                                       int64_t payloads) const {
+  CompressionCost cost;
+  cost.wireBytes = wireBytes(spec, elements);
+  if (spec.method == CompressionMethod::None || elements <= 0)
+    return cost;
+  double e = static_cast<double>(elements);
+  double p = static_cast<double>(std::max<int64_t>(payloads, 1));
+  double dense = kFloatBytes * e;
+  double kept = static_cast<double>(keptElements(spec, elements));
+
+  KernelWork encode, decode;
+  switch (spec.method) {
+  case CompressionMethod::None:
+    break;
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+    encode = {dense + 2 * e, 0, 1};
+    decode = {2 * e * p + dense, 0, 1};
+    break;
+  case CompressionMethod::Int8:
+    encode = {dense /*absmax per chunk*/ + dense + cost.wireBytes, 0, 2};
+    decode = {cost.wireBytes * p + dense, 0, 1};
+    break;
+  case CompressionMethod::TopK:
+    // Threshold by radix select (two passes) then compaction (one pass).
+    encode = {3 * dense + kSparseEntryBytes * kept, 0, 3};
+    decode = {dense /*zero*/ + p * kept * (kSparseEntryBytes + kRandomAccessBytes), 0, 2};
+    break;
+  case CompressionMethod::RandomK:
+    encode = {kept * (kRandomAccessBytes + kSparseEntryBytes), 0, 1};
+    decode = {dense + p * kept * (kSparseEntryBytes + kRandomAccessBytes), 0, 2};
+    break;
+  case CompressionMethod::Sign:
+    encode = {dense /*mean |x|*/ + dense + cost.wireBytes, 0, 2};
+    decode = {p * cost.wireBytes + dense, 0, 1};
+    break;
+  case CompressionMethod::PowerSGD: {
+    int64_t rows, cols;
+    matrixShape(elements, rows, cols);
+    double r = static_cast<double>(powerRank(spec, rows, cols));
+    double m = static_cast<double>(rows) * static_cast<double>(cols);
+    double factors = r * static_cast<double>(rows + cols) * kFloatBytes;
+    // P = M Q, orthogonalise P, Q = M^T P: two passes over M, two GEMMs.
+    encode = {2 * kFloatBytes * m + 2 * factors, 4 * m * r + 2 * static_cast<double>(rows) * r * r, 3};
+    // M ~ P Q^T.
+    decode = {factors + kFloatBytes * m, 2 * m * r, 1};
+    break;
+  }
+  }
+  if (spec.errorFeedback) {
+    // Before: input += residual (read both, write). After: residual = input -
+    // decode(payload) (read input and payload, write residual).
+    encode.bytes += 3 * dense + dense + cost.wireBytes + dense;
+    encode.launches += 2;
+  }
+
+  if (spec.device == Device::GPU) {
+    auto gpuUs = [&](const KernelWork &work) {
+      return computeUs(work.flops, work.bytes, DType::F32) + work.launches * kGpuKernelLaunchUs;
+    };
+    cost.encodeUs = gpuUs(encode);
+    cost.decodeUs = gpuUs(decode);
+    return cost;
+  }
+
+  // CPU offload: PCIe both ways, the kernel at the CPU's throughput over the
+  // bytes it reads (the profile measures exactly that quantity).
+  auto profiled = cluster_.profiledCompressionGBps.find(spec.method);
+  double cpuGBps = profiled != cluster_.profiledCompressionGBps.end() ? profiled->second
+                                                                     : cluster_.gpu.cpuCompressGBps;
+  double pcieUsPerByte = 1.0 / (cluster_.gpu.pcieBandwidthGBps * 1e3);
+  double encodeRead = spec.method == CompressionMethod::PowerSGD ? encode.bytes : dense;
+  double decodeRead = std::max(decode.bytes - dense, p * cost.wireBytes);
+  cost.encodeUs = dense * pcieUsPerByte + encodeRead / (cpuGBps * 1e3);
+  cost.decodeUs = decodeRead / (cpuGBps * 1e3) + dense * pcieUsPerByte;
+  return cost;
+}
+
+std::optional<CompressionSpec> parseCompressionSpec(const std::string &text, std::string *error) {
+  auto fail = [&](const std::string &why) -> std::optional<CompressionSpec> {
+    if (error)
+      *error = "invalid compressor \"" + text + "\": " + why;
+    return std::nullopt;
+  };
+  CompressionSpec spec;
+  std::string body = text;
+  size_t at = body.find('@');
+  if (at != std::string::npos) {
+    std::string device = body.substr(at + 1);
+    if (device == "gpu")
+      spec.device = Device::GPU;
+    else if (device == "cpu")
+      spec.device = Device::CPU;
+    else
+      return fail("device must be gpu or cpu");
+    body = body.substr(0, at);
+  }
+  size_t colon = body.find(':');
+  std::string name = body.substr(0, colon);
+  std::optional<CompressionMethod> method = parseCompressionMethod(name);
+  if (!method)
+    return fail("unknown method (expected none, fp16, bf16, int8, topk:R, randomk:R, sign, "
+                "powersgd:K)");
+  spec.method = *method;
+  bool sparse = spec.method == CompressionMethod::TopK || spec.method == CompressionMethod::RandomK;
+  bool lowRank = spec.method == CompressionMethod::PowerSGD;
+  if (colon == std::string::npos) {
+    if (sparse)
+      return fail(name + " needs a kept ratio, e.g. " + name + ":0.01");
+    if (lowRank)
+      return fail("powersgd needs a rank, e.g. powersgd:4");
+    return spec;
+  }
+  std::string parameter = body.substr(colon + 1);
+  if (!sparse && !lowRank)
+    return fail(name + " takes no parameter");
+  const char *begin = parameter.c_str();
+  char *end = nullptr;
+  if (sparse) {
+    double ratio = std::strtod(begin, &end);
+    if (parameter.empty() || *end != '\0' || !std::isfinite(ratio) || ratio <= 0 || ratio > 1)
+      return fail("ratio must be a number in (0, 1]");
+    spec.ratio = ratio;
+  } else {
+    long long rank = std::strtoll(begin, &end, 10);
+    if (parameter.empty() || *end != '\0' || rank < 1 || rank > 1 << 20)
+      return fail("rank must be a positive integer");
+    spec.rank = rank;
+  }
+  return spec;
+}
+
+} // namespace zen::cost

@@ -1,0 +1,351 @@
+//===- Simulator.cpp - discrete-event timeline simulator ------------------===//
+//
+// Events are task completions and collectives finishing their latency part.
+// Between events every rate is constant: the running compute task progresses
+// at 1 or 1/overlapSlowdown, and the k collectives in their bandwidth part
+// each progress at 1/k. Processor sharing is tracked with one virtual clock
+// (the work each sharing collective has received so far), so a collective's
+// finish is a fixed virtual time and one heap orders them all: O(log n) per
+// event.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/Simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <tuple>
+
+namespace zen::cost {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+/// Iterations unrolled when tasks cross iterations: the reported one has a
+/// predecessor whose decoupled tasks it waits on and a successor competing
+/// with its own decoupled tasks, as in the steady state.
+constexpr int kUnrolledIterations = 4;
+constexpr int kReportedIteration = 2;
+
+std::string validate(const std::vector<SimTask> &tasks) {
+  int n = static_cast<int>(tasks.size());
+  for (int i = 0; i < n; ++i) {
+    const SimTask &task = tasks[i];
+    std::string where = "task " + std::to_string(i) + " (" + task.name + "): ";
+    for (int dep : task.deps)
+      if (dep < 0 || dep >= n || dep == i)
+        return where + "dependency " + std::to_string(dep) + " is not another task";
+    if (task.kind == TaskKind::Collective) {
+      if (task.stream < 0)
+        return where + "negative communication stream";
+      if (!std::isfinite(task.bytes) || task.bytes < 0)
+        return where + "bytes must be finite and non-negative";
+      if (task.chunks < 1)
+        return where + "chunks must be at least 1";
+    } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
+      return where + "duration must be finite and non-negative";
+    }
+  }
+  return "";
+}
+
+class Simulation {
+public:
+  Simulation(const CostModel &model, const std::vector<SimTask> &tasks)
+      : tasks_(tasks), n_(static_cast<int>(tasks.size())), slowdown_(model.overlapSlowdown()) {
+    bool crossesIterations = std::any_of(tasks.begin(), tasks.end(),
+                                         [](const SimTask &task) { return task.nextIteration; });
+    iterations_ = crossesIterations ? kUnrolledIterations : 1;
+    reported_ = crossesIterations ? kReportedIteration : 0;
+
+    // Streams: 0 is compute, 1 + s is communication stream s.
+    int streams = 1;
+    latencyUs_.assign(n_, 0);
+    bandwidthUs_.assign(n_, 0);
+    streamOf_.assign(n_, 0);
+    for (int i = 0; i < n_; ++i) {
+      const SimTask &task = tasks[i];
+      if (task.kind != TaskKind::Collective)
+        continue;
+      streamOf_[i] = 1 + task.stream;
+      streams = std::max(streams, 2 + task.stream);
+      CollectiveCost cost = model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+      latencyUs_[i] = cost.latencyUs;
+      bandwidthUs_[i] = cost.bandwidthUs;
+    }
+    ready_.resize(streams);
+    busy_.assign(streams, false);
+    dirty_.assign(streams, false);
+
+    // Dependents in CSR form; `crosses` marks edges into the next iteration.
+    std::vector<int> counts(n_ + 1, 0);
+    for (const SimTask &task : tasks)
+      for (int dep : task.deps)
+        ++counts[dep + 1];
+    for (int i = 0; i < n_; ++i)
+      counts[i + 1] += counts[i];
+    dependents_.resize(counts[n_]);
+    std::vector<int> fill(counts.begin(), counts.end() - 1);
+    for (int i = 0; i < n_; ++i)
+      for (int dep : tasks[i].deps) {
+        bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
+        dependents_[fill[dep]++] = {i, crosses};
+      }
+    dependentsBegin_ = std::move(counts);
+
+    int total = n_ * iterations_;
+    pending_.assign(total, 0);
+    startUs_.assign(total, -1);
+    endUs_.assign(total, -1);
+    int regular = 0;
+    for (int i = 0; i < n_; ++i)
+      regular += tasks[i].nextIteration ? 0 : 1;
+    regularLeft_.assign(iterations_, regular);
+    boundaryUs_.assign(iterations_, -1);
+    for (int it = 0; it < iterations_; ++it)
+      for (int i = 0; i < n_; ++i) {
+        int waits = 0;
+        for (int dep : tasks[i].deps) {
+          bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
+          waits += (crosses && it == 0) ? 0 : 1;
+        }
+        // Every task after the first iteration also waits for the boundary.
+        pending_[it * n_ + i] = waits + (it > 0 ? 1 : 0);
+      }
+  }
+
+  SimResult run() {
+    for (int i = 0; i < n_; ++i)
+      if (pending_[i] == 0)
+        makeReady(i);
+    if (regularLeft_[0] == 0)
+      closeIteration(0);
+    while (true) {
+      startReadyTasks();
+      if (computeTask_ < 0 && latencyHeap_.empty() && sharingHeap_.empty())
+        break;
+      advanceToNextEvent();
+    }
+    return result();
+  }
+
+private:
+  struct Dependent {
+    int task;
+    bool crosses;
+  };
+  // (iteration, priority, task): smallest first.
+  using ReadyKey = std::tuple<int, int64_t, int>;
+  using ReadyQueue = std::priority_queue<ReadyKey, std::vector<ReadyKey>, std::greater<ReadyKey>>;
+  using TimedInstance = std::pair<double, int>;
+  using TimedHeap =
+      std::priority_queue<TimedInstance, std::vector<TimedInstance>, std::greater<TimedInstance>>;
+
+  int taskOf(int instance) const { return instance % n_; }
+  int iterationOf(int instance) const { return instance / n_; }
+  bool isCollective(int instance) const { return tasks_[taskOf(instance)].kind == TaskKind::Collective; }
+
+  void makeReady(int instance) {
+    int task = taskOf(instance);
+    int stream = streamOf_[task];
+    ready_[stream].push({iterationOf(instance), tasks_[task].priority, task});
+    markDirty(stream);
+  }
+
+  void markDirty(int stream) {
+    if (!dirty_[stream]) {
+      dirty_[stream] = true;
+      dirtyStreams_.push_back(stream);
+    }
+  }
+
+  void release(int instance) {
+    if (--pending_[instance] == 0)
+      makeReady(instance);
+  }
+
+  /// All regular tasks of `iteration` are done: the next one may start.
+  void closeIteration(int iteration) {
+    boundaryUs_[iteration] = now_;
+    if (iteration + 1 >= iterations_)
+      return;
+    int next = iteration + 1;
+    for (int i = 0; i < n_; ++i)
+      release(next * n_ + i);
+    if (regularLeft_[next] == 0)
+      closeIteration(next);
+  }
+
+  void complete(int instance) {
+    int task = taskOf(instance), iteration = iterationOf(instance);
+    endUs_[instance] = now_;
+    busy_[streamOf_[task]] = false;
+    markDirty(streamOf_[task]);
+    if (isCollective(instance))
+      --activeCollectives_;
+    for (int e = dependentsBegin_[task]; e < dependentsBegin_[task + 1]; ++e) {
+      const Dependent &dependent = dependents_[e];
+      int target = iteration + (dependent.crosses ? 1 : 0);
+      if (target < iterations_)
+        release(target * n_ + dependent.task);
+    }
+    if (!tasks_[task].nextIteration && --regularLeft_[iteration] == 0)
+      closeIteration(iteration);
+  }
+
+  void enterSharing(int instance) {
+    double work = bandwidthUs_[taskOf(instance)];
+    if (work <= 0) {
+      complete(instance);
+      return;
+    }
+    sharingHeap_.push({virtualUs_ + work, instance});
+  }
+
+  void start(int instance) {
+    int task = taskOf(instance);
+    startUs_[instance] = now_;
+    busy_[streamOf_[task]] = true;
+    if (!isCollective(instance)) {
+      if (tasks_[task].durationUs <= 0) {
+        complete(instance);
+        return;
+      }
+      computeTask_ = instance;
+      computeLeftUs_ = tasks_[task].durationUs;
+      return;
+    }
+    ++activeCollectives_;
+    if (latencyUs_[task] > 0)
+      latencyHeap_.push({now_ + latencyUs_[task], instance});
+    else
+      enterSharing(instance);
+  }
+
+  /// Starts work on idle streams until nothing more can start at `now_`
+  /// (zero-length tasks complete at once and may ready others).
+  void startReadyTasks() {
+    while (!dirtyStreams_.empty()) {
+      int stream = dirtyStreams_.back();
+      dirtyStreams_.pop_back();
+      dirty_[stream] = false;
+      if (busy_[stream] || ready_[stream].empty())
+        continue;
+      auto [iteration, priority, task] = ready_[stream].top();
+      (void)priority;
+      ready_[stream].pop();
+      start(iteration * n_ + task);
+    }
+  }
+
+  double computeRate() const { return activeCollectives_ > 0 ? 1.0 / slowdown_ : 1.0; }
+
+  void advanceToNextEvent() {
+    double computeEnd = computeTask_ >= 0 ? now_ + computeLeftUs_ / computeRate() : kInfinity;
+    double latencyEnd = latencyHeap_.empty() ? kInfinity : latencyHeap_.top().first;
+    double sharers = static_cast<double>(sharingHeap_.size());
+    double sharingEnd = sharingHeap_.empty()
+                            ? kInfinity
+                            : now_ + std::max(0.0, sharingHeap_.top().first - virtualUs_) * sharers;
+    double next = std::min({computeEnd, latencyEnd, sharingEnd});
+    double elapsed = std::max(0.0, next - now_);
+
+    // Advance every rate-dependent quantity to `next`, snapping the event that
+    // defines `next` exactly so rounding cannot leave a sliver of work.
+    if (computeTask_ >= 0)
+      computeLeftUs_ = next == computeEnd ? 0 : computeLeftUs_ - elapsed * computeRate();
+    if (!sharingHeap_.empty())
+      virtualUs_ = next == sharingEnd ? sharingHeap_.top().first : virtualUs_ + elapsed / sharers;
+    now_ = std::max(now_, next);
+
+    if (computeTask_ >= 0 && computeLeftUs_ <= 0) {
+      int finished = computeTask_;
+      computeTask_ = -1;
+      complete(finished);
+    }
+    // Collectives move to sharing only after the sharing heap is drained, so
+    // a newcomer's virtual start is the clock value at `now_`.
+    std::vector<int> finishedLatency;
+    while (!latencyHeap_.empty() && latencyHeap_.top().first <= now_) {
+      finishedLatency.push_back(latencyHeap_.top().second);
+      latencyHeap_.pop();
+    }
+    while (!sharingHeap_.empty() && sharingHeap_.top().first <= virtualUs_) {
+      int finished = sharingHeap_.top().second;
+      sharingHeap_.pop();
+      complete(finished);
+    }
+    for (int instance : finishedLatency)
+      enterSharing(instance);
+  }
+
+  SimResult result() const {
+    SimResult result;
+    for (int instance = 0; instance < n_ * iterations_; ++instance)
+      if (endUs_[instance] < 0) {
+        const SimTask &task = tasks_[taskOf(instance)];
+        result.error = "task " + std::to_string(taskOf(instance)) + " (" + task.name +
+                       ") never runs: its dependencies form a cycle";
+        return result;
+      }
+    double origin = reported_ > 0 ? boundaryUs_[reported_ - 1] : 0.0;
+    result.startUs.resize(n_);
+    result.endUs.resize(n_);
+    for (int i = 0; i < n_; ++i) {
+      int instance = reported_ * n_ + i;
+      result.startUs[i] = startUs_[instance] - origin;
+      result.endUs[i] = endUs_[instance] - origin;
+      if (tasks_[i].kind != TaskKind::Collective) {
+        result.computeUs += result.endUs[i] - result.startUs[i];
+        result.computeAloneUs += tasks_[i].durationUs;
+      }
+    }
+    result.iterationUs = boundaryUs_[reported_] - origin;
+    result.exposedCommUs = std::max(0.0, result.iterationUs - result.computeUs);
+    return result;
+  }
+
+  const std::vector<SimTask> &tasks_;
+  int n_;
+  double slowdown_;
+  int iterations_ = 1;
+  int reported_ = 0;
+
+  std::vector<double> latencyUs_, bandwidthUs_;
+  std::vector<int> streamOf_;
+  std::vector<Dependent> dependents_;
+  std::vector<int> dependentsBegin_;
+
+  std::vector<int> pending_;
+  std::vector<double> startUs_, endUs_;
+  std::vector<int> regularLeft_;
+  std::vector<double> boundaryUs_;
+
+  std::vector<ReadyQueue> ready_;
+  std::vector<bool> busy_, dirty_;
+  std::vector<int> dirtyStreams_;
+
+  double now_ = 0;
+  int computeTask_ = -1;
+  double computeLeftUs_ = 0;
+  int activeCollectives_ = 0;
+  TimedHeap latencyHeap_;
+  TimedHeap sharingHeap_;
+  double virtualUs_ = 0;
+};
+
+} // namespace
+
+SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks) {
+  SimResult invalid;
+  invalid.error = validate(tasks);
+  if (!invalid.error.empty())
+    return invalid;
+  if (tasks.empty())
+    return {};
+  return Simulation(model, tasks).run();
+}
+
+} // namespace zen::cost

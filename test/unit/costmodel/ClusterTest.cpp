@@ -1,0 +1,156 @@
+//===- ClusterTest.cpp - cluster JSON loading and validation --------------===//
+#include "zen/CostModel/Cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+using namespace zen::cost;
+
+namespace {
+
+const char *kMinimal = R"({
+  "name": "tiny", "nodes": 2, "gpus_per_node": 4,
+  "gpu": { "name": "g", "peak_tflops": { "fp32": 10 }, "hbm_bandwidth_gbps": 1000 },
+  "intra_node": { "kind": "nvlink", "bandwidth_gbps": 100, "latency_us": 0.6 },
+  "inter_node": { "kind": "infiniband", "nics_per_node": 2, "bandwidth_gbps": 25, "latency_us": 2.7 }
+})";
+
+/// Parses `text` and returns the error, failing the test if it parsed.
+ClusterError parseError(const std::string &text) {
+  try {
+    parseCluster(text, "c.json");
+  } catch (const ClusterError &error) {
+    return error;
+  }
+  ADD_FAILURE() << "parsed without error: " << text;
+  return ClusterError(0, "");
+}
+
+std::string replaced(std::string text, const std::string &from, const std::string &to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+} // namespace
+
+TEST(Cluster, EveryPresetLoadsAndIsNamedAfterItsFile) {
+  std::vector<std::string> names = presetNames();
+  for (const char *expected : {"a100x64", "a100x8", "h100x256", "v100x16-10gbe", "cpu-local"})
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  for (const std::string &name : names)
+    EXPECT_EQ(loadCluster(name).name, name);
+  EXPECT_STREQ(defaultPresetName(), "a100x64");
+}
+
+TEST(Cluster, PresetShapes) {
+  Cluster a100 = loadCluster("a100x64");
+  EXPECT_EQ(a100.worldSize(), 64);
+  EXPECT_EQ(a100.nicsPerNode, 8);
+  EXPECT_DOUBLE_EQ(a100.gpu.peakTflops.at(DType::BF16), 312);
+  EXPECT_EQ(loadCluster("h100x256").worldSize(), 256);
+  Cluster v100 = loadCluster("v100x16-10gbe");
+  EXPECT_EQ(v100.worldSize(), 16);
+  EXPECT_EQ(v100.interNode.kind, "ethernet");
+  EXPECT_EQ(loadCluster("a100x8").nodes, 1);
+  EXPECT_EQ(loadCluster("cpu-local").intraNode.kind, "shm");
+}
+
+TEST(Cluster, OptionalFieldsTakeDefaults) {
+  Cluster cluster = parseCluster(kMinimal, "dir/tiny.json");
+  EXPECT_EQ(cluster.name, "tiny");
+  EXPECT_DOUBLE_EQ(cluster.intraNode.efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(cluster.gpu.computeEfficiency, 0.6);
+  EXPECT_DOUBLE_EQ(cluster.overlapSlowdown, 1.1);
+  Cluster unnamed = parseCluster(replaced(kMinimal, R"("name": "tiny", )", ""), "dir/lab.json");
+  EXPECT_EQ(unnamed.name, "lab");
+}
+
+TEST(Cluster, WriteThenParseRoundTrips) {
+  Cluster cluster = loadCluster("a100x64");
+  cluster.profiledBackend = "mpi";
+  cluster.profiled.push_back({CollectiveKind::AllGather, 4, 4, 1 << 20, 12.5, 1e-4, 0.99, 0.05});
+  cluster.validation.push_back({CollectiveKind::AllGather, 4, 12, 0.07, 0.2});
+  cluster.profiledCompressionGBps[CompressionMethod::Int8] = 3.5;
+  std::string text = writeCluster(cluster);
+  Cluster back = parseCluster(text, "x.json");
+  EXPECT_EQ(writeCluster(back), text);
+  ASSERT_EQ(back.profiled.size(), 1u);
+  EXPECT_EQ(back.profiled[0].kind, CollectiveKind::AllGather);
+  EXPECT_DOUBLE_EQ(back.profiled[0].betaUsPerByte, 1e-4);
+  EXPECT_DOUBLE_EQ(back.profiledCompressionGBps.at(CompressionMethod::Int8), 3.5);
+  EXPECT_EQ(back.validation.at(0).points, 12);
+}
+
+struct BadCase {
+  const char *what;
+  std::string text;
+  std::string message;  // expected substring: file, JSON path, reason
+};
+
+TEST(Cluster, BadFilesNameTheFileAndJsonPath) {
+  std::vector<BadCase> cases = {
+      {"unknown field", replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "nodez": 3)"),
+       "c.json: /nodez: unknown field"},
+      {"unknown nested field", replaced(kMinimal, R"("latency_us": 2.7)", R"("latency_us": 2.7, "mtu": 4096)"),
+       "c.json: /inter_node/mtu: unknown field"},
+      {"non-finite", replaced(kMinimal, R"("bandwidth_gbps": 25)", R"("bandwidth_gbps": 1e999)"),
+       "c.json: /inter_node/bandwidth_gbps: must be a finite number"},
+      {"non-finite in an array", replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "profiled": {"collectives": [{}, {"alpha_us": -1e999}]})"),
+       "c.json: /profiled/collectives/1/alpha_us: must be a finite number"},
+      {"non-positive", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 0)"),
+       "c.json: /gpu/hbm_bandwidth_gbps: must be a finite positive number"},
+      {"negative integer", replaced(kMinimal, R"("nodes": 2)", R"("nodes": -2)"),
+       "c.json: /nodes: must be a positive integer"},
+      {"wrong type", replaced(kMinimal, R"("gpus_per_node": 4)", R"("gpus_per_node": "4")"),
+       "c.json: /gpus_per_node: must be a positive integer"},
+      {"wrong type string", replaced(kMinimal, R"("name": "g")", R"("name": 7)"),
+       "c.json: /gpu/name: must be a string"},
+      {"missing field", replaced(kMinimal, R"(, "latency_us": 0.6 })", " }"),
+       "c.json: /intra_node/latency_us: required field is missing"},
+      {"bad kind", replaced(kMinimal, R"("kind": "nvlink")", R"("kind": "carrier-pigeon")"),
+       "c.json: /intra_node/kind: must be one of nvlink, pcie, shm"},
+      {"efficiency above one", replaced(kMinimal, R"("latency_us": 0.6 })", R"("latency_us": 0.6, "efficiency": 1.5 })"),
+       "c.json: /intra_node/efficiency: must be in (0, 1]"},
+      {"not an object", "[1, 2]", "c.json: /: must be an object"},
+      {"not JSON", "{ \"nodes\": ", "c.json: not valid JSON"},
+      {"bad profiled op", replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "profiled": {"collectives": [{"op": "all_sum"}]})"),
+       "c.json: /profiled/collectives/0/op: unknown collective \"all_sum\""},
+  };
+  for (const BadCase &bad : cases) {
+    ClusterError error = parseError(bad.text);
+    EXPECT_EQ(error.exitCode, 65) << bad.what;
+    EXPECT_NE(std::string(error.what()).find(bad.message), std::string::npos)
+        << bad.what << ": got \"" << error.what() << "\"";
+  }
+}
+
+TEST(Cluster, MissingFileIsExit66AndListsPresets) {
+  try {
+    loadCluster("/nonexistent/cluster.json");
+    FAIL() << "loaded a missing file";
+  } catch (const ClusterError &error) {
+    EXPECT_EQ(error.exitCode, 66);
+    std::string message = error.what();
+    EXPECT_NE(message.find("/nonexistent/cluster.json"), std::string::npos);
+    EXPECT_NE(message.find("a100x64"), std::string::npos);
+  }
+}
+
+TEST(Cluster, WriteFileIsAtomicAndReportsUnwritablePaths) {
+  std::string path = ::testing::TempDir() + "zen_cluster_write.json";
+  writeClusterFile(loadCluster("a100x8"), path);
+  EXPECT_EQ(loadCluster(path).name, "a100x8");
+  std::ifstream leftover(path + ".tmp");
+  EXPECT_FALSE(leftover.good());
+  std::remove(path.c_str());
+  try {
+    writeClusterFile(loadCluster("a100x8"), "/nonexistent-dir/x.json");
+    FAIL() << "wrote into a missing directory";
+  } catch (const ClusterError &error) {
+    EXPECT_EQ(error.exitCode, 73);
+    EXPECT_NE(std::string(error.what()).find("/nonexistent-dir/x.json"), std::string::npos);
+  }
+}

@@ -1,0 +1,195 @@
+//===- SimulatorTest.cpp - timeline simulator on hand-computed graphs -----===//
+#include "zen/CostModel/Simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+using namespace zen::cost;
+
+namespace {
+
+/// A cluster whose 2-rank allreduce costs exactly alpha + beta * bytes, so
+/// every timeline below can be computed by hand: alpha = 10 us, 1 us per kB.
+CostModel exactModel(double slowdown) {
+  Cluster cluster = loadCluster("a100x8");
+  cluster.profiled.push_back({CollectiveKind::AllReduce, 2, 1, 1e12, 10, 1e-3, 1, 0});
+  cluster.profiled.push_back({CollectiveKind::AllGather, 2, 1, 1e12, 0, 1e-3, 1, 0});
+  cluster.overlapSlowdown = slowdown;
+  return CostModel(cluster);
+}
+
+SimTask compute(const std::string &name, double us, std::vector<int> deps = {}) {
+  SimTask task;
+  task.name = name;
+  task.kind = TaskKind::Compute;
+  task.durationUs = us;
+  task.deps = std::move(deps);
+  return task;
+}
+
+/// An allreduce of 10 + `bandwidthUs` microseconds alone.
+SimTask allReduce(const std::string &name, double bandwidthUs, int stream, std::vector<int> deps = {},
+                  int64_t priority = 0) {
+  SimTask task;
+  task.name = name;
+  task.kind = TaskKind::Collective;
+  task.collective = CollectiveKind::AllReduce;
+  task.bytes = bandwidthUs * 1e3;
+  task.group = Group{2, 1};
+  task.stream = stream;
+  task.deps = std::move(deps);
+  task.priority = priority;
+  return task;
+}
+
+/// An all-gather of exactly `us` microseconds alone (no latency part).
+SimTask allGather(const std::string &name, double us, int stream, std::vector<int> deps) {
+  SimTask task = allReduce(name, 0, stream, std::move(deps));
+  task.collective = CollectiveKind::AllGather;
+  task.bytes = us * 1e3;
+  return task;
+}
+
+} // namespace
+
+TEST(Simulator, SerialComputeChain) {
+  SimResult result = simulate(exactModel(1.2), {compute("a", 100), compute("b", 50, {0}), compute("c", 25, {1})});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.iterationUs, 175);
+  EXPECT_DOUBLE_EQ(result.computeUs, 175);
+  EXPECT_DOUBLE_EQ(result.exposedCommUs, 0);
+  EXPECT_DOUBLE_EQ(result.startUs[2], 150);
+}
+
+TEST(Simulator, CollectiveAfterComputeIsExposed) {
+  SimResult result = simulate(exactModel(1.2), {compute("b", 100), allReduce("ar", 40, 0, {0})});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.startUs[1], 100);
+  EXPECT_DOUBLE_EQ(result.endUs[1], 150);  // 10 latency + 40 transfer
+  EXPECT_DOUBLE_EQ(result.iterationUs, 150);
+  EXPECT_DOUBLE_EQ(result.exposedCommUs, 50);
+}
+
+TEST(Simulator, OverlapSlowsCompute) {
+  // The allreduce (50 us) runs alongside a 100 us compute task: the first
+  // 50 us of compute progress at 1/1.25, the rest at full speed:
+  // 50 + (100 - 50 / 1.25) = 110.
+  SimResult result = simulate(exactModel(1.25), {compute("a", 0), allReduce("ar", 40, 0, {0}), compute("b", 100, {0})});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.endUs[2], 110);
+  EXPECT_DOUBLE_EQ(result.iterationUs, 110);
+  EXPECT_DOUBLE_EQ(result.computeUs, 110);
+  EXPECT_DOUBLE_EQ(result.computeAloneUs, 100);
+}
+
+TEST(Simulator, ConcurrentCollectivesShareBandwidth) {
+  // Both latency parts run in parallel (10 us); then the transfers (100 and
+  // 50 us of work) share the link: after 100 us the short one is done (50
+  // each), the long one finishes its last 50 alone.
+  SimResult result = simulate(exactModel(1.0), {allReduce("long", 100, 0), allReduce("short", 50, 1)});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.endUs[1], 110);
+  EXPECT_DOUBLE_EQ(result.endUs[0], 160);
+  // The same pair on one stream runs back to back: 110 + 60.
+  SimResult serial = simulate(exactModel(1.0), {allReduce("long", 100, 0), allReduce("short", 50, 0)});
+  EXPECT_DOUBLE_EQ(serial.iterationUs, 170);
+}
+
+TEST(Simulator, PriorityOrdersReadyTasksOnAStream) {
+  std::vector<SimTask> tasks = {compute("grad", 10), allReduce("late", 20, 0, {0}, /*priority=*/5),
+                                allReduce("urgent", 20, 0, {0}, /*priority=*/1)};
+  SimResult result = simulate(exactModel(1.0), tasks);
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.startUs[2], 10);
+  EXPECT_DOUBLE_EQ(result.startUs[1], 40);
+  // Equal priorities: lower index first.
+  tasks[2].priority = 5;
+  result = simulate(exactModel(1.0), tasks);
+  EXPECT_DOUBLE_EQ(result.startUs[1], 10);
+}
+
+TEST(Simulator, DecoupledAllGatherOverlapsTheNextForward) {
+  // fa -> fb -> b -> rs; ag (next iteration) after rs; fb of the next
+  // iteration waits for ag. Steady state with slowdown 1.5: ag (50 us) runs
+  // during fa: fa = 50 + (100 - 50 / 1.5); then fb, b (100 each), rs (10 + 40).
+  std::vector<SimTask> tasks = {compute("fa", 100), compute("fb", 100, {0, 4}), compute("b", 100, {1}),
+                                allReduce("rs", 40, 0, {2}), allGather("ag", 50, 1, {3})};
+  tasks[4].nextIteration = true;
+  SimResult result = simulate(exactModel(1.5), tasks);
+  ASSERT_EQ(result.error, "");
+  double fa = 50 + (100 - 50 / 1.5);
+  EXPECT_NEAR(result.iterationUs, fa + 200 + 50, 1e-9);
+  EXPECT_NEAR(result.startUs[4], fa + 250, 1e-9);  // issued after this iteration's rs
+  EXPECT_NEAR(result.endUs[4], fa + 300, 1e-9);    // beyond the iteration's end
+  EXPECT_NEAR(result.computeUs, fa + 200, 1e-9);
+  EXPECT_NEAR(result.exposedCommUs, 50, 1e-9);
+
+  // A 200 us all-gather outlasts fa: fb waits for it (slowdown 1 here).
+  tasks[4].bytes = 200e3;
+  result = simulate(exactModel(1.0), tasks);
+  EXPECT_NEAR(result.iterationUs, 200 + 100 + 100 + 50, 1e-9);
+  EXPECT_NEAR(result.startUs[1], 200, 1e-9);
+  EXPECT_NEAR(result.exposedCommUs, 150, 1e-9);
+}
+
+TEST(Simulator, RejectsBadGraphsWithoutThrowing) {
+  EXPECT_NE(simulate(exactModel(1), {compute("a", 1, {3})}).error.find("dependency 3"), std::string::npos);
+  EXPECT_NE(simulate(exactModel(1), {compute("a", 1, {0})}).error.find("not another task"), std::string::npos);
+  EXPECT_NE(simulate(exactModel(1), {compute("a", -1)}).error.find("duration"), std::string::npos);
+  SimResult cycle = simulate(exactModel(1), {compute("a", 1, {1}), compute("b", 1, {0})});
+  EXPECT_NE(cycle.error.find("cycle"), std::string::npos);
+  EXPECT_EQ(simulate(exactModel(1), {}).error, "");
+}
+
+namespace {
+/// A backward pass of `layers` layers with one allreduce per gradient spread
+/// over `streams` streams, and a decoupled all-gather per layer.
+std::vector<SimTask> syntheticIteration(int layers, int streams, bool decoupled, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> duration(5, 200);
+  std::vector<SimTask> tasks;
+  std::vector<int> gathers;
+  for (int l = 0; l < layers; ++l)
+    tasks.push_back(compute("f" + std::to_string(l), duration(random), l ? std::vector<int>{l - 1} : std::vector<int>{}));
+  for (int l = layers - 1; l >= 0; --l) {
+    int backward = static_cast<int>(tasks.size());
+    tasks.push_back(compute("b" + std::to_string(l), duration(random), {backward - 1}));
+    tasks.push_back(allReduce("ar" + std::to_string(l), duration(random), l % streams, {backward}, layers - l));
+    if (decoupled) {
+      tasks.push_back(allGather("ag" + std::to_string(l), duration(random), (l + 1) % streams, {backward + 1}));
+      tasks.back().nextIteration = true;
+      tasks[l].deps.push_back(static_cast<int>(tasks.size()) - 1);
+    }
+  }
+  return tasks;
+}
+} // namespace
+
+TEST(Simulator, DeterministicAndFast) {
+  CostModel model = exactModel(1.15);
+  for (bool decoupled : {false, true}) {
+    std::vector<SimTask> tasks = syntheticIteration(decoupled ? 3334 : 5000, 3, decoupled, 7);
+    ASSERT_GE(tasks.size(), 10000u);
+    auto begin = std::chrono::steady_clock::now();
+    SimResult first = simulate(model, tasks);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+    SimResult second = simulate(model, tasks);
+    ASSERT_EQ(first.error, "");
+    EXPECT_EQ(first.startUs, second.startUs);
+    EXPECT_EQ(first.endUs, second.endUs);
+    EXPECT_EQ(first.iterationUs, second.iterationUs);
+    // Sanity: every task respects its dependencies and its stream runs one task at a time.
+    for (size_t i = 0; i < tasks.size(); ++i)
+      for (int dep : tasks[i].deps) {
+        bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
+        if (!crosses)
+          EXPECT_GE(first.startUs[i], first.endUs[dep] - 1e-6);
+      }
+    EXPECT_GE(first.iterationUs, first.computeAloneUs);
+    // Generous bound for a loaded 2-core CI machine; typically a few ms.
+    EXPECT_LT(ms, 200) << tasks.size() << " tasks took " << ms << " ms";
+    std::printf("simulate: %zu tasks (decoupled=%d) in %.2f ms\n", tasks.size(), decoupled, ms);
+  }
+}
