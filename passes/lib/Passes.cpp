@@ -211,7 +211,7 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
       return signalPassFailure();
     }
     if (chunks < 0 || chunks > 1024) {
-      module.emitError("zen-decompose: chunks must be in [0, 1024], got ") << chunks;
+      module.emitError("zen-decompose: chunks must be in [0, 1024], got ") << static_cast<int64_t>(chunks);
       return signalPassFailure();
     }
     FailureOr<Planned> planned = loadPlanned(module, cluster, "zen-decompose");
@@ -253,7 +253,7 @@ struct ScheduleOverlapPass : impl::ScheduleOverlapBase<ScheduleOverlapPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (streams != 1 && streams != 2) {
-      module.emitError("zen-schedule-overlap: streams must be 1 or 2, got ") << streams;
+      module.emitError("zen-schedule-overlap: streams must be 1 or 2, got ") << static_cast<int64_t>(streams);
       return signalPassFailure();
     }
     FailureOr<Planned> planned = loadPlanned(module, cluster, "zen-schedule-overlap");

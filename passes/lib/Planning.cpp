@@ -259,7 +259,7 @@ std::optional<std::vector<CompressionSpec>> parseCompressors(const std::string &
     std::string reason;
     std::optional<CompressionSpec> spec = cost::parseCompressionSpec(item, &reason);
     if (!spec || spec->method == CompressionMethod::None) {
-      error = "bad compressor '" + item + "'" + (reason.empty() ? "" : ": " + reason);
+      error = reason.empty() ? "bad compressor '" + item + "'" : reason;
       return std::nullopt;
     }
     specs.push_back(*spec);

@@ -1,0 +1,32 @@
+// Bad options and bad IR are reported as errors, never crashes.
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-autotune=compressor=zip 2>&1 | FileCheck %s --check-prefix=COMPRESSOR
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-autotune=compressor=topk:2 2>&1 | FileCheck %s --check-prefix=RATIO
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-autotune=cluster=no-such-cluster 2>&1 | FileCheck %s --check-prefix=CLUSTER
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync=dp=65 2>&1 | FileCheck %s --check-prefix=DP
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-fuse-gradients 2>&1 | FileCheck %s --check-prefix=UNSYNCED
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync --zen-fuse-gradients="strategy=manual buckets=1,1" 2>&1 | FileCheck %s --check-prefix=MANUAL
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-autotune=strategy=fastest 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync --zen-decompose=split=half 2>&1 | FileCheck %s --check-prefix=SPLIT
+// RUN: not zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync --zen-schedule-overlap=streams=3 2>&1 | FileCheck %s --check-prefix=STREAMS
+// RUN: zenopt-opt %s --zen-autotune=compressor=sign:3 -verify-diagnostics
+
+// COMPRESSOR: error: invalid compressor option: {{.*}}zip
+// RATIO: error: invalid compressor option:
+// CLUSTER: error: cannot load cluster 'no-such-cluster'
+// DP: error: dp = 65 does not fit cluster 'a100x64' of 64 GPUs
+// UNSYNCED: error: gradients are not synchronised; run zen-insert-grad-sync before zen-fuse-gradients
+// MANUAL: error: zen-fuse-gradients: manual buckets cover 2 of the 3 gradient tensors
+// STRATEGY: error: zen-autotune: unknown strategy 'fastest'
+// SPLIT: error: zen-decompose: split must be none, all or auto, got 'half'
+// STREAMS: error: zen-schedule-overlap: streams must be 1 or 2, got 3
+
+// expected-error @+1 {{invalid compressor option}}
+module {
+  func.func @train_step(%x: tensor<4xf32>) {
+    %w = zen.param "w" : tensor<4xf32>
+    %y = zen.compute "Mul" forward (%x, %w) {flops = 4 : i64, bytes = 48 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %d = zen.compute "MulGrad" backward (%y, %x) {flops = 4 : i64, bytes = 48 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %g = zen.gradient %w, %d {ready_order = 0 : i64} : tensor<4xf32>
+    return
+  }
+}
