@@ -1,0 +1,67 @@
+//===- SimulateCommand.cpp - `zenopt simulate PLAN.json` ------------------===//
+//
+// Re-scores any plan file (written by zenopt or by hand) with the timeline
+// simulator, on the plan's own cluster or on another one.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "zen/Codegen/PlanSimulation.h"
+#include "zen/Codegen/Report.h"
+#include "zen/CostModel/Cluster.h"
+
+#include <iostream>
+
+namespace zen::cli {
+namespace {
+struct SimulateOptions {
+  std::string planPath;
+  std::string cluster;
+  std::string tracePath;
+  std::string svgPath;
+  bool json = false;
+};
+
+int runSimulate(const SimulateOptions &options) {
+  try {
+    zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
+    // A plan carries its cluster's description, so it re-scores exactly without --cluster.
+    cost::Cluster cluster = options.cluster.empty()
+                                ? cost::parseCluster(plan.cluster.spec, options.planPath + ": /cluster/spec")
+                                : cost::loadCluster(options.cluster);
+    cost::CostModel model(std::move(cluster));
+    codegen::simulatePlan(plan, model);
+    if (!options.tracePath.empty())
+      codegen::writeFileAtomically(options.tracePath, codegen::chromeTrace(plan));
+    if (!options.svgPath.empty())
+      codegen::writeFileAtomically(options.svgPath, codegen::timelineSvg(plan));
+    if (options.json)
+      std::cout << codegen::summaryJson(plan).dump() << "\n";
+    else
+      std::cout << codegen::summaryText(plan);
+    return ExitSuccess;
+  } catch (const zenrt::PlanError &error) {
+    std::string message = error.what();
+    // Errors raised while simulating name no file yet.
+    if (message.rfind(options.planPath, 0) != 0 && error.exitCode == ExitDataError)
+      message = options.planPath + ": " + message;
+    return reportError(message, error.exitCode);
+  } catch (const cost::ClusterError &error) {
+    return reportError(error.what(), error.exitCode);
+  }
+}
+
+CommandRegistration registration(
+    "simulate", "Re-score a plan file with the timeline simulator", [](CLI::App &app) {
+      auto options = std::make_shared<SimulateOptions>();
+      app.add_option("plan", options->planPath, "Plan file written by zenopt (or by hand)")
+          ->required();
+      app.add_option("--cluster", options->cluster,
+                     "Cluster preset name or JSON file (default: the plan's own cluster)");
+      app.add_option("--trace", options->tracePath, "Write a Chrome/Perfetto trace here");
+      app.add_option("--timeline-svg", options->svgPath, "Write an SVG timeline picture here");
+      app.add_flag("--json", options->json, "Print one JSON object (times in microseconds)");
+      return [options] { return runSimulate(*options); };
+    });
+} // namespace
+} // namespace zen::cli
