@@ -471,4 +471,46 @@ void assignSchedule(PlanChoice &choice, int streams) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Synthetic problems
+//===----------------------------------------------------------------------===//
+
+Problem syntheticProblem(int tensors, uint64_t seed, const cost::CostModel &model,
+                         cost::Group group) {
+  // splitmix64: portable, unlike the standard library's distributions.
+  uint64_t state = seed;
+  auto uniform = [&state] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  };
+  Problem problem;
+  problem.group = group;
+  const double tokens = std::exp(std::log(64.0) + uniform() * std::log(4096.0 / 64.0));
+  const int count = std::max(0, tensors);
+  problem.forward.resize(count);
+  for (int g = 0; g < count; ++g) {
+    GradientTensor gradient;
+    gradient.name = "p" + std::to_string(g);
+    gradient.elements = static_cast<int64_t>(
+        std::round(std::exp(std::log(256.0) + uniform() * std::log(4194304.0 / 256.0))));
+    gradient.bytes = 4 * gradient.elements;
+    double elements = static_cast<double>(gradient.elements);
+    // Backward: two GEMMs per weight (2 FLOPs per MAC), reading and writing activations.
+    problem.backward.push_back(
+        {"b" + std::to_string(g), model.computeUs(4 * tokens * elements, 12 * elements)});
+    gradient.readyAfterSegment = g;
+    // Forward runs in the reverse order: the last-ready gradient's layer first.
+    gradient.forwardSegment = count - 1 - g;
+    problem.forward[count - 1 - g] = {"f" + std::to_string(count - 1 - g),
+                                      model.computeUs(2 * tokens * elements, 8 * elements)};
+    gradient.optimizerUs = model.computeUs(static_cast<double>(optimizerFlops(gradient.elements)),
+                                           static_cast<double>(optimizerBytes(gradient.elements, 4)));
+    problem.gradients.push_back(gradient);
+  }
+  return problem;
+}
+
 } // namespace zen::plan

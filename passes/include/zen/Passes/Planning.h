@@ -175,6 +175,13 @@ struct AutotuneResult {
 AutotuneResult autotune(const Problem &problem, const cost::CostModel &model,
                         const AutotuneOptions &options);
 
+/// A deterministic synthetic problem of `tensors` gradients for tests and
+/// benchmarks: log-uniform tensor sizes (256 to 4M elements, 4 bytes each),
+/// backward/forward compute proportional to each tensor's size at a
+/// seed-chosen token count, one segment per gradient. Same seed, same problem.
+Problem syntheticProblem(int tensors, uint64_t seed, const cost::CostModel &model,
+                         cost::Group group);
+
 } // namespace zen::plan
 
 #endif // ZEN_PASSES_PLANNING_H

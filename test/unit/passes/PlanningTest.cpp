@@ -1,0 +1,251 @@
+//===- PlanningTest.cpp - baselines, simulator tasks and the autotuner ----===//
+#include "zen/Passes/Planning.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+
+using namespace zen;
+using namespace zen::plan;
+
+namespace {
+
+cost::CostModel modelOf(const std::string &preset) {
+  return cost::CostModel(cost::loadCluster(preset));
+}
+
+PlanChoice bucketsOf(const std::vector<std::pair<int, int>> &ranges) {
+  PlanChoice choice;
+  for (auto [begin, end] : ranges) {
+    BucketChoice bucket;
+    bucket.begin = begin;
+    bucket.end = end;
+    choice.buckets.push_back(bucket);
+  }
+  assignSchedule(choice, 1);
+  return choice;
+}
+
+PlanChoice baseline(const std::string &name, const Problem &problem,
+                    const cost::CostModel &model, BaselineOptions options = {}) {
+  std::string error;
+  std::optional<PlanChoice> choice = baselineChoice(name, problem, model, options, error);
+  EXPECT_TRUE(choice) << error;
+  return choice.value_or(PlanChoice{});
+}
+
+cost::CompressionSpec spec(const std::string &text) {
+  std::string error;
+  auto specs = parseCompressors(text, error);
+  EXPECT_TRUE(specs && specs->size() == 1) << error;
+  return specs && !specs->empty() ? specs->front() : cost::CompressionSpec{};
+}
+
+TEST(Planning, ParsesCompressorLists) {
+  std::string error;
+  auto specs = parseCompressors("fp16, topk:0.01,powersgd:4", error);
+  ASSERT_TRUE(specs) << error;
+  ASSERT_EQ(specs->size(), 3u);
+  EXPECT_EQ((*specs)[0].method, cost::CompressionMethod::FP16);
+  EXPECT_EQ((*specs)[1].method, cost::CompressionMethod::TopK);
+  EXPECT_DOUBLE_EQ((*specs)[1].ratio, 0.01);
+  EXPECT_EQ((*specs)[2].rank, 4);
+  EXPECT_EQ(compressorName((*specs)[1]), "topk:0.01");
+  EXPECT_TRUE(parseCompressors("", error)->empty());
+  EXPECT_TRUE(parseCompressors("none", error)->empty());
+  for (const char *bad : {"zip", "topk", "topk:0", "topk:1.5", "powersgd:0", "fp16:3"}) {
+    error.clear();
+    EXPECT_FALSE(parseCompressors(bad, error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(Planning, BaselinesFollowTheirRules) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(200, 7, model, model.worldGroup());
+  const int count = static_cast<int>(problem.gradients.size());
+  auto bytesOf = [&](const BucketChoice &bucket) {
+    double bytes = 0;
+    for (int g = bucket.begin; g < bucket.end; ++g)
+      bytes += static_cast<double>(problem.gradients[g].bytes);
+    return bytes;
+  };
+  for (const std::string &name : {"nooverlap", "wfbp", "ddp", "horovod", "mgwfbp"}) {
+    PlanChoice choice = baseline(name, problem, model);
+    EXPECT_EQ(validateChoice(problem, choice), "") << name;
+  }
+  EXPECT_EQ(baseline("wfbp", problem, model).buckets.size(), size_t(count));
+  EXPECT_TRUE(baseline("nooverlap", problem, model).afterBackward);
+
+  // DDP: the first bucket closes once it holds 1 MiB, later ones at 25 MiB;
+  // removing a bucket's last tensor always leaves it under its cap.
+  PlanChoice ddp = baseline("ddp", problem, model);
+  for (size_t b = 0; b < ddp.buckets.size(); ++b) {
+    double cap = b == 0 ? double(1 << 20) : double(25 << 20);
+    const BucketChoice &bucket = ddp.buckets[b];
+    double withoutLast = bytesOf(bucket) - double(problem.gradients[bucket.end - 1].bytes);
+    EXPECT_LT(withoutLast, cap) << "bucket " << b;
+    if (b + 1 < ddp.buckets.size())
+      EXPECT_GE(bytesOf(bucket), cap) << "bucket " << b;
+  }
+  // Horovod: a bucket never exceeds 64 MiB unless one tensor alone does.
+  for (const BucketChoice &bucket : baseline("horovod", problem, model).buckets)
+    if (bucket.size() > 1)
+      EXPECT_LE(bytesOf(bucket), double(64 << 20));
+
+  BaselineOptions manual;
+  manual.manualBuckets = {3, 5, 2};
+  Problem ten = syntheticProblem(10, 3, model, model.worldGroup());
+  PlanChoice chosen = baseline("manual", ten, model, manual);
+  ASSERT_EQ(chosen.buckets.size(), 3u);
+  EXPECT_EQ(chosen.buckets[1].begin, 3);
+  EXPECT_EQ(chosen.buckets[1].end, 8);
+
+  std::string error;
+  manual.manualBuckets = {3, 5};
+  EXPECT_FALSE(baselineChoice("manual", ten, model, manual, error));
+  EXPECT_NE(error.find("cover 8 of the 10"), std::string::npos) << error;
+  EXPECT_FALSE(baselineChoice("fastest", ten, model, {}, error));
+  EXPECT_NE(error.find("unknown strategy"), std::string::npos) << error;
+
+  BaselineOptions compressed;
+  compressed.compression = spec("topk:0.01");
+  for (const BucketChoice &bucket : baseline("ddp", problem, model, compressed).buckets) {
+    EXPECT_EQ(bucket.compression.method, cost::CompressionMethod::TopK);
+    EXPECT_TRUE(bucket.compression.errorFeedback);
+    EXPECT_EQ(mainCollective(bucket), cost::CollectiveKind::AllGather);
+  }
+}
+
+TEST(Planning, SimTasksModelDecoupledAllGathers) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(4, 11, model, model.worldGroup());
+  PlanChoice choice = bucketsOf({{0, 2}, {2, 4}});
+  choice.buckets[1].decomposed = true;
+  std::vector<cost::SimTask> tasks = buildSimTasks(problem, choice, model);
+  auto find = [&](const std::string &name) {
+    auto it = std::find_if(tasks.begin(), tasks.end(),
+                           [&](const cost::SimTask &task) { return task.name == name; });
+    EXPECT_NE(it, tasks.end()) << name;
+    return static_cast<int>(it - tasks.begin());
+  };
+  int scatter = find("reduce_scatter.b1");
+  int gather = find("all_gather.b1");
+  int optimizer = find("optimizer.b1");
+  EXPECT_EQ(tasks[scatter].collective, cost::CollectiveKind::ReduceScatter);
+  EXPECT_TRUE(tasks[gather].nextIteration);
+  EXPECT_TRUE(tasks[optimizer].nextIteration);
+  EXPECT_EQ(tasks[gather].deps, std::vector<int>{scatter});
+  // Gradients 2 and 3 are read first by forward segments 1 and 0: segment 0 waits.
+  const std::vector<int> &forwardDeps = tasks[find("fwd.f0")].deps;
+  EXPECT_NE(std::find(forwardDeps.begin(), forwardDeps.end(), optimizer), forwardDeps.end());
+  EXPECT_FALSE(tasks[find("optimizer.b0")].nextIteration);
+  Evaluation evaluation = evaluate(problem, choice, model);
+  EXPECT_TRUE(evaluation.sim.error.empty()) << evaluation.sim.error;
+  EXPECT_GT(evaluation.iterationUs, 0);
+}
+
+TEST(Planning, LowerBoundBelowEveryPlan) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(40, 5, model, model.worldGroup());
+  double bound = lowerBoundUs(problem, model);
+  EXPECT_GE(bound, problem.totalComputeUs() - 1e-9);
+  for (const std::string &name : baselineNames())
+    EXPECT_GE(evaluate(problem, baseline(name, problem, model), model).iterationUs, bound);
+}
+
+struct Scenario {
+  std::string cluster;
+  int tensors;
+  uint64_t seed;
+  std::string compressors;
+};
+
+/// auto <= every baseline, uncompressed and compressed, on many synthetic problems.
+TEST(Autotune, NeverWorseThanAnyBaseline) {
+  std::vector<Scenario> scenarios;
+  for (const char *cluster : {"a100x64", "a100x8", "v100x16-10gbe", "h100x256"})
+    for (int tensors : {1, 3, 12, 50, 161})
+      for (const char *compressors : {"", "fp16,topk:0.01"})
+        scenarios.push_back({cluster, tensors, uint64_t(tensors) * 31 + 7, compressors});
+  for (const Scenario &scenario : scenarios) {
+    SCOPED_TRACE(scenario.cluster + " n=" + std::to_string(scenario.tensors) + " compressors=" +
+                 scenario.compressors);
+    cost::CostModel model = modelOf(scenario.cluster);
+    Problem problem = syntheticProblem(scenario.tensors, scenario.seed, model, model.worldGroup());
+    AutotuneOptions options;
+    std::string error;
+    options.compressors = *parseCompressors(scenario.compressors, error);
+    if (!options.compressors.empty())
+      options.baseline.compression = options.compressors.front();
+    AutotuneResult result = autotune(problem, model, options);
+    EXPECT_EQ(validateChoice(problem, result.best), "");
+    EXPECT_EQ(result.best.strategy, "auto");
+    // The recorded evaluation is the plan's (deterministic simulator).
+    EXPECT_DOUBLE_EQ(evaluate(problem, result.best, model).iterationUs,
+                     result.bestEval.iterationUs);
+    ASSERT_EQ(result.baselineUs.size(), baselineNames().size());
+    for (const auto &[name, us] : result.baselineUs)
+      EXPECT_LE(result.bestEval.iterationUs, us) << name;
+    // The bound is for uncompressed communication; compression may beat it.
+    if (options.compressors.empty())
+      EXPECT_GE(result.bestEval.iterationUs, result.lowerBoundUs * (1 - 1e-9));
+  }
+}
+
+/// On small problems, auto is within 1% of the best bucketing found by
+/// enumerating all 2^(n-1) of them.
+TEST(Autotune, WithinOnePercentOfExhaustiveBucketing) {
+  for (const char *cluster : {"a100x64", "v100x16-10gbe", "a100x8"})
+    for (int tensors : {2, 5, 8, 12})
+      for (uint64_t seed : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(cluster) + " n=" + std::to_string(tensors) +
+                     " seed=" + std::to_string(seed));
+        cost::CostModel model = modelOf(cluster);
+        Problem problem = syntheticProblem(tensors, seed * 97 + tensors, model, model.worldGroup());
+        double best = std::numeric_limits<double>::infinity();
+        for (uint32_t cuts = 0; cuts < (1u << (tensors - 1)); ++cuts) {
+          std::vector<std::pair<int, int>> ranges;
+          int begin = 0;
+          for (int g = 1; g < tensors; ++g)
+            if (cuts & (1u << (g - 1))) {
+              ranges.emplace_back(begin, g);
+              begin = g;
+            }
+          ranges.emplace_back(begin, tensors);
+          best = std::min(best, evaluate(problem, bucketsOf(ranges), model).iterationUs);
+        }
+        AutotuneResult result = autotune(problem, model, AutotuneOptions{});
+        EXPECT_LE(result.bestEval.iterationUs, best * 1.01)
+            << "auto " << result.bestEval.iterationUs << " exhaustive " << best;
+      }
+}
+
+TEST(Autotune, Deterministic) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(120, 42, model, model.worldGroup());
+  AutotuneOptions options;
+  std::string error;
+  options.compressors = *parseCompressors("fp16,powersgd:4", error);
+  AutotuneResult first = autotune(problem, model, options);
+  AutotuneResult second = autotune(problem, model, options);
+  ASSERT_EQ(first.best.buckets.size(), second.best.buckets.size());
+  for (size_t b = 0; b < first.best.buckets.size(); ++b) {
+    EXPECT_EQ(first.best.buckets[b].end, second.best.buckets[b].end);
+    EXPECT_EQ(first.best.buckets[b].compression.method, second.best.buckets[b].compression.method);
+    EXPECT_EQ(first.best.buckets[b].decomposed, second.best.buckets[b].decomposed);
+    EXPECT_EQ(first.best.buckets[b].chunks, second.best.buckets[b].chunks);
+  }
+  EXPECT_EQ(first.bestEval.iterationUs, second.bestEval.iterationUs);
+}
+
+TEST(Autotune, EmptyProblem) {
+  cost::CostModel model = modelOf("a100x8");
+  Problem problem = syntheticProblem(0, 1, model, model.worldGroup());
+  AutotuneResult result = autotune(problem, model, AutotuneOptions{});
+  EXPECT_TRUE(result.best.buckets.empty());
+  EXPECT_EQ(validateChoice(problem, result.best), "");
+}
+
+} // namespace
