@@ -1,0 +1,121 @@
+/*===- zenrt/zenrt.h - libzenrt C API ---------------------------------------===
+ *
+ * Executes a zenopt plan (docs/plan-format.md) inside a training process.
+ * Usage, per rank, per iteration:
+ *
+ *   zenrt_init_file(&rt, "plan.json", &options);          once
+ *   zenrt_register(rt, "fc1.weight", grad, elements);      once per gradient
+ *   ... backward: zenrt_mark_ready(rt, "fc1.weight") as each gradient is final
+ *   zenrt_wait_all(rt);                                    before the optimizer step
+ *   zenrt_wait(rt, "fc1.weight");                          decoupled buckets: before
+ *                                                          the tensor's next forward
+ *   zenrt_finalize(rt);
+ *
+ * After a wait the registered buffer holds the average over ranks (for a
+ * `broadcast` bucket: rank 0's values). Functions return ZENRT_OK or an error
+ * status; zenrt_last_error() gives the message of the calling thread's last
+ * error (it names the rank, and for timeouts the bucket, operation, stream and
+ * sequence number).
+ *
+ * The MPI backend needs MPI initialised with MPI_THREAD_MULTIPLE (or not at
+ * all: zenrt then initialises it and finalises it in zenrt_finalize).
+ *===----------------------------------------------------------------------===*/
+#ifndef ZENRT_ZENRT_H
+#define ZENRT_ZENRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZENRT_VERSION_MAJOR 0
+#define ZENRT_VERSION_MINOR 1
+#define ZENRT_VERSION_PATCH 0
+
+typedef enum zenrt_status {
+  ZENRT_OK = 0,
+  ZENRT_ERR_INVALID_ARGUMENT = 1, /* null pointer, unknown tensor, size not matching the plan */
+  ZENRT_ERR_PLAN = 2,             /* the plan is invalid (bad data) */
+  ZENRT_ERR_IO = 3,               /* the plan file cannot be read */
+  ZENRT_ERR_MISMATCH = 4,         /* ranks disagree on the plan or the world size */
+  ZENRT_ERR_STATE = 5,            /* call out of order (e.g. a gradient marked twice) */
+  ZENRT_ERR_TIMEOUT = 6,          /* a wait exceeded the timeout; the handle is now failed */
+  ZENRT_ERR_BACKEND = 7,          /* MPI / NCCL / CUDA reported an error */
+  ZENRT_ERR_ABORTED = 8,          /* the handle was aborted or failed earlier */
+  ZENRT_ERR_INTERNAL = 9
+} zenrt_status;
+
+typedef struct zenrt_s *zenrt_t;
+
+typedef struct zenrt_options {
+  /* Expected rank and world size; -1 = take them from the communicator. When
+   * given they must match the communicator's. */
+  int rank;
+  int world_size;
+  /* Seconds every wait may take before it fails with ZENRT_ERR_TIMEOUT;
+   * <= 0 = the environment variable ZENRT_TIMEOUT_S, else 300. */
+  double timeout_s;
+  /* Pointer to the MPI_Comm to run on; NULL = MPI_COMM_WORLD. */
+  const void *mpi_comm;
+  /* Keep each bucket's decompressed local contribution of the last iteration
+   * for zenrt_debug_bucket (costs one buffer per bucket). */
+  int keep_sent;
+} zenrt_options;
+
+/* Fills the defaults: rank = world_size = -1, timeout_s = 0, mpi_comm = NULL, keep_sent = 0. */
+void zenrt_options_init(zenrt_options *options);
+
+/* Loads and validates a plan, agrees on it with every rank (plan hash and world
+ * size; collective over the communicator), and starts the progress thread.
+ * `options` may be NULL. On error *out is NULL. */
+int zenrt_init_file(zenrt_t *out, const char *plan_path, const zenrt_options *options);
+int zenrt_init_text(zenrt_t *out, const char *plan_text, size_t length, const char *source_name,
+                    const zenrt_options *options);
+
+/* Registers the host buffer of a gradient named in the plan; `elements` must
+ * equal the plan's. Every gradient must be registered before the first mark. */
+int zenrt_register(zenrt_t rt, const char *tensor, float *data, int64_t elements);
+
+/* The gradient is final for this iteration: the runtime copies it into its
+ * bucket's fusion buffer; a complete bucket is compressed and communicated. */
+int zenrt_mark_ready(zenrt_t rt, const char *tensor);
+
+/* Waits until the tensor's result is in its buffer (including a decoupled all-gather). */
+int zenrt_wait(zenrt_t rt, const char *tensor);
+
+/* Waits until every bucket of this iteration is done except decoupled
+ * all-gathers, then starts the next iteration. */
+int zenrt_wait_all(zenrt_t rt);
+
+/* Non-blocking: *done = 1 when zenrt_wait(tensor) (tensor NULL: zenrt_wait_all)
+ * would return at once. */
+int zenrt_test(zenrt_t rt, const char *tensor, int *done);
+
+/* Emergency stop: fails every waiter and terminates the job with `exit_code`
+ * through the backend (MPI_Abort): started collectives cannot be cancelled. */
+int zenrt_abort(zenrt_t rt, int exit_code);
+
+/* Stops the progress thread and frees the handle (NULL is fine). */
+int zenrt_finalize(zenrt_t rt);
+
+/* Introspection for checks and tests: bucket count, and a bucket's buffers of
+ * the last finished iteration: `sent` (decompressed local contribution; NULL
+ * unless options.keep_sent) and `residual` (error feedback; NULL without it). */
+int zenrt_bucket_count(zenrt_t rt, int *count);
+int zenrt_debug_bucket(zenrt_t rt, int bucket, const float **sent, const float **residual,
+                       int64_t *elements);
+
+/* The plan hash ranks agreed on (FNV-1a 64 of the canonical plan text). */
+int zenrt_plan_hash(zenrt_t rt, uint64_t *hash);
+
+const char *zenrt_error_string(int status);
+const char *zenrt_last_error(void);
+const char *zenrt_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZENRT_ZENRT_H */

@@ -1,0 +1,68 @@
+//===- Backend.h - Collective backends (internal) ---------------------------===//
+//
+// The five collectives the executor needs, non-blocking, on numbered streams.
+// Counts are per rank and equal on every rank (the executor pads shards), so
+// NCCL and MPI implement the same interface. Reductions are sums.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_LIB_BACKEND_H
+#define ZENRT_LIB_BACKEND_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zenrt {
+
+/// Element kinds on the wire. F16/BF16 sums round in 16 bits; Byte is not reducible.
+enum class Element { F32, F16, BF16, Byte };
+size_t elementBytes(Element element);
+
+/// An error with a status code of zenrt.h.
+struct RuntimeError : std::runtime_error {
+  RuntimeError(int status, const std::string &message)
+      : std::runtime_error(message), status(status) {}
+  int status;
+};
+
+class Backend {
+public:
+  using Request = uint64_t;
+  virtual ~Backend() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// In place: data[count] = sum over ranks.
+  virtual Request allReduce(void *data, size_t count, Element element, int stream) = 0;
+  /// send[size * count] -> recv[count]: this rank's block of the sum.
+  virtual Request reduceScatter(const void *send, void *recv, size_t count, Element element,
+                                int stream) = 0;
+  /// send[count] -> recv[size * count], rank r's block at r * count.
+  virtual Request allGather(const void *send, void *recv, size_t count, Element element,
+                            int stream) = 0;
+  /// send[size * count] -> recv[size * count]: block r goes to rank r.
+  virtual Request allToAll(const void *send, void *recv, size_t count, Element element,
+                           int stream) = 0;
+  /// In place from `root`.
+  virtual Request broadcast(void *data, size_t count, Element element, int root,
+                            int stream) = 0;
+  /// True once the request completed (the request is then released).
+  virtual bool test(Request request) = 0;
+  /// Blocking exchange of one value per rank (start-up agreement).
+  virtual std::vector<uint64_t> exchange(uint64_t value) = 0;
+  /// Creates the communication streams (collective; call after the ranks agreed on the plan).
+  virtual void openStreams(const std::vector<int> &streams) = 0;
+  /// Terminates the job (started collectives cannot be cancelled).
+  [[noreturn]] virtual void abortJob(int exitCode) = 0;
+};
+
+/// MPI backend on `comm` (an MPI_Comm*, NULL = MPI_COMM_WORLD); streams are
+/// duplicated communicators. Initialises MPI (THREAD_MULTIPLE) if needed.
+std::unique_ptr<Backend> createMpiBackend(const void *comm);
+
+}  // namespace zenrt
+
+#endif  // ZENRT_LIB_BACKEND_H

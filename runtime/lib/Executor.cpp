@@ -1,0 +1,420 @@
+//===- Executor.cpp - Plan executor ------------------------------------------===//
+#include "Executor.h"
+
+#include "zenrt/Kernels.h"
+#include "zenrt/zenrt.h"
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+namespace zenrt {
+namespace {
+
+std::string hex(uint64_t value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+Executor::Executor(Plan plan, std::unique_ptr<Backend> backendIn, ExecutorOptions optionsIn)
+    : thePlan(std::move(plan)), planHashValue(planHash(thePlan)), backend(std::move(backendIn)),
+      options(optionsIn) {
+  agreeOnPlan();
+  for (size_t t = 0; t < thePlan.tensors.size(); ++t)
+    tensorByName[thePlan.tensors[t].name] = t;
+  tensors.resize(thePlan.tensors.size());
+  buckets.resize(thePlan.buckets.size());
+  for (size_t b = 0; b < thePlan.buckets.size(); ++b) {
+    const Bucket &spec = thePlan.buckets[b];
+    BucketRun &run = buckets[b];
+    run.buffers.index = b;
+    run.buffers.elements = size_t(spec.elements);
+    run.buffers.errorFeedback = spec.compression.errorFeedback;
+    run.buffers.fusion.assign(size_t(spec.elements), 0.0f);
+    if (spec.compression.errorFeedback)
+      run.buffers.residual.assign(size_t(spec.elements), 0.0f);
+    if (spec.compression.errorFeedback || options.keepSent)
+      run.buffers.sent.assign(size_t(spec.elements), 0.0f);
+    for (size_t e = 0; e < spec.tensors.size(); ++e) {
+      size_t t = tensorByName.at(spec.tensors[e].name);
+      run.tensorIds.push_back(t);
+      tensors[t].bucket = b;
+      tensors[t].entry = e;
+    }
+    run.program = createProgram(spec, *backend);
+    if (spec.collectives.back().decoupled)
+      for (size_t s = 0; s < run.program->stageCount(); ++s)
+        if (run.program->stageCollective(s) == spec.collectives.size() - 1) {
+          run.decoupledStage = s;
+          break;
+        }
+  }
+  buildQueues();
+  progressThread = std::thread([this] { progressLoop(); });
+}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  workReady.notify_all();
+  if (progressThread.joinable())
+    progressThread.join();
+}
+
+void Executor::agreeOnPlan() {
+  std::vector<uint64_t> hashes = backend->exchange(planHashValue);
+  std::vector<uint64_t> sizes = backend->exchange(uint64_t(thePlan.cluster.worldSize));
+  std::string prefix = "rank " + std::to_string(backend->rank()) + ": ";
+  bool same = true;
+  for (uint64_t h : hashes)
+    same &= h == planHashValue;
+  if (!same) {
+    std::string detail;
+    for (size_t r = 0; r < hashes.size() && r < 16; ++r)
+      detail += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + hex(hashes[r]) +
+                " (world_size " + std::to_string(sizes[r]) + ")";
+    throw RuntimeError(ZENRT_ERR_MISMATCH,
+                       prefix + "the ranks were given different plans (plan hashes: " + detail +
+                           "); every rank must run the same plan file");
+  }
+  if (thePlan.cluster.worldSize != backend->size())
+    throw RuntimeError(ZENRT_ERR_MISMATCH,
+                       prefix + "the plan is for world_size " +
+                           std::to_string(thePlan.cluster.worldSize) + " but the job has " +
+                           std::to_string(backend->size()) + " ranks");
+  std::set<int> streamNumbers;
+  for (const Bucket &bucket : thePlan.buckets)
+    for (const Collective &collective : bucket.collectives)
+      streamNumbers.insert(int(collective.stream));
+  backend->openStreams(std::vector<int>(streamNumbers.begin(), streamNumbers.end()));
+}
+
+void Executor::buildQueues() {
+  std::map<int, size_t> queueOfStream;
+  std::vector<size_t> nextCollective(thePlan.buckets.size(), 0);
+  for (const Task &task : thePlan.schedule) {
+    if (task.kind != TaskKind::Collective)
+      continue;
+    size_t b = size_t(task.bucket);
+    size_t c = nextCollective[b]++;
+    int stream = int(thePlan.buckets[b].collectives[c].stream);
+    auto [it, inserted] = queueOfStream.emplace(stream, streams.size());
+    if (inserted)
+      streams.push_back(StreamQueue{stream, {}, 0, 0, 0});
+    streams[it->second].ops.emplace_back(b, c);
+  }
+}
+
+size_t Executor::tensorIndex(const std::string &tensor) const {
+  auto it = tensorByName.find(tensor);
+  if (it == tensorByName.end())
+    throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                       "rank " + std::to_string(backend->rank()) + ": unknown gradient '" + tensor +
+                           "' (not in the plan)");
+  return it->second;
+}
+
+void Executor::throwIfFailed() const {
+  if (failedStatus)
+    throw RuntimeError(ZENRT_ERR_ABORTED, failure);
+}
+
+void Executor::failWith(int status, const std::string &message) {
+  failedStatus = status;
+  failure = message;
+  progressMade.notify_all();
+  workReady.notify_all();
+  throw RuntimeError(status, message);
+}
+
+void Executor::registerGradient(const std::string &tensor, float *data, int64_t elements) {
+  std::lock_guard<std::mutex> lock(mutex);
+  throwIfFailed();
+  size_t t = tensorIndex(tensor);
+  std::string prefix = "rank " + std::to_string(backend->rank()) + ": gradient '" + tensor + "': ";
+  if (!data)
+    throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null buffer");
+  if (elements != thePlan.tensors[t].elements)
+    throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                       prefix + "buffer has " + std::to_string(elements) +
+                           " elements but the plan has " +
+                           std::to_string(thePlan.tensors[t].elements));
+  BucketState state = buckets[tensors[t].bucket].state;
+  if (state != BucketState::Idle && state != BucketState::Done)
+    throw RuntimeError(ZENRT_ERR_STATE, prefix + "cannot be re-registered while its bucket is "
+                                                 "being communicated");
+  tensors[t].data = data;
+}
+
+void Executor::markReady(const std::string &tensor) {
+  std::unique_lock<std::mutex> lock(mutex);
+  throwIfFailed();
+  size_t t = tensorIndex(tensor);
+  std::string prefix = "rank " + std::to_string(backend->rank()) + ": ";
+  for (size_t other = 0; other < tensors.size(); ++other)
+    if (!tensors[other].data)
+      throw RuntimeError(ZENRT_ERR_STATE, prefix + "gradient '" + thePlan.tensors[other].name +
+                                              "' is not registered (register every gradient "
+                                              "before marking any ready)");
+  TensorRun &tensorRun = tensors[t];
+  if (tensorRun.markedIteration == iteration)
+    throw RuntimeError(ZENRT_ERR_STATE, prefix + "gradient '" + tensor +
+                                            "' was already marked ready in iteration " +
+                                            std::to_string(iteration));
+  size_t b = tensorRun.bucket;
+  BucketRun &run = buckets[b];
+  if (run.state == BucketState::Idle || run.buffers.iteration != iteration) {
+    // The bucket's previous iteration may still run a decoupled all-gather.
+    waitFor(lock, "zenrt_mark_ready", {b}, [&](size_t) {
+      return run.state == BucketState::Idle || run.state == BucketState::Done;
+    });
+    run.buffers.iteration = iteration;
+    run.state = BucketState::Filling;
+    run.marked = 0;
+  }
+  tensorRun.markedIteration = iteration;
+  const BucketTensor &entry = thePlan.buckets[b].tensors[tensorRun.entry];
+  float *destination = run.buffers.fusion.data() + entry.offset;
+  const float *source = tensorRun.data;
+  lock.unlock();
+  std::memcpy(destination, source, size_t(entry.elements) * sizeof(float));
+  lock.lock();
+  if (++run.marked == run.tensorIds.size()) {
+    run.state = BucketState::Complete;
+    workReady.notify_all();
+  }
+}
+
+bool Executor::mainDone(const BucketRun &run) const {
+  if (run.buffers.iteration != iteration || run.state == BucketState::Idle)
+    return false;
+  return run.state == BucketState::Done ||
+         (run.state == BucketState::Communicating && run.nextStage >= run.decoupledStage);
+}
+
+bool Executor::allDone(const BucketRun &run) const { return run.state == BucketState::Done; }
+
+void Executor::wait(const std::string &tensor) {
+  std::unique_lock<std::mutex> lock(mutex);
+  throwIfFailed();
+  size_t b = tensors[tensorIndex(tensor)].bucket;
+  if (buckets[b].state == BucketState::Idle)
+    throw RuntimeError(ZENRT_ERR_STATE, "rank " + std::to_string(backend->rank()) +
+                                            ": gradient '" + tensor +
+                                            "' was never marked ready");
+  waitFor(lock, "zenrt_wait", {b}, [&](size_t bucket) { return allDone(buckets[bucket]); });
+}
+
+void Executor::waitAll() {
+  std::unique_lock<std::mutex> lock(mutex);
+  throwIfFailed();
+  std::vector<size_t> all(buckets.size());
+  for (size_t b = 0; b < all.size(); ++b)
+    all[b] = b;
+  waitFor(lock, "zenrt_wait_all", all, [&](size_t bucket) { return mainDone(buckets[bucket]); });
+  ++iteration;
+}
+
+bool Executor::test(const std::string *tensor) {
+  std::lock_guard<std::mutex> lock(mutex);
+  throwIfFailed();
+  if (tensor)
+    return allDone(buckets[tensors[tensorIndex(*tensor)].bucket]);
+  for (const BucketRun &run : buckets)
+    if (!mainDone(run))
+      return false;
+  return true;
+}
+
+void Executor::abort(int exitCode) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    failedStatus = ZENRT_ERR_ABORTED;
+    failure = "rank " + std::to_string(backend->rank()) + ": aborted";
+  }
+  progressMade.notify_all();
+  backend->abortJob(exitCode);
+  std::abort();  // abortJob does not return
+}
+
+template <typename Ready>
+void Executor::waitFor(std::unique_lock<std::mutex> &lock, const char *call,
+                       const std::vector<size_t> &bucketList, Ready ready) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(options.timeoutSeconds));
+  auto firstWaiting = [&]() -> size_t {
+    for (size_t b : bucketList)
+      if (!ready(b))
+        return b;
+    return SIZE_MAX;
+  };
+  for (size_t waiting = firstWaiting(); waiting != SIZE_MAX; waiting = firstWaiting()) {
+    throwIfFailed();
+    if (progressMade.wait_until(lock, deadline) == std::cv_status::timeout) {
+      waiting = firstWaiting();
+      if (waiting == SIZE_MAX)
+        break;
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", options.timeoutSeconds);
+      failWith(ZENRT_ERR_TIMEOUT, "rank " + std::to_string(backend->rank()) + ": timeout after " +
+                                      seconds + " s in " + call + " (iteration " +
+                                      std::to_string(iteration) + "): " + describe(waiting));
+    }
+  }
+  throwIfFailed();
+}
+
+std::string Executor::describe(size_t b) const {
+  const BucketRun &run = buckets[b];
+  const Bucket &spec = thePlan.buckets[b];
+  std::string text = "bucket " + std::to_string(b) + " ";
+  if (run.state == BucketState::Idle || run.state == BucketState::Filling ||
+      run.buffers.iteration != iteration) {
+    std::string missing;
+    size_t count = 0;
+    for (size_t t : run.tensorIds)
+      if (tensors[t].markedIteration != iteration && count++ < 4)
+        missing += (missing.empty() ? "" : ", ") + thePlan.tensors[t].name;
+    return text + "is waiting for " + std::to_string(count) + " of " +
+           std::to_string(run.tensorIds.size()) + " gradients to be marked ready (" + missing +
+           (count > 4 ? ", ..." : "") + ")";
+  }
+  if (run.state == BucketState::Complete)
+    return text + "is waiting to be compressed";
+  if (run.state == BucketState::Done)
+    return text + "is done";
+  size_t c = run.program->stageCollective(run.nextStage);
+  const Collective &collective = spec.collectives[c];
+  std::string op = std::string(toString(collective.op)) + " (collective " + std::to_string(c) +
+                   ", " + std::to_string(collective.chunks) + " chunks) on stream " +
+                   std::to_string(collective.stream);
+  if (run.stageInFlight)
+    return text + op + ", sequence " + std::to_string(run.sequence) +
+           ", did not complete: another rank has not reached it";
+  for (const StreamQueue &queue : streams) {
+    if (queue.stream != int(collective.stream) || queue.ops.empty())
+      continue;
+    auto [headBucket, headCollective] = queue.ops[queue.cursor];
+    return text + op + " is queued behind bucket " + std::to_string(headBucket) + "'s " +
+           toString(thePlan.buckets[headBucket].collectives[headCollective].op) + " (sequence " +
+           std::to_string(queue.issued + 1) + " on that stream)";
+  }
+  return text + op + " is queued";
+}
+
+void Executor::progressLoop() {
+  std::unique_lock<std::mutex> lock(mutex);
+  unsigned idlePolls = 0;
+  while (!stopping) {
+    if (failedStatus) {
+      workReady.wait(lock);
+      continue;
+    }
+    bool progressed = false;
+    try {
+      progressed = progressOnce();
+    } catch (const RuntimeError &e) {
+      failedStatus = e.status;
+      failure = "rank " + std::to_string(backend->rank()) + ": " + e.what();
+    } catch (const std::exception &e) {
+      failedStatus = ZENRT_ERR_INTERNAL;
+      failure = "rank " + std::to_string(backend->rank()) + ": " + e.what();
+    }
+    if (failedStatus) {
+      progressMade.notify_all();
+      continue;
+    }
+    if (progressed) {
+      idlePolls = 0;
+      continue;
+    }
+    bool inFlight = false;
+    for (const BucketRun &run : buckets)
+      inFlight |= run.stageInFlight;
+    if (!inFlight) {
+      workReady.wait(lock);
+      continue;
+    }
+    // Collectives in flight: poll, yielding first (lowest latency), then sleeping briefly
+    // so an oversubscribed machine's other ranks get the core.
+    lock.unlock();
+    if (++idlePolls < 256)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    lock.lock();
+  }
+}
+
+bool Executor::progressOnce() {
+  bool progressed = false;
+  for (BucketRun &run : buckets) {
+    if (run.state != BucketState::Complete)
+      continue;
+    BucketBuffers &b = run.buffers;
+    if (b.errorFeedback)
+      kernels::add(b.residual.data(), b.fusion.data(), b.elements);
+    if (run.program->compress(b) && b.errorFeedback)
+      kernels::subtract(b.fusion.data(), b.sent.data(), b.residual.data(), b.elements);
+    run.state = BucketState::Communicating;
+    run.nextStage = 0;
+    progressed = true;
+  }
+  for (StreamQueue &queue : streams) {
+    while (!queue.ops.empty()) {
+      auto [b, c] = queue.ops[queue.cursor];
+      BucketRun &run = buckets[b];
+      if (run.state != BucketState::Communicating || run.buffers.iteration != queue.iteration ||
+          run.stageInFlight || run.nextStage >= run.program->stageCount() ||
+          run.program->stageCollective(run.nextStage) != c)
+        break;
+      run.program->issue(run.nextStage, run.buffers, run.requests);
+      run.stageInFlight = true;
+      run.sequence = ++queue.issued;
+      progressed = true;
+      size_t following = run.nextStage + 1;
+      if (following < run.program->stageCount() && run.program->stageCollective(following) == c)
+        break;  // the collective's next stage starts when this one completes
+      if (++queue.cursor == queue.ops.size()) {
+        queue.cursor = 0;
+        ++queue.iteration;
+      }
+    }
+  }
+  for (BucketRun &run : buckets) {
+    if (!run.stageInFlight)
+      continue;
+    std::vector<Backend::Request> open;
+    for (Backend::Request request : run.requests)
+      if (!backend->test(request))
+        open.push_back(request);
+    run.requests.swap(open);
+    if (!run.requests.empty())
+      continue;
+    run.stageInFlight = false;
+    progressed = true;
+    if (++run.nextStage == run.program->stageCount())
+      finishBucket(run);
+    else if (run.nextStage == run.decoupledStage)
+      progressMade.notify_all();
+  }
+  return progressed;
+}
+
+void Executor::finishBucket(BucketRun &run) {
+  run.program->finish(run.buffers);
+  const Bucket &spec = thePlan.buckets[run.buffers.index];
+  for (size_t e = 0; e < spec.tensors.size(); ++e)
+    std::memcpy(tensors[run.tensorIds[e]].data, run.buffers.fusion.data() + spec.tensors[e].offset,
+                size_t(spec.tensors[e].elements) * sizeof(float));
+  run.state = BucketState::Done;
+  progressMade.notify_all();
+}
+
+}  // namespace zenrt

@@ -1,0 +1,115 @@
+//===- Executor.h - Plan executor (internal) --------------------------------===//
+//
+// Owns the fusion buffers, error-feedback residuals and bucket programs of a
+// plan, and a progress thread that compresses complete buckets, starts their
+// collectives in plan order per stream and finishes them. Public calls
+// (register, markReady, wait, test) are thread-safe; every wait has a timeout.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_LIB_EXECUTOR_H
+#define ZENRT_LIB_EXECUTOR_H
+
+#include "Backend.h"
+#include "Programs.h"
+#include "zenrt/Plan.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace zenrt {
+
+struct ExecutorOptions {
+  double timeoutSeconds = 300;
+  bool keepSent = false;
+};
+
+class Executor {
+public:
+  /// Agrees on the plan with every rank (throws RuntimeError(ZENRT_ERR_MISMATCH)
+  /// on every rank when they differ), opens the streams, starts the progress thread.
+  Executor(Plan plan, std::unique_ptr<Backend> backend, ExecutorOptions options);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  void registerGradient(const std::string &tensor, float *data, int64_t elements);
+  void markReady(const std::string &tensor);
+  void wait(const std::string &tensor);
+  void waitAll();
+  bool test(const std::string *tensor);
+  [[noreturn]] void abort(int exitCode);
+
+  const Plan &plan() const { return thePlan; }
+  uint64_t hash() const { return planHashValue; }
+  int rank() const { return backend->rank(); }
+  size_t bucketCount() const { return buckets.size(); }
+  const BucketBuffers &bucketBuffers(size_t bucket) const { return buckets.at(bucket).buffers; }
+
+private:
+  enum class BucketState { Idle, Filling, Complete, Communicating, Done };
+  struct BucketRun {
+    BucketBuffers buffers;
+    std::unique_ptr<BucketProgram> program;
+    std::vector<size_t> tensorIds;  // plan tensor index of each entry
+    BucketState state = BucketState::Idle;
+    size_t marked = 0;
+    size_t nextStage = 0;        // the stage to start next, or in flight
+    bool stageInFlight = false;
+    size_t decoupledStage = SIZE_MAX;  // first stage of a decoupled all-gather
+    std::vector<Backend::Request> requests;
+    uint64_t sequence = 0;  // stream sequence number of the stage in flight
+  };
+  struct StreamQueue {
+    int stream;
+    std::vector<std::pair<size_t, size_t>> ops;  // (bucket, collective) in schedule order
+    size_t cursor = 0;
+    int64_t iteration = 0;
+    uint64_t issued = 0;  // sequence numbers
+  };
+  struct TensorRun {
+    size_t bucket = 0, entry = 0;
+    float *data = nullptr;
+    int64_t markedIteration = -1;
+  };
+
+  void agreeOnPlan();
+  void buildQueues();
+  void progressLoop();
+  bool progressOnce();  // with the mutex held; true when something happened
+  void finishBucket(BucketRun &run);
+  bool mainDone(const BucketRun &run) const;
+  bool allDone(const BucketRun &run) const;
+  size_t tensorIndex(const std::string &tensor) const;
+  /// Waits (mutex held via `lock`) until ready(b) for every listed bucket; on
+  /// timeout fails the handle with a message describing the first bucket not ready.
+  template <typename Ready>
+  void waitFor(std::unique_lock<std::mutex> &lock, const char *call,
+               const std::vector<size_t> &bucketList, Ready ready);
+  std::string describe(size_t bucket) const;
+  [[noreturn]] void failWith(int status, const std::string &message);
+  void throwIfFailed() const;
+
+  Plan thePlan;
+  uint64_t planHashValue = 0;
+  std::unique_ptr<Backend> backend;
+  ExecutorOptions options;
+  std::vector<BucketRun> buckets;
+  std::vector<TensorRun> tensors;
+  std::map<std::string, size_t> tensorByName;
+  std::vector<StreamQueue> streams;
+  int64_t iteration = 0;
+
+  mutable std::mutex mutex;
+  std::condition_variable workReady, progressMade;
+  bool stopping = false;
+  int failedStatus = 0;
+  std::string failure;
+  std::thread progressThread;
+};
+
+}  // namespace zenrt
+
+#endif  // ZENRT_LIB_EXECUTOR_H

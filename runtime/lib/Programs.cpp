@@ -1,0 +1,607 @@
+//===- Programs.cpp - Per-bucket compression + collective programs ---------===//
+#include "Programs.h"
+
+#include "zenrt/Kernels.h"
+#include "zenrt/zenrt.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace zenrt {
+
+std::vector<Segment> splitIntoChunks(size_t total, int64_t chunks) {
+  std::vector<Segment> out;
+  size_t count = size_t(chunks);
+  for (size_t j = 0; j < count; ++j) {
+    size_t begin = total * j / count, end = total * (j + 1) / count;
+    if (end > begin)
+      out.push_back({begin, end - begin});
+  }
+  return out;
+}
+
+namespace {
+
+size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/// Plan collectives as the programs see them: stream and chunk count.
+struct CollectiveSlot {
+  int stream;
+  int64_t chunks;
+};
+
+std::vector<CollectiveSlot> slotsOf(const Bucket &bucket) {
+  std::vector<CollectiveSlot> slots;
+  for (const Collective &c : bucket.collectives)
+    slots.push_back({int(c.stream), c.chunks});
+  return slots;
+}
+
+/// Reduce-scatter-shaped layout of one chunked dense collective: each chunk
+/// segment is padded to size * shard elements; rank r owns block r.
+struct ShardLayout {
+  struct Piece {
+    Segment segment;
+    size_t shard;        // elements per rank block
+    size_t paddedBegin;  // offset of the piece in the padded buffers
+    size_t shardBegin;   // offset of this rank's shard in the shard buffer
+  };
+  std::vector<Piece> pieces;
+  size_t paddedTotal = 0, shardTotal = 0;
+
+  ShardLayout(size_t elements, int64_t chunks, size_t ranks) {
+    for (Segment segment : splitIntoChunks(elements, chunks)) {
+      size_t shard = ceilDiv(segment.length, ranks);
+      pieces.push_back({segment, shard, paddedTotal, shardTotal});
+      paddedTotal += shard * ranks;
+      shardTotal += shard;
+    }
+  }
+};
+
+/// All-gather of an opaque byte payload of equal size on every rank, chunked.
+class ChunkedGather {
+public:
+  ChunkedGather(size_t payloadBytes, int64_t chunks, size_t ranks)
+      : payloadBytes(payloadBytes), ranks(ranks), pieces(splitIntoChunks(payloadBytes, chunks)),
+        gathered(payloadBytes * ranks) {}
+  void issue(Backend &backend, const uint8_t *payload, int stream,
+             std::vector<Backend::Request> &requests) {
+    for (const Segment &piece : pieces)
+      requests.push_back(backend.allGather(payload + piece.offset,
+                                           gathered.data() + piece.offset * ranks, piece.length,
+                                           Element::Byte, stream));
+  }
+  /// Rank r's whole payload, reassembled from the chunk regions.
+  const uint8_t *payloadOf(size_t r) {
+    if (pieces.size() == 1)
+      return gathered.data() + r * payloadBytes;
+    assembled.resize(payloadBytes);
+    for (const Segment &piece : pieces)
+      std::memcpy(assembled.data() + piece.offset,
+                  gathered.data() + piece.offset * ranks + r * piece.length, piece.length);
+    return assembled.data();
+  }
+
+private:
+  size_t payloadBytes, ranks;
+  std::vector<Segment> pieces;
+  std::vector<uint8_t> gathered, assembled;
+};
+
+//===----------------------------------------------------------------------===//
+// Dense: none, fp16, bf16
+//===----------------------------------------------------------------------===//
+
+class DenseProgram final : public BucketProgram {
+public:
+  DenseProgram(const Bucket &bucket, Backend &backend)
+      : backend(backend), slots(slotsOf(bucket)), ranks(size_t(backend.size())),
+        layout(size_t(bucket.elements), bucket.collectives[0].chunks, ranks) {
+    switch (bucket.compression.method) {
+    case CompressionMethod::FP16:
+      element = Element::F16;
+      break;
+    case CompressionMethod::BF16:
+      element = Element::BF16;
+      break;
+    default:
+      element = Element::F32;
+    }
+    if (element != Element::F32)
+      wire16.resize(size_t(bucket.elements));
+    const auto &c = bucket.collectives;
+    if (c[0].op == CollectiveOp::AllReduce)
+      shape = Shape::AllReduce;
+    else if (c[0].op == CollectiveOp::Broadcast)
+      shape = Shape::Broadcast;
+    else
+      shape = c[0].op == CollectiveOp::ReduceScatter ? Shape::ReduceScatterGather
+                                                     : Shape::AllToAllGather;
+    if (shape == Shape::ReduceScatterGather || shape == Shape::AllToAllGather) {
+      padded.resize(layout.paddedTotal * elementBytes(element));
+      shards.resize(layout.shardTotal * elementBytes(element));
+      if (shape == Shape::AllToAllGather)
+        received.resize(layout.paddedTotal);
+    }
+  }
+
+  bool compress(BucketBuffers &b) override {
+    if (element == Element::F32) {
+      if (!b.sent.empty())
+        std::copy(b.fusion.begin(), b.fusion.end(), b.sent.begin());
+    } else {
+      encode(b.fusion.data(), wire16.data(), b.elements);
+      if (!b.sent.empty())
+        decode(wire16.data(), b.sent.data(), b.elements);
+    }
+    return true;
+  }
+
+  size_t stageCount() const override {
+    return shape == Shape::AllReduce || shape == Shape::Broadcast ? 1 : 2;
+  }
+  size_t stageCollective(size_t stage) const override { return stage; }
+
+  void issue(size_t stage, BucketBuffers &b, std::vector<Backend::Request> &requests) override {
+    size_t width = elementBytes(element);
+    uint8_t *wire = element == Element::F32 ? reinterpret_cast<uint8_t *>(b.fusion.data())
+                                            : reinterpret_cast<uint8_t *>(wire16.data());
+    int stream = slots[stage].stream;
+    if (shape == Shape::AllReduce || shape == Shape::Broadcast) {
+      for (const ShardLayout::Piece &piece : layout.pieces) {
+        void *data = wire + piece.segment.offset * width;
+        requests.push_back(shape == Shape::AllReduce
+                               ? backend.allReduce(data, piece.segment.length, element, stream)
+                               : backend.broadcast(data, piece.segment.length, element, 0, stream));
+      }
+      return;
+    }
+    if (stage == 0) {
+      // Pad each segment to ranks * shard and start the reduce-scatter (or all-to-all).
+      for (const ShardLayout::Piece &piece : layout.pieces) {
+        uint8_t *pad = padded.data() + piece.paddedBegin * width;
+        std::memcpy(pad, wire + piece.segment.offset * width, piece.segment.length * width);
+        std::memset(pad + piece.segment.length * width, 0,
+                    (piece.shard * ranks - piece.segment.length) * width);
+        if (shape == Shape::ReduceScatterGather)
+          requests.push_back(backend.reduceScatter(pad, shards.data() + piece.shardBegin * width,
+                                                   piece.shard, element, stream));
+        else
+          requests.push_back(backend.allToAll(pad, received.data() + piece.paddedBegin,
+                                              piece.shard, element, stream));
+      }
+      return;
+    }
+    // Stage 1: average this rank's shards, then all-gather them into the padded buffer.
+    for (const ShardLayout::Piece &piece : layout.pieces) {
+      uint8_t *shard = shards.data() + piece.shardBegin * width;
+      averageShard(piece, shard);
+      requests.push_back(backend.allGather(shard, padded.data() + piece.paddedBegin * width,
+                                           piece.shard, element, stream));
+    }
+  }
+
+  void finish(BucketBuffers &b) override {
+    size_t width = elementBytes(element);
+    float average = shape == Shape::Broadcast ? 1.0f : 1.0f / float(ranks);
+    if (shape == Shape::AllReduce || shape == Shape::Broadcast) {
+      if (element != Element::F32)
+        decode(wire16.data(), b.fusion.data(), b.elements);
+      if (average != 1.0f)
+        kernels::scale(b.fusion.data(), b.elements, average);
+      return;
+    }
+    for (const ShardLayout::Piece &piece : layout.pieces) {
+      const uint8_t *gathered = padded.data() + piece.paddedBegin * width;
+      float *out = b.fusion.data() + piece.segment.offset;
+      if (element == Element::F32)
+        std::memcpy(out, gathered, piece.segment.length * 4);
+      else
+        decode(reinterpret_cast<const uint16_t *>(gathered), out, piece.segment.length);
+    }
+  }
+
+private:
+  enum class Shape { AllReduce, Broadcast, ReduceScatterGather, AllToAllGather };
+
+  void encode(const float *in, uint16_t *out, size_t n) const {
+    if (element == Element::F16)
+      kernels::floatToHalf(in, out, n);
+    else
+      kernels::floatToBF16(in, out, n);
+  }
+  void decode(const uint16_t *in, float *out, size_t n) const {
+    if (element == Element::F16)
+      kernels::halfToFloat(in, out, n);
+    else
+      kernels::bf16ToFloat(in, out, n);
+  }
+  void averageShard(const ShardLayout::Piece &piece, uint8_t *shard) {
+    float factor = 1.0f / float(ranks);
+    if (shape == Shape::AllToAllGather) {  // F32 only: sum the ranks' copies of our block
+      float *sum = reinterpret_cast<float *>(shard);
+      const float *blocks = received.data() + piece.paddedBegin;
+      std::copy(blocks, blocks + piece.shard, sum);
+      for (size_t r = 1; r < ranks; ++r)
+        kernels::add(blocks + r * piece.shard, sum, piece.shard);
+      kernels::scale(sum, piece.shard, factor);
+    } else if (element == Element::F32) {
+      kernels::scale(reinterpret_cast<float *>(shard), piece.shard, factor);
+    } else {
+      scratch.resize(piece.shard);
+      uint16_t *wire = reinterpret_cast<uint16_t *>(shard);
+      decode(wire, scratch.data(), piece.shard);
+      kernels::scale(scratch.data(), piece.shard, factor);
+      encode(scratch.data(), wire, piece.shard);
+    }
+  }
+
+  Backend &backend;
+  std::vector<CollectiveSlot> slots;
+  size_t ranks;
+  ShardLayout layout;
+  Element element = Element::F32;
+  Shape shape = Shape::AllReduce;
+  std::vector<uint16_t> wire16;
+  std::vector<uint8_t> padded, shards;
+  std::vector<float> received, scratch;
+};
+
+//===----------------------------------------------------------------------===//
+// int8: all-gather of quantised payloads, or a two-phase all-reduce
+//===----------------------------------------------------------------------===//
+
+class Int8Program final : public BucketProgram {
+public:
+  Int8Program(const Bucket &bucket, Backend &backend)
+      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
+        twoPhase(bucket.collectives[0].op == CollectiveOp::AllReduce),
+        layout(size_t(bucket.elements), slot.chunks, ranks) {
+    size_t n = size_t(bucket.elements);
+    if (!twoPhase) {
+      payload.resize(kernels::int8PayloadBytes(n));
+      gather = std::make_unique<ChunkedGather>(payload.size(), slot.chunks, ranks);
+      return;
+    }
+    for (const ShardLayout::Piece &piece : layout.pieces) {
+      size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
+      blockOffsets.push_back(sendBuffer.size());
+      sendBuffer.resize(sendBuffer.size() + blockBytes * ranks);
+    }
+    receiveBuffer.resize(sendBuffer.size());
+    gatherBuffer.resize(sendBuffer.size());
+    ownBlocks.resize(sendBuffer.size() / ranks);
+  }
+
+  bool compress(BucketBuffers &b) override {
+    if (!twoPhase) {
+      kernels::quantizeInt8(b.fusion.data(), b.elements, payload.data());
+      if (!b.sent.empty())
+        kernels::dequantizeInt8(payload.data(), b.elements, b.sent.data(), false);
+      return true;
+    }
+    scratch.resize(layout.pieces.empty() ? 0 : layout.pieces.front().shard);
+    for (size_t p = 0; p < layout.pieces.size(); ++p) {
+      const ShardLayout::Piece &piece = layout.pieces[p];
+      size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
+      for (size_t r = 0; r < ranks; ++r) {
+        Segment part = blockOf(piece, r);
+        scratch.assign(piece.shard, 0.0f);
+        std::copy(b.fusion.begin() + long(part.offset),
+                  b.fusion.begin() + long(part.offset + part.length), scratch.begin());
+        uint8_t *block = sendBuffer.data() + blockOffsets[p] + r * blockBytes;
+        kernels::quantizeInt8(scratch.data(), piece.shard, block);
+        if (!b.sent.empty()) {
+          kernels::dequantizeInt8(block, piece.shard, scratch.data(), false);
+          std::copy(scratch.begin(), scratch.begin() + long(part.length),
+                    b.sent.begin() + long(part.offset));
+        }
+      }
+    }
+    return true;
+  }
+
+  size_t stageCount() const override { return twoPhase ? 2 : 1; }
+  size_t stageCollective(size_t) const override { return 0; }
+
+  void issue(size_t stage, BucketBuffers &, std::vector<Backend::Request> &requests) override {
+    if (!twoPhase) {
+      gather->issue(backend, payload.data(), slot.stream, requests);
+      return;
+    }
+    for (size_t p = 0; p < layout.pieces.size(); ++p) {
+      const ShardLayout::Piece &piece = layout.pieces[p];
+      size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
+      if (stage == 0) {
+        requests.push_back(backend.allToAll(sendBuffer.data() + blockOffsets[p],
+                                            receiveBuffer.data() + blockOffsets[p], blockBytes,
+                                            Element::Byte, slot.stream));
+        continue;
+      }
+      // Sum the ranks' quantised copies of our shard, average, re-quantise, all-gather.
+      scratch.assign(piece.shard, 0.0f);
+      for (size_t r = 0; r < ranks; ++r)
+        kernels::dequantizeInt8(receiveBuffer.data() + blockOffsets[p] + r * blockBytes,
+                                piece.shard, scratch.data(), true);
+      kernels::scale(scratch.data(), piece.shard, 1.0f / float(ranks));
+      uint8_t *own = ownBlocks.data() + blockOffsets[p] / ranks;
+      kernels::quantizeInt8(scratch.data(), piece.shard, own);
+      requests.push_back(backend.allGather(own, gatherBuffer.data() + blockOffsets[p], blockBytes,
+                                           Element::Byte, slot.stream));
+    }
+  }
+
+  void finish(BucketBuffers &b) override {
+    if (!twoPhase) {
+      std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
+      for (size_t r = 0; r < ranks; ++r)
+        kernels::dequantizeInt8(gather->payloadOf(r), b.elements, b.fusion.data(), true);
+      kernels::scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
+      return;
+    }
+    for (size_t p = 0; p < layout.pieces.size(); ++p) {
+      const ShardLayout::Piece &piece = layout.pieces[p];
+      size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
+      scratch.resize(piece.shard);
+      for (size_t r = 0; r < ranks; ++r) {
+        Segment part = blockOf(piece, r);
+        kernels::dequantizeInt8(gatherBuffer.data() + blockOffsets[p] + r * blockBytes,
+                                piece.shard, scratch.data(), false);
+        std::copy(scratch.begin(), scratch.begin() + long(part.length),
+                  b.fusion.begin() + long(part.offset));
+      }
+    }
+  }
+
+private:
+  /// Rank r's elements of a piece (the tail block may be short or empty).
+  static Segment blockOf(const ShardLayout::Piece &piece, size_t r) {
+    size_t begin = std::min(piece.segment.length, r * piece.shard);
+    size_t end = std::min(piece.segment.length, (r + 1) * piece.shard);
+    return {piece.segment.offset + begin, end - begin};
+  }
+
+  Backend &backend;
+  CollectiveSlot slot;
+  size_t ranks;
+  bool twoPhase;
+  ShardLayout layout;
+  std::vector<uint8_t> payload;
+  std::unique_ptr<ChunkedGather> gather;
+  std::vector<size_t> blockOffsets;
+  std::vector<uint8_t> sendBuffer, receiveBuffer, gatherBuffer, ownBlocks;
+  std::vector<float> scratch;
+};
+
+//===----------------------------------------------------------------------===//
+// Sparse: top-k (all-gather of index/value pairs), random-k (shared indices)
+//===----------------------------------------------------------------------===//
+
+class SparseProgram final : public BucketProgram {
+public:
+  SparseProgram(const Bucket &bucket, Backend &backend)
+      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
+        bucketIndex(uint64_t(bucket.id)),
+        random(bucket.compression.method == CompressionMethod::RandomK),
+        allReduce(bucket.collectives[0].op == CollectiveOp::AllReduce),
+        kept(kernels::keptCount(size_t(bucket.elements), bucket.compression.ratio)) {
+    if (uint64_t(bucket.elements) > uint64_t(UINT32_MAX))
+      throw RuntimeError(ZENRT_ERR_PLAN, "bucket " + std::to_string(bucket.id) +
+                                             ": sparse compression needs fewer than 2^32 elements");
+    indices.resize(kept);
+    values.resize(kept);
+    if (!allReduce) {
+      // top-k sends indices and values; random-k only values (indices are shared).
+      payload.resize(random ? 4 * kept : 8 * kept);
+      gather = std::make_unique<ChunkedGather>(payload.size(), slot.chunks, ranks);
+    }
+  }
+
+  bool compress(BucketBuffers &b) override {
+    if (random)
+      kernels::randomKIndices(seedFor(b.iteration), b.elements, kept, indices.data(), bitmap);
+    else
+      kernels::selectTopK(b.fusion.data(), b.elements, kept, indices.data(), values.data(),
+                          magnitudes);
+    if (random)
+      for (size_t i = 0; i < kept; ++i)
+        values[i] = b.fusion[indices[i]];
+    if (!b.sent.empty()) {
+      std::fill(b.sent.begin(), b.sent.end(), 0.0f);
+      for (size_t i = 0; i < kept; ++i)
+        b.sent[indices[i]] = values[i];
+    }
+    if (!allReduce) {
+      size_t valueOffset = random ? 0 : 4 * kept;
+      if (!random)
+        std::memcpy(payload.data(), indices.data(), 4 * kept);
+      std::memcpy(payload.data() + valueOffset, values.data(), 4 * kept);
+    }
+    return true;
+  }
+
+  size_t stageCount() const override { return 1; }
+  size_t stageCollective(size_t) const override { return 0; }
+
+  void issue(size_t, BucketBuffers &, std::vector<Backend::Request> &requests) override {
+    if (!allReduce) {
+      gather->issue(backend, payload.data(), slot.stream, requests);
+      return;
+    }
+    for (const Segment &piece : splitIntoChunks(kept, slot.chunks))
+      requests.push_back(
+          backend.allReduce(values.data() + piece.offset, piece.length, Element::F32, slot.stream));
+  }
+
+  void finish(BucketBuffers &b) override {
+    std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
+    float factor = 1.0f / float(ranks);
+    if (allReduce) {
+      for (size_t i = 0; i < kept; ++i)
+        b.fusion[indices[i]] = values[i] * factor;
+      return;
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      const uint8_t *data = gather->payloadOf(r);
+      const float *rankValues = reinterpret_cast<const float *>(data + (random ? 0 : 4 * kept));
+      const uint32_t *rankIndices =
+          random ? indices.data() : reinterpret_cast<const uint32_t *>(data);
+      for (size_t i = 0; i < kept; ++i)
+        b.fusion[rankIndices[i]] += rankValues[i];
+    }
+    kernels::scale(b.fusion.data(), b.elements, factor);
+  }
+
+private:
+  /// Same on every rank for a bucket and iteration.
+  uint64_t seedFor(int64_t iteration) const {
+    return (bucketIndex << 40) ^ uint64_t(iteration) ^ 0x7a656e72742d726bull;
+  }
+
+  Backend &backend;
+  CollectiveSlot slot;
+  size_t ranks;
+  uint64_t bucketIndex;
+  bool random, allReduce;
+  size_t kept;
+  std::vector<uint32_t> indices;
+  std::vector<float> values, magnitudes;
+  std::vector<uint64_t> bitmap;
+  std::vector<uint8_t> payload;
+  std::unique_ptr<ChunkedGather> gather;
+};
+
+//===----------------------------------------------------------------------===//
+// Sign with scale (EF-SignSGD): all-gather of packed signs
+//===----------------------------------------------------------------------===//
+
+class SignProgram final : public BucketProgram {
+public:
+  SignProgram(const Bucket &bucket, Backend &backend)
+      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
+        payload(kernels::signPayloadBytes(size_t(bucket.elements))),
+        gather(payload.size(), slot.chunks, ranks) {}
+
+  bool compress(BucketBuffers &b) override {
+    kernels::compressSign(b.fusion.data(), b.elements, payload.data());
+    if (!b.sent.empty())
+      kernels::decompressSign(payload.data(), b.elements, b.sent.data(), false);
+    return true;
+  }
+  size_t stageCount() const override { return 1; }
+  size_t stageCollective(size_t) const override { return 0; }
+  void issue(size_t, BucketBuffers &, std::vector<Backend::Request> &requests) override {
+    gather.issue(backend, payload.data(), slot.stream, requests);
+  }
+  void finish(BucketBuffers &b) override {
+    std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
+    for (size_t r = 0; r < ranks; ++r)
+      kernels::decompressSign(gather.payloadOf(r), b.elements, b.fusion.data(), true);
+    kernels::scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
+  }
+
+private:
+  Backend &backend;
+  CollectiveSlot slot;
+  size_t ranks;
+  std::vector<uint8_t> payload;
+  ChunkedGather gather;
+};
+
+//===----------------------------------------------------------------------===//
+// PowerSGD rank r: P = M Q, all-reduce P, orthogonalise, Q = M^T P, all-reduce Q
+//===----------------------------------------------------------------------===//
+
+class PowerSgdProgram final : public BucketProgram {
+public:
+  PowerSgdProgram(const Bucket &bucket, Backend &backend)
+      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())) {
+    size_t n = size_t(bucket.elements);
+    rows = size_t(std::ceil(std::sqrt(double(n))));
+    cols = ceilDiv(n, rows);
+    rank = std::min<size_t>({size_t(bucket.compression.rank), rows, cols});
+    matrix = Eigen::MatrixXf::Zero(long(rows), long(cols));
+    // Q starts as the same pseudo-random normal matrix on every rank, then warm-starts.
+    q.resize(long(cols), long(rank));
+    uint64_t state = 0x51ed270b27e3f1a5ull ^ uint64_t(bucket.id);
+    auto uniform = [&state] {
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return (double((z ^ (z >> 31)) >> 11) + 0.5) / 9007199254740992.0;
+    };
+    for (long i = 0; i < q.size(); ++i)
+      q.data()[i] = float(std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()));
+  }
+
+  bool compress(BucketBuffers &b) override {
+    std::copy(b.fusion.begin(), b.fusion.end(), matrix.data());  // column-major, zero tail
+    p = matrix * q;
+    return false;
+  }
+  size_t stageCount() const override { return 2; }
+  size_t stageCollective(size_t) const override { return 0; }
+
+  void issue(size_t stage, BucketBuffers &, std::vector<Backend::Request> &requests) override {
+    float *data = p.data();
+    size_t count = size_t(p.size());
+    if (stage == 1) {
+      orthonormalise();
+      q = matrix.transpose() * p;
+      data = q.data();
+      count = size_t(q.size());
+    }
+    for (const Segment &piece : splitIntoChunks(count, slot.chunks))
+      requests.push_back(
+          backend.allReduce(data + piece.offset, piece.length, Element::F32, slot.stream));
+  }
+
+  void finish(BucketBuffers &b) override {
+    q *= 1.0f / float(ranks);
+    Eigen::MatrixXf approximation = p * q.transpose();
+    const float *approx = approximation.data();
+    if (b.errorFeedback)
+      kernels::subtract(b.fusion.data(), approx, b.residual.data(), b.elements);
+    if (!b.sent.empty())
+      std::copy(approx, approx + b.elements, b.sent.begin());
+    std::copy(approx, approx + b.elements, b.fusion.begin());
+  }
+
+private:
+  void orthonormalise() {
+    Eigen::HouseholderQR<Eigen::MatrixXf> qr(p);
+    p = qr.householderQ() * Eigen::MatrixXf::Identity(long(rows), long(rank));
+  }
+
+  Backend &backend;
+  CollectiveSlot slot;
+  size_t ranks, rows = 0, cols = 0, rank = 0;
+  Eigen::MatrixXf matrix, p, q;
+};
+
+}  // namespace
+
+std::unique_ptr<BucketProgram> createProgram(const Bucket &bucket, Backend &backend) {
+  switch (bucket.compression.method) {
+  case CompressionMethod::None:
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+    return std::make_unique<DenseProgram>(bucket, backend);
+  case CompressionMethod::Int8:
+    return std::make_unique<Int8Program>(bucket, backend);
+  case CompressionMethod::TopK:
+  case CompressionMethod::RandomK:
+    return std::make_unique<SparseProgram>(bucket, backend);
+  case CompressionMethod::Sign:
+    return std::make_unique<SignProgram>(bucket, backend);
+  case CompressionMethod::PowerSGD:
+    return std::make_unique<PowerSgdProgram>(bucket, backend);
+  }
+  throw RuntimeError(ZENRT_ERR_INTERNAL, "unknown compression method");
+}
+
+}  // namespace zenrt
