@@ -33,7 +33,8 @@ def main():
     parser.add_argument("--rank", type=int, default=2, help="PowerSGD rank")
     parser.add_argument("--no-error-feedback", action="store_true")
     parser.add_argument("--decoupled", action="store_true")
-    parser.add_argument("--compute-us", type=float, default=200.0)
+    parser.add_argument("--task-us", type=float, default=25.0,
+                        help="predicted duration of each of the 7 compute tasks")
     parser.add_argument("--model", default="handmade")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args()
@@ -88,7 +89,7 @@ def main():
             clock[0] += duration
         return len(schedule) - 1
 
-    step = args.compute_us / (len(TENSORS) + 2)
+    step = args.task_us
     previous = task("compute", "forward", -1, 0, step, [], "forward")
     deferred = []
     for b, members in enumerate(BUCKETS):
