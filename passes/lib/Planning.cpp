@@ -212,8 +212,13 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     if (compressed)
       done = addCompute("decompress" + suffix, TaskKind::Compression, compression.decodeUs,
                         tailPriority + 2 * static_cast<int64_t>(b), {done});
+    // The optimizer step runs once backward is over, as frameworks call it.
+    std::vector<int> optimizerDeps = {done};
+    if (backwardEnd >= 0 && backwardEnd != done)
+      optimizerDeps.push_back(backwardEnd);
     int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, optimizerUs,
-                               tailPriority + 2 * static_cast<int64_t>(b) + 1, {done});
+                               tailPriority + 2 * static_cast<int64_t>(b) + 1,
+                               std::move(optimizerDeps));
     if (nextIteration) {
       // The update lands during the next iteration, before the first forward
       // segment that reads one of the bucket's parameters.
