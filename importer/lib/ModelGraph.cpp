@@ -548,6 +548,8 @@ private:
               step.gradTensors.end()) {
             step.gradTensors.push_back(input);
             bytes += graph.tensors[input].bytes;
+          } else {
+            flops += graph.tensors[input].elements;  // the same tensor twice: summed
           }
         }
         bool reads = cost.backwardReadsInputs ||

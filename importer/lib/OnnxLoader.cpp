@@ -38,7 +38,12 @@ onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
   if (endsWith(path, ".onnxtxt")) {
     if (bytes.find('\0') != std::string::npos)
       fail(path, "not ONNX text syntax: the file contains NUL bytes");
-    onnx::Status status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    onnx::Status status;
+    try {
+      status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    } catch (const std::exception &error) {  // the parser's number conversions throw
+      fail(path, std::string("not valid ONNX text syntax: ") + error.what());
+    }
     if (!status.IsOK())
       fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
     return model;
@@ -191,6 +196,68 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
     for (int index : order)
       *nodes.Add() = graph.node(index);
     graph.mutable_node()->Swap(&nodes);
+  }
+}
+
+/// ONNX 1.12's shape inference divides by these without checking them (a zero stride
+/// raises SIGFPE), so they are validated first.
+void checkDivisorAttributes(const onnx::GraphProto &graph, const std::string &path) {
+  static const char *const kPositive[] = {"strides", "dilations", "kernel_shape", "group",
+                                          "blocksize"};
+  for (const onnx::NodeProto &node : graph.node())
+    for (const onnx::AttributeProto &attr : node.attribute())
+      for (const char *name : kPositive) {
+        if (attr.name() != name)
+          continue;
+        bool positive = attr.ints_size() > 0 || attr.has_i();
+        for (int64_t value : attr.ints())
+          positive &= value > 0;
+        if (attr.has_i())
+          positive &= attr.i() > 0;
+        if (!positive)
+          fail(path, describeNode(node) + " has a non-positive '" + name + "' attribute");
+      }
+}
+
+/// ONNX 1.12 derives a missing Conv kernel_shape from the weight's dims and indexes past
+/// them when the weight's rank differs from the input's (a crash). kernel_shape defaults to
+/// the weight's spatial dims, so it is spelled out here from the declared weight, where the
+/// rank check of shape inference then applies.
+void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
+  std::unordered_map<std::string, std::vector<int64_t>> declared;
+  for (const auto &init : graph.initializer())
+    declared[init.name()].assign(init.dims().begin(), init.dims().end());
+  auto declare = [&](const onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type() || !info.type().tensor_type().has_shape())
+      return;
+    std::vector<int64_t> dims;
+    for (const auto &dim : info.type().tensor_type().shape().dim())
+      dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+    declared.emplace(info.name(), std::move(dims));
+  };
+  for (const auto &info : graph.input())
+    declare(info);
+  for (const auto &info : graph.value_info())
+    declare(info);
+  for (onnx::NodeProto &node : *graph.mutable_node()) {
+    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
+      continue;
+    bool hasKernelShape = false;
+    for (const auto &attr : node.attribute())
+      hasKernelShape |= attr.name() == "kernel_shape";
+    if (hasKernelShape)
+      continue;
+    auto weight = node.input_size() > 1 ? declared.find(node.input(1)) : declared.end();
+    if (weight == declared.end() || weight->second.size() < 3 ||
+        std::any_of(weight->second.begin() + 2, weight->second.end(),
+                    [](int64_t dim) { return dim <= 0; }))
+      fail(path, describeNode(node) +
+                     " has no kernel_shape attribute and no declared static weight shape");
+    onnx::AttributeProto *attr = node.add_attribute();
+    attr->set_name("kernel_shape");
+    attr->set_type(onnx::AttributeProto::INTS);
+    for (size_t i = 2; i < weight->second.size(); ++i)
+      attr->add_ints(weight->second[i]);
   }
 }
 
@@ -653,6 +720,8 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   onnx::GraphProto &graph = *loaded.model.mutable_graph();
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
+  checkDivisorAttributes(graph, path);
+  spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
   inferShapes(loaded.model, path);
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover

@@ -7,6 +7,10 @@
 #include "Command.h"
 
 #include "zen/Importer/ModelGraph.h"
+#include "zen/Importer/ZenImporter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -100,17 +104,32 @@ void printTable(const ModelGraph &graph) {
   }
 }
 
+int printImportedIr(const ModelGraph &graph) {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module = zen::importer::buildZenModule(context, graph);
+  if (!module)
+    throw zen::cli::CommandError(zen::cli::ExitSoftware,
+                                 graph.path + ": the imported IR failed to verify");
+  module->print(llvm::outs());
+  llvm::outs() << "\n";
+  llvm::outs().flush();
+  return zen::cli::ExitSuccess;
+}
+
 zen::cli::CommandRegistration inspectCommand(
     "inspect", "Parameters, gradients, FLOPs and op histogram of an ONNX model",
     [](CLI::App &app) -> std::function<int()> {
       auto model = std::make_shared<std::string>();
       auto batch = std::make_shared<int64_t>(0);
       auto json = std::make_shared<bool>(false);
+      auto mlir = std::make_shared<bool>(false);
       app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)")->required();
       app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
           ->check(CLI::PositiveNumber);
-      app.add_flag("--json", *json, "print one JSON object");
-      return [model, batch, json]() {
+      CLI::Option *jsonFlag = app.add_flag("--json", *json, "print one JSON object");
+      app.add_flag("--mlir", *mlir, "print the imported zen IR (before any planning)")
+          ->excludes(jsonFlag);
+      return [model, batch, json, mlir]() {
         zen::importer::ImportOptions options;
         if (*batch > 0)
           options.batch = *batch;
@@ -122,6 +141,8 @@ zen::cli::CommandRegistration inspectCommand(
         }
         for (const std::string &warning : graph.warnings)
           std::cerr << "zenopt: " << warning << "\n";
+        if (*mlir)
+          return printImportedIr(graph);
         if (*json)
           std::cout << toJson(graph).dump(2) << "\n";
         else
