@@ -32,19 +32,24 @@ void runAutotune(benchmark::State &state, const std::string &compressors) {
   options.compressors = *parseCompressors(compressors, error);
   if (!options.compressors.empty())
     options.baseline.compression = options.compressors.front();
-  AutotuneResult result;
+  double autoUs = 0, bestBaseline = 0;
+  size_t buckets = 0;
+  long long simulations = 0;
   for (auto _ : state) {
-    result = autotune(problem, model(), options);
-    benchmark::DoNotOptimize(result.bestEval.iterationUs);
+    AutotuneResult result = autotune(problem, model(), options);
+    autoUs = result.bestEval.iterationUs;
+    bestBaseline = 1e300;
+    for (const auto &[name, us] : result.baselineUs)
+      bestBaseline = std::min(bestBaseline, us);
+    buckets = result.best.buckets.size();
+    simulations = static_cast<long long>(result.evaluations);
+    benchmark::DoNotOptimize(autoUs);
   }
-  double bestBaseline = 1e300;
-  for (const auto &[name, us] : result.baselineUs)
-    bestBaseline = std::min(bestBaseline, us);
+  const double lowerBound = lowerBoundUs(problem, model());
   char label[256];
   std::snprintf(label, sizeof label,
                 "auto_us=%.1f best_baseline_us=%.1f lower_bound_us=%.1f buckets=%zu sims=%lld",
-                result.bestEval.iterationUs, bestBaseline, result.lowerBoundUs,
-                result.best.buckets.size(), static_cast<long long>(result.evaluations));
+                autoUs, bestBaseline, lowerBound, buckets, simulations);
   state.SetLabel(label);
 }
 
