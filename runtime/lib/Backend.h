@@ -63,6 +63,12 @@ public:
 /// duplicated communicators. Initialises MPI (THREAD_MULTIPLE) if needed.
 std::unique_ptr<Backend> createMpiBackend(const void *comm);
 
+#ifdef ZENRT_HAVE_CUDA
+/// NCCL backend on device buffers (rank r uses device r % devices), bootstrapped
+/// over `comm` with MPI, which must be initialised. Streams are CUDA streams.
+std::unique_ptr<Backend> createNcclBackend(const void *comm);
+#endif
+
 }  // namespace zenrt
 
 #endif  // ZENRT_LIB_BACKEND_H

@@ -1,6 +1,8 @@
 //===- Kernels.cpp - CPU compression kernels ---------------------------------===//
 #include "zenrt/Kernels.h"
 
+#include "Scalar.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,52 +10,7 @@
 namespace zenrt::kernels {
 namespace {
 
-inline uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Branch-free conversions (after F. Giesen's public-domain half conversions) so the
-// loops vectorise.
-inline uint16_t toHalf(float value) {
-  const uint32_t infinity32 = 255u << 23, overflow16 = (127u + 16u) << 23;
-  const uint32_t denormMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-  uint32_t x = bitsOf(value);
-  uint32_t sign = x & 0x80000000u;
-  x ^= sign;
-  uint32_t big = x > infinity32 ? 0x7e00u : 0x7c00u;
-  uint32_t denormal = bitsOf(floatOf(x) + floatOf(denormMagic)) - denormMagic;
-  uint32_t odd = (x >> 13) & 1u;
-  uint32_t normal = (x + ((15u - 127u) << 23) + 0xfffu + odd) >> 13;
-  uint32_t out = x >= overflow16 ? big : (x < (113u << 23) ? denormal : normal);
-  return uint16_t(out | (sign >> 16));
-}
-
-inline float fromHalf(uint16_t h) {
-  const uint32_t shiftedExp = 0x7c00u << 13;
-  uint32_t o = (uint32_t(h) & 0x7fffu) << 13;
-  uint32_t exp = shiftedExp & o;
-  o += (127u - 15u) << 23;
-  uint32_t infNan = o + ((128u - 16u) << 23);
-  uint32_t denormal = bitsOf(floatOf(o + (1u << 23)) - floatOf(113u << 23));
-  o = exp == shiftedExp ? infNan : (exp == 0 ? denormal : o);
-  return floatOf(o | ((uint32_t(h) & 0x8000u) << 16));
-}
-
-inline uint16_t toBF16(float value) {
-  uint32_t x = bitsOf(value);
-  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  bool isNan = (x & 0x7fffffffu) > 0x7f800000u;
-  return uint16_t(isNan ? ((x >> 16) | 0x40u) : rounded);
-}
-
-inline float fromBF16(uint16_t b) { return floatOf(uint32_t(b) << 16); }
+using namespace scalar;
 
 inline uint64_t splitmix64(uint64_t &state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -99,11 +56,8 @@ void quantizeInt8(const float *in, size_t n, uint8_t *payload) {
       maxAbs = std::max(maxAbs, std::fabs(in[i]));
     float scale = maxAbs / 127.0f;
     float inverse = maxAbs > 0 ? 127.0f / maxAbs : 0.0f;
-    for (size_t i = begin; i < end; ++i) {
-      float r = in[i] * inverse;
-      r = std::min(127.0f, std::max(-127.0f, r));
-      values[i] = int8_t(r + (r >= 0 ? 0.5f : -0.5f));  // round half away from zero
-    }
+    for (size_t i = begin; i < end; ++i)
+      values[i] = quantize(in[i], inverse);
     std::memcpy(scaleBytes + 4 * block, &scale, 4);
   }
 }

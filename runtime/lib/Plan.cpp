@@ -341,6 +341,8 @@ Plan decodePlan(const Node &root) {
           task.flops = flops->asInt();
         if (auto bytes = t.optionalField("bytes"))
           task.bytes = bytes->asInt();
+        if (auto priority = t.optionalField("priority"))
+          task.priority = priority->asInt();
         for (const Node &d : t.field("deps").elements())
           task.deps.push_back(d.asInt());
         task.phase = t.field("phase").asEnum<Phase>();
@@ -697,6 +699,7 @@ ordered_json encodePlan(const Plan &plan) {
     task["work_us"] = t.workUs;
     task["flops"] = t.flops;
     task["bytes"] = t.bytes;
+    task["priority"] = t.priority;
     task["deps"] = t.deps;
     task["phase"] = toString(t.phase);
     task["produces"] = t.produces;

@@ -133,6 +133,7 @@ struct Task {
   double workUs = 0;           // the task's time alone (the simulator's input)
   int64_t flops = 0;           // compute tasks: FLOPs, to re-cost on another cluster
   int64_t bytes = 0;           // compute tasks: bytes read + written
+  int64_t priority = 0;        // among ready tasks of one stream, lower runs first
   std::vector<int64_t> deps;  // ids of earlier tasks
   Phase phase = Phase::Backward;
   std::vector<std::string> produces;

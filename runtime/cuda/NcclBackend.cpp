@@ -1,0 +1,195 @@
+//===- NcclBackend.cpp - Collectives with NCCL on CUDA streams ---------------===//
+//
+// Device buffers; one CUDA stream per plan stream (the plan's priority is the
+// stream priority); a request is a CUDA event recorded after the NCCL call.
+// MPI bootstraps the communicator (rank 0's ncclUniqueId is broadcast).
+//
+//===----------------------------------------------------------------------===//
+#include "../lib/Backend.h"
+
+#include "zenrt/zenrt.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace zenrt {
+namespace {
+
+void checkCuda(cudaError_t code, const char *what) {
+  if (code != cudaSuccess)
+    throw RuntimeError(ZENRT_ERR_BACKEND, std::string(what) + ": " + cudaGetErrorString(code));
+}
+void checkNccl(ncclResult_t code, const char *what) {
+  if (code != ncclSuccess)
+    throw RuntimeError(ZENRT_ERR_BACKEND, std::string(what) + ": " + ncclGetErrorString(code));
+}
+
+ncclDataType_t ncclType(Element element) {
+  switch (element) {
+  case Element::F32:
+    return ncclFloat32;
+  case Element::F16:
+    return ncclFloat16;
+  case Element::BF16:
+    return ncclBfloat16;
+  case Element::Byte:
+    return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+class NcclBackend final : public Backend {
+public:
+  explicit NcclBackend(const void *comm) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+      throw RuntimeError(ZENRT_ERR_BACKEND, "the NCCL backend needs MPI initialised (bootstrap)");
+    base = comm ? *static_cast<const MPI_Comm *>(comm) : MPI_COMM_WORLD;
+    MPI_Comm_rank(base, &myRank);
+    MPI_Comm_size(base, &mySize);
+    int devices = 0;
+    checkCuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    if (devices == 0)
+      throw RuntimeError(ZENRT_ERR_BACKEND, "no CUDA device");
+    device = myRank % devices;
+    checkCuda(cudaSetDevice(device), "cudaSetDevice");
+    ncclUniqueId id;
+    if (myRank == 0)
+      checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, base);
+    checkNccl(ncclCommInitRank(&nccl, mySize, id, myRank), "ncclCommInitRank");
+  }
+  ~NcclBackend() override {
+    for (auto &[id, event] : pending)
+      cudaEventDestroy(event);
+    for (auto &[number, stream] : streams)
+      cudaStreamDestroy(stream);
+    if (nccl)
+      ncclCommDestroy(nccl);
+  }
+
+  int rank() const override { return myRank; }
+  int size() const override { return mySize; }
+
+  void openStreams(const std::vector<int> &numbers) override {
+    int least = 0, greatest = 0;
+    checkCuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
+    for (int number : numbers) {
+      cudaStream_t stream;
+      // Lower plan stream numbers get higher CUDA priority (greatest is numerically lowest).
+      int priority = std::max(greatest, least - number);
+      checkCuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority),
+                "cudaStreamCreateWithPriority");
+      streams[number] = stream;
+    }
+  }
+
+  Request allReduce(void *data, size_t count, Element element, int stream) override {
+    return launch(stream, [&](cudaStream_t s) {
+      checkNccl(ncclAllReduce(data, data, count, ncclType(element), ncclSum, nccl, s),
+                "ncclAllReduce");
+    });
+  }
+  Request reduceScatter(const void *send, void *recv, size_t count, Element element,
+                        int stream) override {
+    return launch(stream, [&](cudaStream_t s) {
+      checkNccl(ncclReduceScatter(send, recv, count, ncclType(element), ncclSum, nccl, s),
+                "ncclReduceScatter");
+    });
+  }
+  Request allGather(const void *send, void *recv, size_t count, Element element,
+                    int stream) override {
+    return launch(stream, [&](cudaStream_t s) {
+      checkNccl(ncclAllGather(send, recv, count, ncclType(element), nccl, s), "ncclAllGather");
+    });
+  }
+  Request allToAll(const void *send, void *recv, size_t count, Element element,
+                   int stream) override {
+    return launch(stream, [&](cudaStream_t s) {
+      size_t bytes = count * elementBytes(element);
+      checkNccl(ncclGroupStart(), "ncclGroupStart");
+      for (int peer = 0; peer < mySize; ++peer) {
+        checkNccl(ncclSend(static_cast<const char *>(send) + size_t(peer) * bytes, count,
+                           ncclType(element), peer, nccl, s),
+                  "ncclSend");
+        checkNccl(ncclRecv(static_cast<char *>(recv) + size_t(peer) * bytes, count,
+                           ncclType(element), peer, nccl, s),
+                  "ncclRecv");
+      }
+      checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+    });
+  }
+  Request broadcast(void *data, size_t count, Element element, int root, int stream) override {
+    return launch(stream, [&](cudaStream_t s) {
+      checkNccl(ncclBroadcast(data, data, count, ncclType(element), root, nccl, s),
+                "ncclBroadcast");
+    });
+  }
+  bool test(Request request) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = pending.find(request);
+    if (it == pending.end())
+      return true;
+    cudaError_t state = cudaEventQuery(it->second);
+    if (state == cudaErrorNotReady) {
+      ncclResult_t asyncError = ncclSuccess;
+      checkNccl(ncclCommGetAsyncError(nccl, &asyncError), "ncclCommGetAsyncError");
+      checkNccl(asyncError, "NCCL asynchronous error");
+      return false;
+    }
+    checkCuda(state, "cudaEventQuery");
+    cudaEventDestroy(it->second);
+    pending.erase(it);
+    return true;
+  }
+  std::vector<uint64_t> exchange(uint64_t value) override {
+    std::vector<uint64_t> all(static_cast<size_t>(mySize));
+    MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, base);
+    return all;
+  }
+  [[noreturn]] void abortJob(int exitCode) override {
+    ncclCommAbort(nccl);
+    nccl = nullptr;
+    MPI_Abort(base, exitCode);
+    std::abort();
+  }
+
+private:
+  template <typename Launch> Request launch(int number, Launch body) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = streams.find(number);
+    if (it == streams.end())
+      throw RuntimeError(ZENRT_ERR_INTERNAL, "no CUDA stream for plan stream " +
+                                                 std::to_string(number));
+    checkCuda(cudaSetDevice(device), "cudaSetDevice");
+    body(it->second);
+    cudaEvent_t done;
+    checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    checkCuda(cudaEventRecord(done, it->second), "cudaEventRecord");
+    Request id = nextRequest++;
+    pending.emplace(id, done);
+    return id;
+  }
+
+  MPI_Comm base = MPI_COMM_NULL;
+  int myRank = 0, mySize = 1, device = 0;
+  ncclComm_t nccl = nullptr;
+  std::map<int, cudaStream_t> streams;
+  std::mutex mutex;
+  std::unordered_map<Request, cudaEvent_t> pending;
+  Request nextRequest = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> createNcclBackend(const void *comm) {
+  return std::make_unique<NcclBackend>(comm);
+}
+
+}  // namespace zenrt

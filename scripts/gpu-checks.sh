@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs libzenrt's GPU checks in one go on a machine with an NVIDIA GPU:
+#   scripts/gpu-checks.sh [BUILD_DIR]      (default: build-gpu, configured if missing)
+# Builds the runtime with CUDA + NCCL, then runs the CUDA kernel tests (compared
+# bit for bit with the CPU kernels) and the NCCL backend test on one rank and,
+# when the machine has several GPUs, on all of them. Fails when no GPU is visible
+# (the tests would only skip).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+jobs=${JOBS:-$(nproc)}
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-checks: no NVIDIA GPU visible (nvidia-smi -L failed)" >&2
+  exit 1
+fi
+gpus=$(nvidia-smi -L | wc -l)
+echo "gpu-checks: $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-19/lib/cmake/mlir} \
+    -DLLVM_EXTERNAL_LIT=${LLVM_EXTERNAL_LIT:-/usr/lib/llvm-19/build/utils/lit/lit.py}
+fi
+ninja -C "$build" -j "$jobs" ZenRuntimeCudaTests ZenRuntimeKernelTests zenopt-run
+
+mpirun=(mpirun --allow-run-as-root --oversubscribe)
+# Fail rather than skip: every test must really run on this machine.
+"$build/bin/ZenRuntimeKernelTests"
+out=$("${mpirun[@]}" -np 1 "$build/bin/ZenRuntimeCudaTests" 2>&1) || { echo "$out"; exit 1; }
+echo "$out" | tail -3
+if echo "$out" | grep -q "SKIPPED"; then
+  echo "gpu-checks: CUDA tests were skipped although a GPU is visible" >&2
+  exit 1
+fi
+if [ "$gpus" -gt 1 ]; then
+  "${mpirun[@]}" -np "$gpus" "$build/bin/ZenRuntimeCudaTests" --gtest_filter='Nccl.*'
+fi
+echo "gpu-checks: all GPU checks passed"
