@@ -1,0 +1,31 @@
+"""Checks a `zenopt profile` cluster file: every collective fitted, quality fields sane."""
+import json
+import math
+import sys
+
+cluster = json.load(open(sys.argv[1]))
+profiled = cluster["profiled"]
+assert profiled["backend"] == "mpi", profiled["backend"]
+ops = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast"}
+fits = profiled["collectives"]
+assert {fit["op"] for fit in fits} == ops, fits
+for fit in fits:
+    assert fit["ranks"] == 4, fit
+    assert 0 < fit["min_bytes"] <= fit["max_bytes"], fit
+    assert fit["alpha_us"] >= 0 and fit["beta_us_per_byte"] >= 0, fit
+    assert fit["alpha_us"] + fit["beta_us_per_byte"] > 0, fit
+    assert math.isfinite(fit["r_squared"]) and fit["r_squared"] <= 1, fit
+    assert math.isfinite(fit["worst_relative_error"]) and fit["worst_relative_error"] >= 0, fit
+# The ranges of one collective tile its measured sizes without gaps.
+for op in ops:
+    ranges = sorted((f["min_bytes"], f["max_bytes"]) for f in fits if f["op"] == op)
+    for (_, high), (low, _) in zip(ranges, ranges[1:]):
+        assert high == low, (op, ranges)
+validation = profiled["validation"]
+assert {check["op"] for check in validation} == ops, validation
+for check in validation:
+    assert check["points"] >= 1 and 0 <= check["median_relative_error"] <= check["worst_relative_error"], check
+compression = profiled["compression_gbps"]
+assert set(compression) == {"fp16", "bf16", "int8", "topk", "randomk", "sign"}, compression
+assert all(value > 0 for value in compression.values()), compression
+print("profile file OK:", len(fits), "fits")
