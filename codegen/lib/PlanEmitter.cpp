@@ -75,7 +75,9 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
   if (!*read)
     return module.emitError("gradients are not synchronised: run zen-autotune (or the "
                             "planning passes) before emitting a plan");
-  const plan::Problem &problem = training->problem;
+  // The data-parallel group is the one the collectives in the IR run over.
+  plan::Problem &problem = training->problem;
+  problem.group = group;
   const plan::PlanChoice &choice = **read;
 
   zenrt::Plan out;
@@ -123,6 +125,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     task.name = sim.name;
     task.bucket = bucketOfTaskName(sim.name);
     task.workUs = sim.durationUs;
+    task.priority = sim.priority;
     for (int dep : sim.deps)
       task.deps.push_back(dep);
     switch (sim.kind) {
@@ -134,12 +137,14 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
           if (g.readyAfterSegment == backwardSegment)
             task.produces.push_back(g.name);
         ++backwardSegment;
-      } else if (startsWith(sim.name, "optimizer.")) {
+      } else if (startsWith(sim.name, "optimizer.") && !sim.nextIteration) {
         task.phase = zenrt::Phase::Optimizer;
       } else {
+        // Forward, or the optimizer step of a decoupled bucket, which runs while
+        // the next iteration's forward does.
         task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Forward;
       }
-      task.bucket = task.phase == zenrt::Phase::Optimizer ? task.bucket : -1;
+      task.bucket = -1; // compute tasks belong to no bucket, optimizer steps included
       break;
     case cost::TaskKind::Compression:
       task.kind = startsWith(sim.name, "decompress.") ? zenrt::TaskKind::Decompress

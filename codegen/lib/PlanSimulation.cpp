@@ -51,6 +51,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     sim.name = task.name;
     sim.stream = static_cast<int>(task.stream);
     sim.nextIteration = task.phase == zenrt::Phase::NextForward;
+    sim.priority = task.priority;
     for (int64_t dep : task.deps)
       sim.deps.push_back(static_cast<int>(dep));
     switch (task.kind) {
@@ -85,7 +86,6 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.bytes = static_cast<double>(collective.bytes);
       sim.group = group;
       sim.chunks = collective.chunks;
-      sim.priority = collective.priority;
       sim.stream = static_cast<int>(collective.stream);
       break;
     }
@@ -111,6 +111,8 @@ double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, doubl
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   std::vector<cost::SimTask> tasks = planToSimTasks(plan, model);
   cost::SimResult result = cost::simulate(model, tasks);
+  if (!result.error.empty())
+    throw zenrt::PlanError(65, "/schedule: cannot be simulated: " + result.error);
   for (size_t i = 0; i < plan.schedule.size(); ++i) {
     zenrt::Task &task = plan.schedule[i];
     const cost::SimTask &sim = tasks[i];

@@ -1,52 +1,232 @@
 //===- PlanCommand.cpp - zenopt MODEL.onnx (the default command) -----------===//
+//
+// Imports the model, plans its communication on a cluster (zen-autotune or a
+// baseline strategy), lowers the result to a plan file, and reports it.
+//
+//===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "zen/Codegen/PlanEmitter.h"
+#include "zen/Codegen/Report.h"
+#include "zen/CostModel/Cluster.h"
 #include "zen/Importer/ZenImporter.h"
+#include "zen/Passes/Passes.h"
+#include "zen/Passes/Planning.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <unistd.h>
 
+namespace zen::cli {
 namespace {
 
-zen::cli::CommandRegistration planCommand(
-    "", "Plan the communication of MODEL.onnx",
-    [](CLI::App &app) -> std::function<int()> {
-      auto model = std::make_shared<std::string>();
-      auto batch = std::make_shared<int64_t>(0);
-      auto emit = std::make_shared<std::string>("mlir");
-      app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)");
-      app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
-          ->check(CLI::PositiveNumber);
-      app.add_option("--emit", *emit, "what to print: mlir (the imported zen IR)")
-          ->check(CLI::IsMember({"mlir"}))
-          ->capture_default_str();
-      return [model, batch, emit]() {
-        if (model->empty())
-          throw zen::cli::CommandError(zen::cli::ExitUsage,
-                                       "no model given; run zenopt --help for usage");
-        zen::importer::ImportOptions options;
-        if (*batch > 0)
-          options.batch = *batch;
-        zen::importer::ModelGraph graph;
-        try {
-          graph = zen::importer::importModel(*model, options);
-        } catch (const zen::importer::ImportError &error) {
-          throw zen::cli::CommandError(error.exitCode, error.what());
-        }
-        for (const std::string &warning : graph.warnings)
-          std::cerr << "zenopt: " << warning << "\n";
-        mlir::MLIRContext context;
-        mlir::OwningOpRef<mlir::ModuleOp> module = zen::importer::buildZenModule(context, graph);
-        if (!module)
-          throw zen::cli::CommandError(zen::cli::ExitSoftware,
-                                       *model + ": the imported IR failed to verify");
-        module->print(llvm::outs());
-        llvm::outs() << "\n";
-        llvm::outs().flush();
-        return static_cast<int>(zen::cli::ExitSuccess);
-      };
-    });
+struct PlanOptions {
+  std::string model;
+  std::string cluster = cost::defaultPresetName();
+  int64_t batch = 0;
+  int64_t dp = 0;
+  std::string strategy = "auto";
+  std::vector<int64_t> buckets;
+  std::string compressor;
+  std::string output;
+  std::string trace;
+  std::string timelineSvg;
+  std::string emit = "summary";
+  bool json = false;
+  bool quiet = false;
+};
 
+/// Shows "planning ... N s" on stderr while planning runs longer than about a
+/// second, only when stderr is a terminal; clears the line when done.
+class ProgressLine {
+public:
+  ProgressLine(std::string what, bool enabled) : what_(std::move(what)) {
+    if (enabled && ::isatty(STDERR_FILENO))
+      thread_ = std::thread([this] { run(); });
+  }
+  ~ProgressLine() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+private:
+  void run() {
+    auto start = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool shown = false;
+    while (!wake_.wait_for(lock, std::chrono::milliseconds(shown ? 500 : 1000),
+                           [this] { return done_; })) {
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::cerr << "\rzenopt: " << what_ << " ... " << static_cast<int>(seconds) << " s" << std::flush;
+      shown = true;
+    }
+    if (shown)
+      std::cerr << "\r\033[K" << std::flush;
+  }
+
+  std::string what_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+};
+
+/// Collects MLIR diagnostics so they can be reported with the CLI's exit codes.
+struct DiagnosticCollector {
+  explicit DiagnosticCollector(mlir::MLIRContext &context)
+      : handler(&context, [this](mlir::Diagnostic &diagnostic) {
+          if (diagnostic.getSeverity() == mlir::DiagnosticSeverity::Error)
+            messages += (messages.empty() ? "" : "\n") + diagnostic.str();
+          return mlir::success();
+        }) {}
+  std::string messages;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
+  std::string error;
+  if (!plan::parseCompressors(options.compressor, error))
+    throw CommandError(ExitUsage, "--compressor: " + error);
+  if (options.strategy == "manual") {
+    if (options.buckets.empty())
+      throw CommandError(ExitUsage, "--strategy manual needs --buckets (bucket sizes in tensors)");
+    int64_t total = std::accumulate(options.buckets.begin(), options.buckets.end(), int64_t{0});
+    if (total != static_cast<int64_t>(gradientCount))
+      throw CommandError(ExitUsage, "--buckets: the sizes add up to " + std::to_string(total) +
+                                        " tensors but " + options.model + " has " +
+                                        std::to_string(gradientCount) + " gradient tensors");
+  } else if (!options.buckets.empty()) {
+    throw CommandError(ExitUsage, "--buckets needs --strategy manual");
+  }
+}
+
+int runPlan(const PlanOptions &options) {
+  if (options.model.empty())
+    throw CommandError(ExitUsage, "no model given; run zenopt --help for usage");
+
+  importer::ImportOptions importOptions;
+  if (options.batch > 0)
+    importOptions.batch = options.batch;
+  importer::ModelGraph graph;
+  try {
+    graph = importer::importModel(options.model, importOptions);
+  } catch (const importer::ImportError &error) {
+    throw CommandError(error.exitCode, error.what());
+  }
+  for (const std::string &warning : graph.warnings)
+    if (!options.quiet)
+      std::cerr << "zenopt: warning: " << warning << "\n";
+  checkCommandLine(options, graph.parameters.size());
+
+  cost::Cluster cluster;
+  try {
+    cluster = cost::loadCluster(options.cluster);
+  } catch (const cost::ClusterError &error) {
+    throw CommandError(error.exitCode, error.what());
+  }
+  if (options.dp > cluster.worldSize())
+    throw CommandError(ExitUsage, "--dp " + std::to_string(options.dp) + ": cluster '" +
+                                      cluster.name + "' has only " +
+                                      std::to_string(cluster.worldSize()) + " GPUs");
+  cost::CostModel model(cluster);
+
+  mlir::MLIRContext context;
+  DiagnosticCollector diagnostics(context);
+  mlir::OwningOpRef<mlir::ModuleOp> module = importer::buildZenModule(context, graph);
+  if (!module)
+    throw CommandError(ExitSoftware, options.model + ": the imported IR failed to verify: " +
+                                         diagnostics.messages);
+
+  AutotuneOptions passOptions;
+  passOptions.cluster = options.cluster;
+  passOptions.dp = options.dp;
+  passOptions.compressor = options.compressor;
+  passOptions.strategy = options.strategy;
+  passOptions.buckets = options.buckets;
+  mlir::PassManager pipeline(&context);
+  pipeline.addPass(createAutotune(passOptions));
+  {
+    ProgressLine progress("planning " + graph.modelName, !options.quiet);
+    if (mlir::failed(pipeline.run(*module)))
+      throw CommandError(ExitSoftware, options.model + ": planning failed: " + diagnostics.messages);
+  }
+
+  mlir::FailureOr<zenrt::Plan> plan = codegen::emitPlan(*module, model, options.compressor);
+  if (mlir::failed(plan))
+    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+
+  try {
+    if (!options.output.empty())
+      zenrt::writePlanFile(*plan, options.output);
+    if (!options.trace.empty())
+      codegen::writeFileAtomically(options.trace, codegen::chromeTrace(*plan));
+    if (!options.timelineSvg.empty())
+      codegen::writeFileAtomically(options.timelineSvg, codegen::timelineSvg(*plan));
+  } catch (const zenrt::PlanError &error) {
+    throw CommandError(error.exitCode, error.what());
+  }
+
+  if (options.emit == "mlir") {
+    module->print(llvm::outs());
+    llvm::outs() << "\n";
+    llvm::outs().flush();
+  } else if (options.emit == "plan") {
+    std::cout << zenrt::writePlan(*plan);
+  } else if (options.json) {
+    std::cout << codegen::summaryJson(*plan).dump() << "\n";
+  } else {
+    std::cout << codegen::summaryText(*plan);
+  }
+  return ExitSuccess;
+}
+
+CommandRegistration registration(
+    "", "Plan the communication of MODEL.onnx", [](CLI::App &app) {
+      auto options = std::make_shared<PlanOptions>();
+      app.add_option("model", options->model, "ONNX model (.onnx, or .onnxtxt text syntax)");
+      app.add_option("--cluster", options->cluster,
+                     "Cluster preset (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file")
+          ->capture_default_str();
+      app.add_option("--batch", options->batch, "Samples per GPU (default: the model's own)")
+          ->check(CLI::PositiveNumber);
+      app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster)")
+          ->check(CLI::PositiveNumber);
+      app.add_option("--strategy", options->strategy,
+                     "auto, or a baseline: nooverlap, wfbp, ddp, horovod, mgwfbp, manual")
+          ->check(CLI::IsMember({"auto", "nooverlap", "wfbp", "ddp", "horovod", "mgwfbp", "manual"}))
+          ->capture_default_str();
+      app.add_option("--buckets", options->buckets,
+                     "With --strategy manual: bucket sizes in tensors, in gradient-ready order (3,5,2)")
+          ->delimiter(',')
+          ->check(CLI::PositiveNumber);
+      app.add_option("--compressor", options->compressor,
+                     "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
+                     "sign, powersgd:RANK (default: none, training stays exact)");
+      app.add_option("-o,--output", options->output, "Write the plan file here");
+      app.add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of one iteration");
+      app.add_option("--timeline-svg", options->timelineSvg, "Write an SVG timeline picture");
+      app.add_option("--emit", options->emit,
+                     "What to print: summary (default), plan (the plan JSON) or mlir (the planned zen IR)")
+          ->check(CLI::IsMember({"summary", "plan", "mlir"}))
+          ->capture_default_str();
+      app.add_flag("--json", options->json, "Print the summary as one JSON object (times in us)");
+      app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
+      return [options] { return runPlan(*options); };
+    });
 } // namespace
+} // namespace zen::cli
