@@ -129,7 +129,8 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
   plan.predictions.commBoundUs = model.bandwidthOptimalAllReduceUs(gradientBytes(plan));
-  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, result.computeUs);
+  // The bound takes compute alone: overlap slowdown is a cost of the plan, not of the model.
+  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, result.computeAloneUs);
   return result;
 }
 

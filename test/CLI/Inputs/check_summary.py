@@ -1,0 +1,22 @@
+"""Checks a `zenopt --json` summary: the contract fields and, for auto, that it beats every baseline."""
+import json
+import sys
+
+path, strategy = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    text = f.read()
+assert text.count("\n") == 1, "--json must print exactly one line"
+summary = json.loads(text)
+for key in ("strategy", "iteration_us", "compute_us", "exposed_comm_us", "lower_bound_us",
+            "buckets", "baselines"):
+    assert key in summary, f"missing {key}"
+assert summary["strategy"] == strategy, summary["strategy"]
+assert set(summary["baselines"]) == {"nooverlap", "wfbp", "ddp", "horovod", "mgwfbp"}, summary["baselines"]
+if summary["compression"] == "none":
+    # The bound assumes uncompressed gradients; compression may beat it.
+    assert summary["iteration_us"] >= summary["lower_bound_us"] * (1 - 1e-9)
+assert abs(summary["exposed_comm_us"] - (summary["iteration_us"] - summary["compute_us"])) < 1e-6
+if strategy == "auto":
+    for name, us in summary["baselines"].items():
+        assert summary["iteration_us"] <= us * (1 + 1e-12), f"auto {summary['iteration_us']} > {name} {us}"
+print("ok", path)

@@ -1,0 +1,27 @@
+"""Writes a broken copy of a plan file: mutate_plan.py IN OUT MUTATION."""
+import json
+import sys
+
+source, target, mutation = sys.argv[1:4]
+plan = json.load(open(source))
+text = None
+if mutation == "format_version":
+    plan["format_version"] = 2
+elif mutation == "missing_field":
+    del plan["predictions"]["iteration_us"]
+elif mutation == "unknown_field":
+    plan["buckets"][0]["colour"] = "red"
+elif mutation == "duplicate_key":
+    text = json.dumps(plan, indent=1).replace('"strategy":', '"strategy": "ddp",\n "strategy":', 1)
+elif mutation == "nan":
+    text = json.dumps(plan, indent=1).replace('"iteration_us": ', '"iteration_us": NaN, "x": ', 1)
+elif mutation == "unknown_tensor":
+    plan["buckets"][0]["tensors"][0]["name"] = "no.such.tensor"
+elif mutation == "tensor_in_two_buckets":
+    plan["buckets"][1]["tensors"][0]["name"] = plan["buckets"][0]["tensors"][0]["name"]
+elif mutation == "zero_chunks":
+    plan["buckets"][0]["collectives"][0]["chunks"] = 0
+else:
+    raise SystemExit("unknown mutation " + mutation)
+with open(target, "w") as f:
+    f.write(text if text is not None else json.dumps(plan, indent=1))
