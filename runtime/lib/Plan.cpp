@@ -380,6 +380,11 @@ public:
     nonEmpty("/model/name", plan.model.name);
     inRange("/cluster/world_size", plan.cluster.worldSize, 1, kMaxWorldSize);
     nonEmpty("/cluster/name", plan.cluster.name);
+    if (!plan.cluster.spec.empty()) {
+      json spec = json::parse(plan.cluster.spec, nullptr, /*allow_exceptions=*/false);
+      if (!spec.is_object())
+        error("/cluster/spec", "must be a JSON object");
+    }
     nonEmpty("/strategy", plan.strategy);
     nonEmpty("/compressor", plan.compressor);
     checkTensors();

@@ -8,6 +8,7 @@
 #define ZENRT_LIB_SCALAR_H
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #ifdef __CUDACC__
@@ -64,10 +65,14 @@ ZENRT_HD uint16_t toBF16(float value) {
 ZENRT_HD float fromBF16(uint16_t b) { return floatOf(uint32_t(b) << 16); }
 
 /// int8 code of x in a block whose inverse scale is 127 / max|x| (0 for a zero block).
+/// Branch-free: round half away from zero, then clamp as an integer (|r| <= 127
+/// up to rounding by construction of the scale).
 ZENRT_HD int8_t quantize(float x, float inverse) {
   float r = x * inverse;
-  r = r < -127.0f ? -127.0f : (r > 127.0f ? 127.0f : r);
-  return int8_t(r + (r >= 0 ? 0.5f : -0.5f));  // round half away from zero
+  int32_t q = int32_t(r + copysignf(0.5f, r));
+  q = q < -127 ? -127 : q;
+  q = q > 127 ? 127 : q;
+  return int8_t(q);
 }
 
 }  // namespace zenrt::scalar

@@ -38,9 +38,9 @@ void dequantizeInt8(const uint8_t *payload, size_t n, float *out, bool accumulat
 /// Number of kept elements for a kept fraction: max(1, round(ratio * n)), at most n.
 size_t keptCount(size_t n, double ratio);
 
-/// Top-k by magnitude: threshold selection (nth_element on magnitudes, no full
-/// sort); ties at the threshold are taken in index order. Indices ascending.
-/// `scratch` is resized to n.
+/// Top-k by magnitude: threshold selection (nth_element on the candidates a
+/// strided sample admits, or on all magnitudes; no full sort); ties at the
+/// threshold are taken in index order. Indices ascending. `scratch` is reused.
 void selectTopK(const float *in, size_t n, size_t k, uint32_t *indices, float *values,
                 std::vector<float> &scratch);
 

@@ -43,19 +43,39 @@ Plan samplePlan() {
   plan.buckets = {first, second};
   using zenrt::Phase;
   using zenrt::TaskKind;
-  plan.schedule = {
-      {0, TaskKind::Compute, "forward", -1, 0, 0, 10.5, {}, Phase::Forward, {}},
-      {1, TaskKind::Compute, "fc2.backward", -1, 0, 10.5, 5, {0}, Phase::Backward,
-       {"fc2.weight", "fc2.bias"}},
-      {2, TaskKind::Compress, "compress.b0", 0, 0, 15.5, 1, {1}, Phase::Backward, {}},
-      {3, TaskKind::Collective, "all_gather.b0", 0, 1, 16.5, 3.25, {2}, Phase::Backward, {}},
-      {4, TaskKind::Decompress, "decompress.b0", 0, 0, 19.75, 1, {3}, Phase::Backward, {}},
-      {5, TaskKind::Compute, "fc1.backward", -1, 0, 15.5, 7, {1}, Phase::Backward,
-       {"fc1.weight"}},
-      {6, TaskKind::Collective, "reduce_scatter.b1", 1, 1, 22.5, 2, {5, 3}, Phase::Backward, {}},
-      {7, TaskKind::Compute, "optimizer", -1, 0, 24.5, 1, {4, 6}, Phase::Optimizer, {}},
-      {8, TaskKind::Collective, "all_gather.b1", 1, 2, 24.5, 2, {6}, Phase::NextForward, {}},
+  auto task = [](int64_t id, TaskKind kind, const char *name, int64_t bucket, int64_t stream,
+                 double start, double duration, std::vector<int64_t> deps, Phase phase,
+                 std::vector<std::string> produces) {
+    zenrt::Task t;
+    t.id = id;
+    t.kind = kind;
+    t.name = name;
+    t.bucket = bucket;
+    t.stream = stream;
+    t.startUs = start;
+    t.durationUs = duration;
+    t.deps = std::move(deps);
+    t.phase = phase;
+    t.produces = std::move(produces);
+    return t;
   };
+  plan.schedule = {
+      task(0, TaskKind::Compute, "forward", -1, 0, 0, 10.5, {}, Phase::Forward, {}),
+      task(1, TaskKind::Compute, "fc2.backward", -1, 0, 10.5, 5, {0}, Phase::Backward,
+           {"fc2.weight", "fc2.bias"}),
+      task(2, TaskKind::Compress, "compress.b0", 0, 0, 15.5, 1, {1}, Phase::Backward, {}),
+      task(3, TaskKind::Collective, "all_gather.b0", 0, 1, 16.5, 3.25, {2}, Phase::Backward, {}),
+      task(4, TaskKind::Decompress, "decompress.b0", 0, 0, 19.75, 1, {3}, Phase::Backward, {}),
+      task(5, TaskKind::Compute, "fc1.backward", -1, 0, 15.5, 7, {1}, Phase::Backward,
+           {"fc1.weight"}),
+      task(6, TaskKind::Collective, "reduce_scatter.b1", 1, 1, 22.5, 2, {5, 3}, Phase::Backward,
+           {}),
+      task(7, TaskKind::Compute, "optimizer", -1, 0, 24.5, 1, {4, 6}, Phase::Optimizer, {}),
+      task(8, TaskKind::Collective, "all_gather.b1", 1, 2, 24.5, 2, {6}, Phase::NextForward, {}),
+  };
+  plan.schedule[5].flops = 1234567;
+  plan.schedule[5].workUs = 6.5;
+  plan.cluster.spec = "{\"gpus_per_node\":8,\"name\":\"x\"}";
   plan.predictions = {26.5, 23.5, 3.0, 23.5, 9.25};
   plan.baselines = {{"ddp", 30.0}, {"nooverlap", 41.0 / 3.0}};
   return plan;
@@ -129,6 +149,9 @@ TEST(Plan, WriterRefusesNonFiniteAndInvalidPlans) {
   EXPECT_THROW(zenrt::writePlan(plan), PlanError);
   plan = samplePlan();
   plan.baselines["wfbp"] = -std::numeric_limits<double>::infinity();
+  EXPECT_THROW(zenrt::writePlan(plan), PlanError);
+  plan = samplePlan();
+  plan.cluster.spec = "{not json";
   EXPECT_THROW(zenrt::writePlan(plan), PlanError);
 }
 
