@@ -63,8 +63,8 @@ SweepPlan planSweep(bool quick) {
   for (int k = 1; k <= 23; k += 2)
     plan.validationSizes.push_back(int64_t(3) << k);
   plan.secondsPerSize = 0.15;
-  plan.minRepetitions = 5;
-  plan.maxRepetitions = 200;
+  plan.minRepetitions = 7;
+  plan.maxRepetitions = 1000;
   plan.warmups = 2;
   // Open MPI's tuned collectives switch algorithm at several sizes.
   plan.maxSegments = 4;
