@@ -117,7 +117,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
 
   // The schedule is the simulator's task graph for this choice, task for task.
   std::vector<cost::SimTask> tasks = plan::buildSimTasks(problem, choice, model);
-  int backwardSegment = 0;
+  int forwardSegment = 0, backwardSegment = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const cost::SimTask &sim = tasks[i];
     zenrt::Task task;
@@ -133,16 +133,25 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
       task.kind = zenrt::TaskKind::Compute;
       if (startsWith(sim.name, "bwd.")) {
         task.phase = zenrt::Phase::Backward;
+        task.flops = problem.backward.at(backwardSegment).flops;
+        task.bytes = problem.backward.at(backwardSegment).bytes;
         for (const plan::GradientTensor &g : problem.gradients)
           if (g.readyAfterSegment == backwardSegment)
             task.produces.push_back(g.name);
         ++backwardSegment;
-      } else if (startsWith(sim.name, "optimizer.") && !sim.nextIteration) {
-        task.phase = zenrt::Phase::Optimizer;
+      } else if (startsWith(sim.name, "optimizer.")) {
+        // A decoupled bucket's optimizer step runs while the next forward does.
+        task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Optimizer;
+        const plan::BucketChoice &bucket = choice.buckets.at(bucketOfTaskName(sim.name));
+        for (int g = bucket.begin; g < bucket.end; ++g) {
+          task.flops += plan::optimizerFlops(problem.gradients[g].elements);
+          task.bytes += plan::optimizerBytes(problem.gradients[g].elements, 4);
+        }
       } else {
-        // Forward, or the optimizer step of a decoupled bucket, which runs while
-        // the next iteration's forward does.
         task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Forward;
+        task.flops = problem.forward.at(forwardSegment).flops;
+        task.bytes = problem.forward.at(forwardSegment).bytes;
+        ++forwardSegment;
       }
       task.bucket = -1; // compute tasks belong to no bucket, optimizer steps included
       break;

@@ -252,6 +252,11 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
 
   TrainingFunction training;
   training.func = candidates.front();
+  auto addCost = [](ComputeSegment &segment, ComputeOp compute, double us) {
+    segment.durationUs += us;
+    segment.flops += compute.getFlopsAttr().getInt();
+    segment.bytes += compute.getBytesAttr().getInt();
+  };
   Problem &problem = training.problem;
   DenseMap<Value, int> firstForwardUse;
   DenseMap<Value, double> optimizerUs;
@@ -278,7 +283,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         problem.forward.push_back(*std::exchange(forward, std::nullopt));
       if (!forward)
         forward = ComputeSegment{segmentName(compute), 0};
-      forward->durationUs += us;
+      addCost(*forward, compute, us);
       for (Value input : compute.getInputs())
         if (input.getDefiningOp<ParamOp>())
           firstForwardUse.try_emplace(input, static_cast<int>(problem.forward.size()));
@@ -287,7 +292,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     case Phase::backward:
       if (!backward)
         backward = ComputeSegment{segmentName(compute), 0};
-      backward->durationUs += us;
+      addCost(*backward, compute, us);
       break;
     case Phase::optimizer: {
       SmallVector<Value> params;

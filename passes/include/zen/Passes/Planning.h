@@ -30,6 +30,8 @@ namespace zen::plan {
 struct ComputeSegment {
   std::string name;        // first node of the segment
   double durationUs = 0;
+  int64_t flops = 0;       // summed over the segment's ops, to re-cost it on another cluster
+  int64_t bytes = 0;
 };
 
 /// One gradient tensor; Problem::gradients holds them in backward-ready order.
