@@ -86,7 +86,11 @@ struct Cluster {
   LinkSpec intraNode;        // between GPUs of one node
   LinkSpec interNode;        // per NIC
   int64_t nicsPerNode = 1;
-  double overlapSlowdown = 1.1;  // compute time multiplier while a collective runs
+  /// Compute time multiplier while a collective runs: NCCL kernels occupy SMs
+  /// and HBM bandwidth. Published GEMM-under-collective measurements (e.g. ACE,
+  /// ISCA'21; T3, ASPLOS'24) report roughly 1.1-1.4x; presets use 1.15 for NVLink
+  /// GPUs (see costmodel/README.md). Must be >= 1.
+  double overlapSlowdown = 1.1;
   std::vector<ProfiledCollective> profiled;
   std::map<CompressionMethod, double> profiledCompressionGBps;  // measured CPU kernel throughput
   std::string profiledBackend;                   // "mpi" or "nccl" when profiled
