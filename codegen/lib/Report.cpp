@@ -157,8 +157,11 @@ std::string summaryText(const zenrt::Plan &plan) {
   out += fmt::format("  predicted iteration   {:10.3f} ms\n", ms(p.iterationUs));
   out += fmt::format("  compute               {:10.3f} ms\n", ms(p.computeUs));
   out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
-  out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
-                     ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
+  out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound{})\n",
+                     ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0,
+                     compressionUsed(plan) == "none"
+                         ? ""
+                         : "; the bound assumes uncompressed gradients");
   if (!plan.baselines.empty()) {
     out += fmt::format("\n  {:<12} {:>14} {:>18}\n", "baseline", "iteration (ms)",
                        fmt::format("{} speedup", plan.strategy));
