@@ -15,6 +15,8 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%models", os.path.join(config.zen_src_root, "examples", "models")))
 config.substitutions.append(("%src", config.zen_src_root))
 config.substitutions.append(("%python", config.python_executable))
-config.substitutions.append(("%mpirun", config.mpiexec + " --allow-run-as-root --oversubscribe"))
+# A wrapper that gives every MPI job its own session directory (see test/mpirun.sh).
+config.environment["ZEN_MPIEXEC"] = config.mpiexec
+config.substitutions.append(("%mpirun", os.path.join(config.zen_src_root, "test", "mpirun.sh")))
 if config.zen_have_cuda:
     config.available_features.add("cuda")

@@ -554,6 +554,13 @@ private:
   }
 
   void checkSchedule() const {
+    // Ids of next_forward tasks: a task may depend on one listed later, which then
+    // means that task's instance from the previous iteration (decoupled all-gathers
+    // and their optimizer steps complete during the next forward).
+    std::map<int64_t, size_t> nextForward;
+    for (size_t i = 0; i < plan.schedule.size(); ++i)
+      if (plan.schedule[i].phase == Phase::NextForward)
+        nextForward.emplace(plan.schedule[i].id, i);
     std::map<int64_t, size_t> position;
     std::vector<size_t> collectiveTasksSeen(plan.buckets.size(), 0);
     std::vector<int> compressTasks(plan.buckets.size(), 0), decompressTasks(plan.buckets.size(), 0);
@@ -572,9 +579,12 @@ private:
       std::set<int64_t> deps;
       for (size_t d = 0; d < task.deps.size(); ++d) {
         std::string dpath = path + "/deps/" + std::to_string(d);
-        if (!position.count(task.deps[d]))
+        bool previousIteration = task.phase != Phase::NextForward &&
+                                 nextForward.count(task.deps[d]) && !position.count(task.deps[d]);
+        if (!position.count(task.deps[d]) && !previousIteration)
           error(dpath, "unknown task " + std::to_string(task.deps[d]) +
-                           " (deps must name earlier tasks)");
+                           " (deps must name earlier tasks, or next_forward tasks of the "
+                           "previous iteration)");
         if (!deps.insert(task.deps[d]).second)
           error(dpath, "duplicate dependency " + std::to_string(task.deps[d]));
       }

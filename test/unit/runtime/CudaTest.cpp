@@ -5,6 +5,8 @@
 #include "zenrt/Kernels.h"
 
 #include <cuda_runtime.h>
+#include "MpiTestMain.h"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -165,11 +167,4 @@ TEST(Nccl, FiveCollectivesOnTheJobsRanks) {
   EXPECT_EQ(data.download()[0], 1.0f);
 }
 
-int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  testing::InitGoogleTest(&argc, argv);
-  int result = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return result;
-}
+int main(int argc, char **argv) { return runMpiTests(argc, argv); }

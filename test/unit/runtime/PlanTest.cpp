@@ -278,9 +278,17 @@ TEST(Plan, RejectsInconsistentOffsetsAndSizes) {
 
 TEST(Plan, RejectsBadDependencies) {
   EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][2]["deps"] = {42}; }),
-            "plan.json: /schedule/2/deps/0: unknown task 42 (deps must name earlier tasks)");
+            "plan.json: /schedule/2/deps/0: unknown task 42 (deps must name earlier tasks, or "
+            "next_forward tasks of the previous iteration)");
   EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][2]["deps"] = {4}; }),
-            "plan.json: /schedule/2/deps/0: unknown task 4 (deps must name earlier tasks)");
+            "plan.json: /schedule/2/deps/0: unknown task 4 (deps must name earlier tasks, or "
+            "next_forward tasks of the previous iteration)");
+  // A later task is a valid dependency only when it is a next_forward task.
+  EXPECT_EQ(errorAfterEdit([](json &j) {
+              j["schedule"][4]["phase"] = "next_forward";
+              j["schedule"][2]["deps"] = {4};
+            }),
+            "");
   EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][6]["deps"] = {5, 5}; }),
             "plan.json: /schedule/6/deps/1: duplicate dependency 5");
   EXPECT_EQ(errorAfterEdit([](json &j) { j["schedule"][3]["id"] = 1; }),

@@ -4,6 +4,8 @@
 #include "zenrt/Runtime.h"
 #include "zenrt/zenrt.h"
 
+#include "MpiTestMain.h"
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -217,11 +219,4 @@ TEST(RuntimeApi, TopKErrorFeedbackCarriesTheResidualAcrossIterations) {
   }
 }
 
-int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  testing::InitGoogleTest(&argc, argv);
-  int result = RUN_ALL_TESTS();
-  MPI_Finalize();
-  return result;
-}
+int main(int argc, char **argv) { return runMpiTests(argc, argv); }
