@@ -64,17 +64,25 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     case zenrt::TaskKind::Compress:
     case zenrt::TaskKind::Decompress: {
       sim.kind = cost::TaskKind::Compression;
+      const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
+      // CPU offload runs on the simulator's host compression worker, as planned.
+      sim.device = bucket.compression.device == zenrt::Device::CPU ? cost::Device::CPU
+                                                                   : cost::Device::GPU;
       if (sameCluster) {
         sim.durationUs = task.workUs;
         break;
       }
-      const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
-      cost::CompressionSpec spec{compressionMethodOf(bucket.compression.method),
-                                 bucket.compression.ratio, bucket.compression.rank,
-                                 bucket.compression.device == zenrt::Device::GPU
-                                     ? cost::Device::GPU
-                                     : cost::Device::CPU};
-      cost::CompressionCost cost = model.compression(spec, bucket.elements);
+      cost::CompressionSpec spec;
+      spec.method = compressionMethodOf(bucket.compression.method);
+      spec.ratio = bucket.compression.ratio;
+      spec.rank = bucket.compression.rank;
+      spec.device = sim.device;
+      spec.errorFeedback = bucket.compression.errorFeedback;
+      // Sparse and sign payloads are all-gathered: one decode consumes every rank's.
+      const bool gathered = !bucket.collectives.empty() &&
+                            bucket.collectives.front().op == zenrt::CollectiveOp::AllGather;
+      cost::CompressionCost cost =
+          model.compression(spec, bucket.elements, gathered ? group.ranks : 1);
       sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
       break;
     }

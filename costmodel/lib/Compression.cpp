@@ -167,6 +167,7 @@ std::optional<CompressionSpec> parseCompressionSpec(const std::string &text, std
       spec.device = Device::CPU;
     else
       return fail("device must be gpu or cpu");
+    spec.deviceFixed = true;
     body = body.substr(0, at);
   }
   size_t colon = body.find(':');

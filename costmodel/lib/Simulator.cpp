@@ -2,7 +2,8 @@
 //
 // Events are task completions and collectives finishing their latency part.
 // Between events every rate is constant: the running compute task progresses
-// at 1 or 1/overlapSlowdown, and the k collectives in their bandwidth part
+// at 1 or 1/overlapSlowdown, the CPU compression worker's task at 1 (its end
+// is known when it starts), and the k collectives in their bandwidth part
 // each progress at 1/k. Processor sharing is tracked with one virtual clock
 // (the work each sharing collective has received so far), so a collective's
 // finish is a fixed virtual time and one heap orders them all: O(log n) per
@@ -47,6 +48,8 @@ std::string validate(const std::vector<SimTask> &tasks) {
     } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
       return where + "duration must be finite and non-negative";
     }
+    if (task.device == Device::CPU && task.kind != TaskKind::Compression)
+      return where + "only compression tasks can run on the CPU";
   }
   return "";
 }
@@ -60,17 +63,19 @@ public:
     iterations_ = crossesIterations ? kUnrolledIterations : 1;
     reported_ = crossesIterations ? kReportedIteration : 0;
 
-    // Streams: 0 is compute, 1 + s is communication stream s.
-    int streams = 1;
+    int streams = kFirstCommStream;
     latencyUs_.assign(n_, 0);
     bandwidthUs_.assign(n_, 0);
-    streamOf_.assign(n_, 0);
+    streamOf_.assign(n_, kComputeStream);
     for (int i = 0; i < n_; ++i) {
       const SimTask &task = tasks[i];
-      if (task.kind != TaskKind::Collective)
+      if (task.kind != TaskKind::Collective) {
+        if (task.device == Device::CPU)
+          streamOf_[i] = kHostStream;
         continue;
-      streamOf_[i] = 1 + task.stream;
-      streams = std::max(streams, 2 + task.stream);
+      }
+      streamOf_[i] = kFirstCommStream + task.stream;
+      streams = std::max(streams, kFirstCommStream + 1 + task.stream);
       CollectiveCost cost = model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
       latencyUs_[i] = cost.latencyUs;
       bandwidthUs_[i] = cost.bandwidthUs;
@@ -124,7 +129,7 @@ public:
       closeIteration(0);
     while (true) {
       startReadyTasks();
-      if (computeTask_ < 0 && latencyHeap_.empty() && sharingHeap_.empty())
+      if (computeTask_ < 0 && hostTask_ < 0 && latencyHeap_.empty() && sharingHeap_.empty())
         break;
       advanceToNextEvent();
     }
@@ -132,6 +137,12 @@ public:
   }
 
 private:
+  // Streams: compute, the CPU compression worker, then communication stream s
+  // at kFirstCommStream + s.
+  static constexpr int kComputeStream = 0;
+  static constexpr int kHostStream = 1;
+  static constexpr int kFirstCommStream = 2;
+
   struct Dependent {
     int task;
     bool crosses;
@@ -211,10 +222,13 @@ private:
     if (!isCollective(instance)) {
       if (tasks_[task].durationUs <= 0) {
         complete(instance);
-        return;
+      } else if (streamOf_[task] == kHostStream) {
+        hostTask_ = instance;
+        hostEndUs_ = now_ + tasks_[task].durationUs;
+      } else {
+        computeTask_ = instance;
+        computeLeftUs_ = tasks_[task].durationUs;
       }
-      computeTask_ = instance;
-      computeLeftUs_ = tasks_[task].durationUs;
       return;
     }
     ++activeCollectives_;
@@ -244,12 +258,13 @@ private:
 
   void advanceToNextEvent() {
     double computeEnd = computeTask_ >= 0 ? now_ + computeLeftUs_ / computeRate() : kInfinity;
+    double hostEnd = hostTask_ >= 0 ? hostEndUs_ : kInfinity;
     double latencyEnd = latencyHeap_.empty() ? kInfinity : latencyHeap_.top().first;
     double sharers = static_cast<double>(sharingHeap_.size());
     double sharingEnd = sharingHeap_.empty()
                             ? kInfinity
                             : now_ + std::max(0.0, sharingHeap_.top().first - virtualUs_) * sharers;
-    double next = std::min({computeEnd, latencyEnd, sharingEnd});
+    double next = std::min({computeEnd, hostEnd, latencyEnd, sharingEnd});
     double elapsed = std::max(0.0, next - now_);
 
     // Advance every rate-dependent quantity to `next`, snapping the event that
@@ -263,6 +278,11 @@ private:
     if (computeTask_ >= 0 && computeLeftUs_ <= 0) {
       int finished = computeTask_;
       computeTask_ = -1;
+      complete(finished);
+    }
+    if (hostTask_ >= 0 && hostEndUs_ <= now_) {
+      int finished = hostTask_;
+      hostTask_ = -1;
       complete(finished);
     }
     // Collectives move to sharing only after the sharing heap is drained, so
@@ -297,7 +317,9 @@ private:
       int instance = reported_ * n_ + i;
       result.startUs[i] = startUs_[instance] - origin;
       result.endUs[i] = endUs_[instance] - origin;
-      if (tasks_[i].kind != TaskKind::Collective) {
+      if (streamOf_[i] == kHostStream) {
+        result.hostCompressionUs += tasks_[i].durationUs;
+      } else if (streamOf_[i] == kComputeStream) {
         result.computeUs += result.endUs[i] - result.startUs[i];
         result.computeAloneUs += tasks_[i].durationUs;
       }
@@ -330,6 +352,8 @@ private:
   double now_ = 0;
   int computeTask_ = -1;
   double computeLeftUs_ = 0;
+  int hostTask_ = -1;
+  double hostEndUs_ = 0;
   int activeCollectives_ = 0;
   TimedHeap latencyHeap_;
   TimedHeap sharingHeap_;

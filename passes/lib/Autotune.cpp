@@ -7,6 +7,14 @@
 //    a bucket starts when its last gradient is ready (plus its encode) and the
 //    previous bucket is done. f(j) = min_i max(ready_j + encode, f(i)) + wire + decode
 //    is exact for that model because max(., f(i)) + c is monotone in f(i).
+//    A CPU encode also waits for the host's compression worker, carried along
+//    the chosen path. When compression is allowed, a second, compute-aware
+//    run also charges GPU kernels to the compute stream: a GPU encode delays
+//    every later gradient and GPU encode + decode lengthen the compute
+//    stream, and a bucket is scored by max(its end, backward end + GPU
+//    compression work). That run is what finds CPU offload worthwhile
+//    (compute-bound iterations); the plain one is better where the
+//    communication path dominates, so both seed the local search.
 //    A window bounds how far back a bucket reaches, which keeps it linear.
 // 3. Local search with the full simulator: merge/split neighbours, move a
 //    boundary, flip compression, decomposition and chunks, and the stream count.
@@ -35,8 +43,19 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 struct Priced {
   CompressionSpec spec;
   bool decomposed = false;
-  double encodeUs = 0;  // on the compute stream before the collective
+  double encodeUs = 0;  // before the collective: on the compute stream or the CPU worker
+  double decodeUs = 0;  // after it, part of tailUs
   double tailUs = 0;    // collective (+ decode) on the communication path
+};
+
+/// The DP's state after a bucket ending at gradient j, along its best path.
+struct Frontier {
+  double finishUs = -kInfinity;  // the communication path is free
+  double scoreUs = -kInfinity;   // what the DP minimises: finishUs, or compute-aware
+                                 // max(finishUs, backward end + gpuWorkUs)
+  double gpuDelayUs = 0;         // GPU encodes so far: later gradients are ready this much later
+  double gpuWorkUs = 0;          // GPU encodes and decodes so far
+  double hostFreeUs = -kInfinity;  // the CPU compression worker is free
 };
 
 class Searcher {
@@ -50,22 +69,19 @@ public:
       prefixBytes_[g + 1] = prefixBytes_[g] + static_cast<double>(problem.gradients[g].bytes);
       prefixElements_[g + 1] = prefixElements_[g] + problem.gradients[g].elements;
     }
-    ready_ = readyTimesAlone();
+    ready_ = readyTimesAlone(backwardEndUs_);
     specs_.push_back(CompressionSpec{});
     for (const CompressionSpec &allowed : options.compressors)
-      for (cost::Device device : {cost::Device::GPU, cost::Device::CPU}) {
-        CompressionSpec spec = allowed;
-        spec.device = device;
-        specs_.push_back(spec);
-      }
+      for (const CompressionSpec &placed : placements(allowed))
+        specs_.push_back(placed);
   }
 
   AutotuneResult run();
 
 private:
-  std::vector<double> readyTimesAlone() const;
+  std::vector<double> readyTimesAlone(double &backwardEndUs) const;
   void price(int begin, int end, bool decompose, std::vector<Priced> &out) const;
-  PlanChoice dynamicProgram(bool decompose) const;
+  PlanChoice dynamicProgram(bool decompose, bool computeAware) const;
   bool consider(PlanChoice candidate);
   void localSearch();
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
@@ -76,7 +92,8 @@ private:
   std::vector<double> prefixBytes_;
   std::vector<int64_t> prefixElements_;
   std::vector<double> ready_;
-  std::vector<CompressionSpec> specs_;  // [0] = none; then each allowed method on GPU and CPU
+  double backwardEndUs_ = 0;  // forward + backward, compute alone
+  std::vector<CompressionSpec> specs_;  // [0] = none; then each allowed method's placements
 
   PlanChoice best_;
   Evaluation bestEval_;
@@ -85,7 +102,7 @@ private:
   int64_t evaluations_ = 0;
 };
 
-std::vector<double> Searcher::readyTimesAlone() const {
+std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
   double clock = 0;
   for (const ComputeSegment &segment : problem_.forward)
     clock += segment.durationUs;
@@ -93,6 +110,7 @@ std::vector<double> Searcher::readyTimesAlone() const {
   std::vector<double> segmentEnd(problem_.backward.size());
   for (size_t k = 0; k < problem_.backward.size(); ++k)
     segmentEnd[k] = clock += problem_.backward[k].durationUs;
+  backwardEndUs = clock;
   std::vector<double> ready;
   double latest = forwardUs;
   for (const GradientTensor &gradient : problem_.gradients) {
@@ -125,6 +143,7 @@ void Searcher::price(int begin, int end, bool decompose, std::vector<Priced> &ou
       double wire = gathered ? cost.wireBytes * static_cast<double>(problem_.group.ranks)
                              : cost.wireBytes;
       priced.encodeUs = cost.encodeUs;
+      priced.decodeUs = cost.decodeUs;
       priced.tailUs = cost.decodeUs +
                       model_
                           .collective(gathered ? CollectiveKind::AllGather
@@ -145,33 +164,49 @@ void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
     bucket.chunks = 1;
 }
 
-PlanChoice Searcher::dynamicProgram(bool decompose) const {
+PlanChoice Searcher::dynamicProgram(bool decompose, bool computeAware) const {
   const int count = static_cast<int>(problem_.gradients.size());
-  std::vector<double> finish(count + 1, -kInfinity);
+  std::vector<Frontier> state(count + 1);
   std::vector<int> from(count + 1, 0);
   std::vector<Priced> chosen(count + 1);
   std::vector<Priced> options;
   for (int j = 1; j <= count; ++j) {
-    const double ready = ready_[j - 1];
-    double best = kInfinity;
+    const double readyAlone = ready_[j - 1];
+    Frontier &best = state[j];
+    best.scoreUs = best.finishUs = kInfinity;
     for (int i = j - 1; i >= std::max(0, j - kWindow); --i) {
       price(i, j, decompose, options);
+      const Frontier &previous = state[i];
+      const double ready = readyAlone + previous.gpuDelayUs;
       double cheapestTail = kInfinity;
       for (const Priced &option : options) {
-        double end = std::max(ready + option.encodeUs, finish[i]) + option.tailUs;
+        const bool onCpu = option.spec.method != CompressionMethod::None &&
+                           option.spec.device == cost::Device::CPU;
+        Frontier next = previous;
+        double encoded = onCpu ? std::max(ready, previous.hostFreeUs) + option.encodeUs
+                               : ready + option.encodeUs;
+        if (onCpu) {
+          next.hostFreeUs = encoded;
+        } else if (computeAware) {
+          next.gpuDelayUs += option.encodeUs;
+          next.gpuWorkUs += option.encodeUs + option.decodeUs;
+        }
+        next.finishUs = std::max(encoded, previous.finishUs) + option.tailUs;
+        next.scoreUs = computeAware ? std::max(next.finishUs, backwardEndUs_ + next.gpuWorkUs)
+                                    : next.finishUs;
         cheapestTail = std::min(cheapestTail, option.tailUs);
-        if (end < best) {
-          best = end;
+        if (next.scoreUs < best.scoreUs ||
+            (next.scoreUs == best.scoreUs && next.finishUs < best.finishUs)) {
+          best = next;
           from[j] = i;
           chosen[j] = option;
         }
       }
       // Reaching further back only adds bytes: once the stream is idle when
       // this bucket is ready, or the tail alone cannot win, stop.
-      if (finish[i] <= ready || ready + cheapestTail >= best)
+      if (previous.finishUs <= ready || readyAlone + cheapestTail >= best.scoreUs)
         break;
     }
-    finish[j] = best;
   }
   PlanChoice choice;
   choice.strategy = "auto";
@@ -339,11 +374,16 @@ AutotuneResult Searcher::run() {
       }
     }
 
-  // Dynamic programming, with and without decomposition, with chosen chunks and without.
-  for (bool decompose : {false, true}) {
+  // Dynamic programming, with and without decomposition, plain and compute-aware,
+  // with chosen chunks and without.
+  for (auto [decompose, computeAware] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
+        std::pair{true, true}}) {
     if (decompose && !options_.allowDecomposition)
       continue;
-    PlanChoice planned = dynamicProgram(decompose);
+    if (computeAware && options_.compressors.empty())
+      continue;  // without compression there is no GPU kernel to charge
+    PlanChoice planned = dynamicProgram(decompose, computeAware);
     for (int streams : {1, 2}) {
       if (streams == 2 && !decompose)
         continue;

@@ -190,11 +190,8 @@ struct PlaceCompressionPass : impl::PlaceCompressionBase<PlaceCompressionPass> {
                        [&](const BucketChoice &bucket) {
                          std::vector<BucketChoice> variants;
                          for (const cost::CompressionSpec &spec : *allowed)
-                           for (cost::Device device : {cost::Device::GPU, cost::Device::CPU}) {
-                             cost::CompressionSpec placed = spec;
-                             placed.device = device;
+                           for (const cost::CompressionSpec &placed : placements(spec))
                              variants.push_back(apply(bucket, placed));
-                           }
                          return variants;
                        });
     if (failed(materializePlan(planned->training, choice, planned->training.problem.group)))

@@ -174,6 +174,7 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
                                    : tailPriority - 1;
       before = addCompute("compress" + suffix, TaskKind::Compression, compression.encodeUs,
                           encodePriority, readyDeps);
+      tasks[before].device = bucket.compression.device;
     }
 
     SimTask collective;
@@ -209,9 +210,11 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       done = static_cast<int>(tasks.size()) - 1;
       nextIteration = true;
     }
-    if (compressed)
+    if (compressed) {
       done = addCompute("decompress" + suffix, TaskKind::Compression, compression.decodeUs,
                         tailPriority + 2 * static_cast<int64_t>(b), {done});
+      tasks[done].device = bucket.compression.device;
+    }
     // The optimizer step runs once backward is over, as frameworks call it.
     std::vector<int> optimizerDeps = {done};
     if (backwardEnd >= 0 && backwardEnd != done)
@@ -279,7 +282,18 @@ std::string compressorName(const CompressionSpec &spec) {
     parameter << ":" << spec.ratio;
   else if (spec.method == CompressionMethod::PowerSGD)
     parameter << ":" << spec.rank;
+  if (spec.deviceFixed)
+    parameter << "@" << (spec.device == cost::Device::CPU ? "cpu" : "gpu");
   return name + parameter.str();
+}
+
+std::vector<CompressionSpec> placements(const CompressionSpec &allowed) {
+  if (allowed.deviceFixed)
+    return {allowed};
+  std::vector<CompressionSpec> specs(2, allowed);
+  specs[0].device = cost::Device::GPU;
+  specs[1].device = cost::Device::CPU;
+  return specs;
 }
 
 //===----------------------------------------------------------------------===//

@@ -10,8 +10,10 @@ using namespace zen;
 
 namespace {
 /// Two gradients: backward of layer 1 produces g1, then backward of layer 0 produces g0;
-/// each is all-reduced in its own bucket; the optimizer waits for both.
-zenrt::Plan twoBucketPlan(const cost::CostModel &model) {
+/// each is all-reduced in its own bucket; the optimizer waits for both. With
+/// `compressed`, bucket 0 is int8-compressed with error feedback on `device`.
+zenrt::Plan twoBucketPlan(const cost::CostModel &model, bool compressed = false,
+                          zenrt::Device device = zenrt::Device::GPU) {
   zenrt::Plan plan;
   plan.generator = {"zenopt", "test"};
   plan.model = {"tiny", "0"};
@@ -32,6 +34,11 @@ zenrt::Plan twoBucketPlan(const cost::CostModel &model) {
     bucket.collectives = {collective};
     plan.buckets.push_back(bucket);
   }
+  if (compressed) {
+    zenrt::Bucket &bucket = plan.buckets[0];
+    bucket.compression = {zenrt::CompressionMethod::Int8, 1.0, 0, true, device};
+    bucket.collectives[0].bytes = bucket.elements;
+  }
   auto task = [&](zenrt::TaskKind kind, const char *name, int64_t bucket, double work,
                   std::vector<int64_t> deps, zenrt::Phase phase) {
     zenrt::Task t;
@@ -45,14 +52,25 @@ zenrt::Plan twoBucketPlan(const cost::CostModel &model) {
     t.phase = phase;
     plan.schedule.push_back(t);
   };
+  auto last = [&] { return static_cast<int64_t>(plan.schedule.size()) - 1; };
   task(zenrt::TaskKind::Compute, "forward", -1, 1000, {}, zenrt::Phase::Forward);
   task(zenrt::TaskKind::Compute, "backward.1", -1, 1000, {0}, zenrt::Phase::Backward);
   plan.schedule.back().produces = {"g1"};
-  task(zenrt::TaskKind::Collective, "all_reduce.b0", 0, 0, {1}, zenrt::Phase::Backward);
-  task(zenrt::TaskKind::Compute, "backward.0", -1, 3000, {1}, zenrt::Phase::Backward);
+  const int64_t backward1 = last();
+  if (compressed)
+    task(zenrt::TaskKind::Compress, "compress.b0", 0, 500, {backward1}, zenrt::Phase::Backward);
+  task(zenrt::TaskKind::Collective, "all_reduce.b0", 0, 0, {last()}, zenrt::Phase::Backward);
+  int64_t done0 = last();
+  if (compressed) {
+    task(zenrt::TaskKind::Decompress, "decompress.b0", 0, 200, {done0}, zenrt::Phase::Backward);
+    done0 = last();
+  }
+  task(zenrt::TaskKind::Compute, "backward.0", -1, 3000, {backward1}, zenrt::Phase::Backward);
   plan.schedule.back().produces = {"g0"};
-  task(zenrt::TaskKind::Collective, "all_reduce.b1", 1, 0, {3}, zenrt::Phase::Backward);
-  task(zenrt::TaskKind::Compute, "optimizer", -1, 100, {2, 3, 4}, zenrt::Phase::Optimizer);
+  const int64_t backward0 = last();
+  task(zenrt::TaskKind::Collective, "all_reduce.b1", 1, 0, {backward0}, zenrt::Phase::Backward);
+  task(zenrt::TaskKind::Compute, "optimizer", -1, 100, {done0, backward0, last()},
+       zenrt::Phase::Optimizer);
   plan.baselines = {{"nooverlap", 1e9}};
   return plan;
 }
@@ -91,6 +109,46 @@ TEST(PlanSimulation, AnotherClusterRecostsComputeFromFlops) {
   codegen::simulatePlan(plan, h100);
   EXPECT_EQ(plan.cluster.name, "h100x256");
   EXPECT_NE(plan.schedule[0].workUs, 1000.0);
+}
+
+TEST(PlanSimulation, CpuCompressionRunsBesideTheComputeStream) {
+  cost::CostModel model(cost::loadCluster("a100x8"));
+  auto find = [](const zenrt::Plan &plan, const std::string &name) -> const zenrt::Task & {
+    for (const zenrt::Task &task : plan.schedule)
+      if (task.name == name)
+        return task;
+    ADD_FAILURE() << "no task " << name;
+    return plan.schedule.front();
+  };
+  // Offloaded, the encode runs on the CPU worker while backward.0 computes.
+  zenrt::Plan offloaded = twoBucketPlan(model, true, zenrt::Device::CPU);
+  for (const cost::SimTask &task : codegen::planToSimTasks(offloaded, model))
+    EXPECT_EQ(task.device, task.kind == cost::TaskKind::Compression ? cost::Device::CPU
+                                                                    : cost::Device::GPU)
+        << task.name;
+  cost::SimResult cpu = codegen::simulatePlan(offloaded, model);
+  ASSERT_EQ(cpu.error, "");
+  EXPECT_DOUBLE_EQ(find(offloaded, "compress.b0").startUs, find(offloaded, "backward.0").startUs);
+  EXPECT_DOUBLE_EQ(cpu.hostCompressionUs, 700);
+  EXPECT_DOUBLE_EQ(cpu.computeAloneUs, 5100);
+  // On the GPU, the same encode takes the compute stream first.
+  zenrt::Plan onGpu = twoBucketPlan(model, true, zenrt::Device::GPU);
+  cost::SimResult gpu = codegen::simulatePlan(onGpu, model);
+  EXPECT_DOUBLE_EQ(find(onGpu, "backward.0").startUs, find(onGpu, "compress.b0").startUs + 500);
+  EXPECT_GT(gpu.iterationUs, cpu.iterationUs);
+
+  // Re-costed on another cluster as the planner prices it: on the CPU, with error feedback.
+  cost::CostModel h100(cost::loadCluster("h100x256"));
+  std::vector<cost::SimTask> tasks = codegen::planToSimTasks(twoBucketPlan(model, true, zenrt::Device::CPU), h100);
+  cost::CompressionSpec spec;
+  spec.method = cost::CompressionMethod::Int8;
+  spec.device = cost::Device::CPU;
+  spec.errorFeedback = true;
+  cost::CompressionCost expected = h100.compression(spec, 1 << 20);
+  for (const cost::SimTask &task : tasks)
+    if (task.kind == cost::TaskKind::Compression)
+      EXPECT_DOUBLE_EQ(task.durationUs, task.name == "compress.b0" ? expected.encodeUs
+                                                                  : expected.decodeUs);
 }
 
 TEST(PlanSimulation, TooSmallClusterIsRejected) {

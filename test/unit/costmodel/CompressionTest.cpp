@@ -92,10 +92,16 @@ TEST(Compression, ParseSpec) {
   EXPECT_EQ(parsed->method, CompressionMethod::TopK);
   EXPECT_DOUBLE_EQ(parsed->ratio, 0.01);
   EXPECT_EQ(parsed->device, Device::GPU);
+  EXPECT_FALSE(parsed->deviceFixed);  // a planner may offload it
   parsed = parseCompressionSpec("powersgd:4@cpu");
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->rank, 4);
   EXPECT_EQ(parsed->device, Device::CPU);
+  EXPECT_TRUE(parsed->deviceFixed);
+  parsed = parseCompressionSpec("int8@gpu");
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->device, Device::GPU);
+  EXPECT_TRUE(parsed->deviceFixed);
   EXPECT_TRUE(parseCompressionSpec("fp16"));
   EXPECT_TRUE(parseCompressionSpec("none"));
   for (const char *bad : {"topk", "topk:0", "topk:1.5", "topk:x", "powersgd:0", "powersgd:2.5",

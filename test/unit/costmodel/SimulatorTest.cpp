@@ -134,6 +134,50 @@ TEST(Simulator, DecoupledAllGatherOverlapsTheNextForward) {
   EXPECT_NEAR(result.exposedCommUs, 150, 1e-9);
 }
 
+TEST(Simulator, CpuCompressionRunsOnItsOwnWorkerUnslowed) {
+  // b (100 us) then, in parallel: the allreduce (10 + 90 us), b2 (60 us on the
+  // compute stream, slowed 1.5x by the allreduce) and two CPU encodes of 40 us
+  // each, which share the one CPU worker but neither wait for compute nor slow down.
+  auto compress = [](const std::string &name, double us, std::vector<int> deps, Device device) {
+    SimTask task = compute(name, us, std::move(deps));
+    task.kind = TaskKind::Compression;
+    task.device = device;
+    return task;
+  };
+  std::vector<SimTask> tasks = {compute("b", 100),
+                                allReduce("ar", 90, 0, {0}),
+                                compute("b2", 60, {0}),
+                                compress("enc1", 40, {0}, Device::CPU),
+                                compress("enc2", 40, {0}, Device::CPU)};
+  SimResult result = simulate(exactModel(1.5), tasks);
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.endUs[2], 100 + 60 * 1.5);
+  EXPECT_DOUBLE_EQ(result.startUs[3], 100);
+  EXPECT_DOUBLE_EQ(result.endUs[3], 140);
+  EXPECT_DOUBLE_EQ(result.startUs[4], 140);
+  EXPECT_DOUBLE_EQ(result.endUs[4], 180);
+  EXPECT_DOUBLE_EQ(result.iterationUs, 200);
+  // The CPU worker's time is not compute-stream time.
+  EXPECT_DOUBLE_EQ(result.computeAloneUs, 160);
+  EXPECT_DOUBLE_EQ(result.computeUs, 190);
+  EXPECT_DOUBLE_EQ(result.hostCompressionUs, 80);
+
+  // The same encodes on the GPU queue behind b2 on the compute stream, slowed
+  // while the allreduce runs (until 200), then at full speed.
+  tasks[3].device = tasks[4].device = Device::GPU;
+  result = simulate(exactModel(1.5), tasks);
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.startUs[3], 190);
+  EXPECT_DOUBLE_EQ(result.endUs[3], 200 + (40 - 10 / 1.5));
+  EXPECT_DOUBLE_EQ(result.endUs[4], result.endUs[3] + 40);
+  EXPECT_DOUBLE_EQ(result.hostCompressionUs, 0);
+
+  // Only compression can be offloaded.
+  tasks[2].device = Device::CPU;
+  EXPECT_NE(simulate(exactModel(1), tasks).error.find("only compression tasks can run on the CPU"),
+            std::string::npos);
+}
+
 TEST(Simulator, RejectsBadGraphsWithoutThrowing) {
   EXPECT_NE(simulate(exactModel(1), {compute("a", 1, {3})}).error.find("dependency 3"), std::string::npos);
   EXPECT_NE(simulate(exactModel(1), {compute("a", 1, {0})}).error.find("not another task"), std::string::npos);

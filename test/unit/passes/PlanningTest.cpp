@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 using namespace zen;
 using namespace zen::plan;
@@ -52,6 +53,22 @@ TEST(Planning, ParsesCompressorLists) {
   EXPECT_DOUBLE_EQ((*specs)[1].ratio, 0.01);
   EXPECT_EQ((*specs)[2].rank, 4);
   EXPECT_EQ(compressorName((*specs)[1]), "topk:0.01");
+  // Without a device suffix a planner may place a compressor on either device.
+  std::vector<cost::CompressionSpec> anywhere = placements((*specs)[0]);
+  ASSERT_EQ(anywhere.size(), 2u);
+  EXPECT_EQ(anywhere[0].device, cost::Device::GPU);
+  EXPECT_EQ(anywhere[1].device, cost::Device::CPU);
+  EXPECT_EQ(anywhere[1].method, cost::CompressionMethod::FP16);
+  auto pinned = parseCompressors("int8@cpu,powersgd:2@gpu", error);
+  ASSERT_TRUE(pinned) << error;
+  for (const cost::CompressionSpec &allowed : *pinned) {
+    std::vector<cost::CompressionSpec> only = placements(allowed);
+    ASSERT_EQ(only.size(), 1u);
+    EXPECT_EQ(only[0].device, allowed.device);
+  }
+  EXPECT_EQ((*pinned)[0].device, cost::Device::CPU);
+  EXPECT_EQ(compressorName((*pinned)[0]), "int8@cpu");
+  EXPECT_EQ(compressorName((*pinned)[1]), "powersgd:2@gpu");
   EXPECT_TRUE(parseCompressors("", error)->empty());
   EXPECT_TRUE(parseCompressors("none", error)->empty());
   for (const char *bad : {"zip", "topk", "topk:0", "topk:1.5", "powersgd:0", "fp16:3"}) {
@@ -238,6 +255,60 @@ TEST(Autotune, Deterministic) {
     EXPECT_EQ(first.best.buckets[b].chunks, second.best.buckets[b].chunks);
   }
   EXPECT_EQ(first.bestEval.iterationUs, second.bestEval.iterationUs);
+}
+
+/// A GPU-compute-bound model on a slow network: a 100 MB gradient is ready
+/// early in backward, 120 ms of backward remain. Uncompressed, its allreduce
+/// (~170 ms on 10 GbE) is exposed; int8 shrinks it under the remaining
+/// backward, and offloading int8 to the CPU also keeps encode and decode off
+/// the compute stream, so the iteration is the compute alone.
+Problem offloadFriendlyProblem(const cost::CostModel &model) {
+  Problem problem;
+  problem.group = model.worldGroup();
+  problem.forward = {{"fwd", 40e3}};
+  problem.backward = {{"head", 5e3}, {"body", 120e3}};
+  for (auto [name, elements, segment] : {std::tuple{"big", int64_t(25) << 20, 0},
+                                         std::tuple{"small", int64_t(1) << 20, 1}}) {
+    GradientTensor gradient;
+    gradient.name = name;
+    gradient.elements = elements;
+    gradient.bytes = 4 * elements;
+    gradient.readyAfterSegment = segment;
+    gradient.forwardSegment = 0;
+    gradient.optimizerUs = model.computeUs(double(optimizerFlops(elements)),
+                                           double(optimizerBytes(elements, 4)));
+    problem.gradients.push_back(gradient);
+  }
+  return problem;
+}
+
+TEST(Autotune, OffloadsCompressionToTheCpuWhenComputeBound) {
+  cost::CostModel model = modelOf("v100x16-10gbe");
+  Problem problem = offloadFriendlyProblem(model);
+  std::string error;
+  AutotuneOptions anywhere, gpuOnly;
+  anywhere.compressors = *parseCompressors("int8", error);
+  gpuOnly.compressors = *parseCompressors("int8@gpu", error);
+  AutotuneResult offloaded = autotune(problem, model, anywhere);
+  AutotuneResult onGpu = autotune(problem, model, gpuOnly);
+
+  // On the GPU, int8's kernels lengthen the compute-bound iteration.
+  ASSERT_FALSE(onGpu.best.buckets.empty());
+  for (const BucketChoice &bucket : onGpu.best.buckets)
+    EXPECT_EQ(bucket.compression.device, cost::Device::GPU);
+  // Offloaded, the big gradient is compressed on the CPU, and the plan is faster.
+  const BucketChoice &big = offloaded.best.buckets.front();
+  EXPECT_EQ(big.begin, 0);
+  EXPECT_EQ(big.compression.method, cost::CompressionMethod::Int8);
+  EXPECT_EQ(big.compression.device, cost::Device::CPU);
+  EXPECT_LT(offloaded.bestEval.iterationUs, onGpu.bestEval.iterationUs * 0.999)
+      << "cpu " << offloaded.bestEval.iterationUs << " gpu " << onGpu.bestEval.iterationUs;
+  // Its encode and decode ran on the CPU worker, not on the compute stream.
+  EXPECT_GT(offloaded.bestEval.sim.hostCompressionUs, 0);
+  std::vector<cost::SimTask> tasks = buildSimTasks(problem, offloaded.best, model);
+  for (const cost::SimTask &task : tasks)
+    if (task.name == "compress.b0" || task.name == "decompress.b0")
+      EXPECT_EQ(task.device, cost::Device::CPU) << task.name;
 }
 
 TEST(Autotune, EmptyProblem) {

@@ -49,13 +49,16 @@ struct CompressionSpec {
   double ratio = 0;   // topk / randomk kept fraction, clamped to (0, 1]
   int64_t rank = 0;   // powersgd rank, at least 1
   Device device = Device::GPU;
+  /// The spelling named the device ("@gpu"/"@cpu"): planners keep it. Without
+  /// one they may place the compressor on either device.
+  bool deviceFixed = false;
   /// Error feedback adds the residual to the input and updates it after encoding.
   bool errorFeedback = false;
 };
 
 /// Parses a compressor spelling: "none", "fp16", "bf16", "int8", "sign",
 /// "topk:RATIO", "randomk:RATIO" (0 < RATIO <= 1), "powersgd:RANK" (RANK >= 1),
-/// optionally followed by "@gpu" or "@cpu". Returns nullopt and sets `error`
+/// optionally followed by "@gpu" or "@cpu" (which sets deviceFixed). Returns nullopt and sets `error`
 /// (when given) for anything else; never throws.
 std::optional<CompressionSpec> parseCompressionSpec(const std::string &text,
                                                     std::string *error = nullptr);

@@ -1,8 +1,9 @@
 //===- Simulator.h - discrete-event timeline simulator ----------*- C++ -*-===//
 //
-// Simulates one steady-state iteration: one compute stream, one or more
-// communication streams, explicit dependencies, concurrent collectives sharing
-// link bandwidth, and compute slowed while communication overlaps it.
+// Simulates one steady-state iteration: one compute stream, a host (CPU)
+// compression worker, one or more communication streams, explicit
+// dependencies, concurrent collectives sharing link bandwidth, and compute
+// slowed while communication overlaps it.
 // Every pass and `zenopt simulate` score schedules with it.
 //
 //===----------------------------------------------------------------------===//
@@ -21,9 +22,15 @@ enum class TaskKind { Compute, Collective, Compression };
 struct SimTask {
   std::string name;
   TaskKind kind = TaskKind::Compute;
-  /// Compute and compression tasks run on the compute stream (stream 0 of
-  /// compute); collectives on communication stream `stream` (0-based).
+  /// Compute tasks and GPU compression tasks run on the compute stream;
+  /// collectives on communication stream `stream` (0-based).
   int stream = 0;
+  /// Compression tasks only: Device::CPU offloads them (ByteComp/Espresso) to
+  /// the host's compression worker, a resource of its own that runs one task at
+  /// a time, never blocks the compute stream and is not slowed by overlapping
+  /// collectives; durationUs then includes the PCIe copies
+  /// (CostModel::compression with Device::CPU prices exactly that).
+  Device device = Device::GPU;
   /// Duration for Compute/Compression tasks when run alone.
   double durationUs = 0;
   /// Collective tasks: what is sent; the simulator prices it with the cost model.
@@ -57,6 +64,7 @@ struct SimResult {
   double computeUs = 0;                 // compute stream busy time (with overlap slowdown)
   double exposedCommUs = 0;             // iterationUs - computeUs
   double computeAloneUs = 0;            // compute stream work without slowdown
+  double hostCompressionUs = 0;         // busy time of the CPU compression worker
   /// Empty on success. Otherwise why the graph cannot be simulated (a bad
   /// dependency index, a cycle, a negative or non-finite duration) and the
   /// other fields are zero. simulate() never throws.
@@ -65,11 +73,13 @@ struct SimResult {
 
 /// Simulates `tasks` (indices are task ids; deps must point to other tasks).
 /// Deterministic: the same tasks give the same result.
-/// Rules: each stream runs one task at a time, choosing among its ready tasks
-/// the lowest (iteration, priority, index); a collective's latency part runs
-/// at full speed while the bandwidth parts of all collectives in flight share
-/// the network equally (processor sharing); compute and compression tasks run
-/// `overlapSlowdown` times slower while any collective is in flight.
+/// Rules: each stream (compute, CPU compression worker, every communication
+/// stream) runs one task at a time, choosing among its ready tasks the lowest
+/// (iteration, priority, index); a collective's latency part runs at full
+/// speed while the bandwidth parts of all collectives in flight share the
+/// network equally (processor sharing); tasks on the compute stream run
+/// `overlapSlowdown` times slower while any collective is in flight, tasks on
+/// the CPU worker always take their durationUs.
 /// O(n log n) in the number of tasks and dependencies.
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks);
 

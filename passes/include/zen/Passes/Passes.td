@@ -49,7 +49,8 @@ def PlaceCompression : Pass<"zen-place-compression", "mlir::ModuleOp"> {
   let summary = "Choose per-bucket compression, device, error feedback and collective";
   let description = [{
     For each bucket picks a method from the allowed `compressor` set (or none),
-    the device (gpu, or cpu offload), error feedback (for every method but
+    the device (gpu, or cpu offload, whose kernels run beside the compute
+    stream; a method spelled with `@gpu`/`@cpu` stays there), error feedback (for every method but
     fp16/bf16), and the collective that follows: all_reduce for dense casts
     and PowerSGD factors, all_gather of the payload for topk, randomk and sign.
     `mode=all` applies the first allowed method to every bucket; `mode=auto`
@@ -59,7 +60,7 @@ def PlaceCompression : Pass<"zen-place-compression", "mlir::ModuleOp"> {
   let options = [
     clusterOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
-           "Allowed methods, comma-separated: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:RANK">,
+           "Allowed methods, comma-separated: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:RANK, each optionally @gpu or @cpu">,
     Option<"mode", "mode", "std::string", "\"auto\"", "auto or all">
   ];
   let dependentDialects = ["::zen::ZenDialect"];

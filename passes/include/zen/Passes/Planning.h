@@ -103,7 +103,9 @@ bool wantsErrorFeedback(cost::CompressionMethod method);
 std::string validateChoice(const Problem &problem, const PlanChoice &choice);
 
 /// Simulator tasks for `choice`: forward and backward segments, per bucket
-/// compression, collective(s), decompression and the optimizer step.
+/// compression, collective(s), decompression and the optimizer step. A
+/// bucket's compress/decompress tasks run on its compression device (CPU
+/// offload: the simulator's host compression worker).
 /// Task names: "fwd.<node>", "bwd.<node>", "compress.b<N>", "all_reduce.b<N>",
 /// "reduce_scatter.b<N>", "all_gather.b<N>", "decompress.b<N>", "optimizer.b<N>".
 std::vector<cost::SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
@@ -125,8 +127,12 @@ double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
 /// "" or "none" = none allowed. On error returns nullopt and sets `error`.
 std::optional<std::vector<cost::CompressionSpec>> parseCompressors(const std::string &text,
                                                                     std::string &error);
-/// "topk:0.01" style spelling of a spec (the inverse of parseCompressors).
+/// "topk:0.01" style spelling of a spec (the inverse of parseCompressors): with
+/// "@gpu"/"@cpu" when the spec fixes its device.
 std::string compressorName(const cost::CompressionSpec &spec);
+/// Where a planner may run an allowed compressor: its own device when the
+/// spelling fixed one, otherwise on the GPU and offloaded to the CPU.
+std::vector<cost::CompressionSpec> placements(const cost::CompressionSpec &allowed);
 
 /// The baseline strategies, in report order.
 const std::vector<std::string> &baselineNames();  // nooverlap wfbp ddp horovod mgwfbp
