@@ -110,10 +110,16 @@ double gradientBytes(const zenrt::Plan &plan) {
     bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
   return bytes;
 }
+
+/// Every gradient byte all-reduced once, uncompressed, over the plan's data-parallel group.
+double commBoundUs(const zenrt::Plan &plan, const cost::CostModel &model) {
+  return model.bandwidthOptimalAllReduceUs(gradientBytes(plan),
+                                           model.groupOf(plan.cluster.worldSize));
+}
 } // namespace
 
 double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, double computeUs) {
-  return std::max(computeUs, model.bandwidthOptimalAllReduceUs(gradientBytes(plan)));
+  return std::max(computeUs, commBoundUs(plan, model));
 }
 
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
@@ -136,7 +142,7 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   plan.predictions.iterationUs = result.iterationUs;
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
-  plan.predictions.commBoundUs = model.bandwidthOptimalAllReduceUs(gradientBytes(plan));
+  plan.predictions.commBoundUs = commBoundUs(plan, model);
   // The bound takes compute alone: overlap slowdown is a cost of the plan, not of the model.
   plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, result.computeAloneUs);
   return result;

@@ -437,20 +437,23 @@ double CostModel::computeUs(double flops, double bytes, DType dtype) const {
   return std::max(flopUs, memoryUs);
 }
 
-double CostModel::bandwidthOptimalAllReduceUs(double bytes) const {
-  Group world = worldGroup();
-  if (world.ranks <= 1 || bytes <= 0)
+double CostModel::bandwidthOptimalAllReduceUs(double bytes, Group group) const {
+  if (group.ranks <= 1 || bytes <= 0)
     return 0;
   // A profile measured the real bandwidth term: use its large-message slope.
   const ProfiledCollective *largest = nullptr;
   for (const ProfiledCollective &fit : cluster_.profiled)
-    if (fit.kind == CollectiveKind::AllReduce && fit.ranks == world.ranks &&
+    if (fit.kind == CollectiveKind::AllReduce && fit.ranks == group.ranks &&
         (!largest || fit.maxBytes > largest->maxBytes))
       largest = &fit;
   if (largest && largest->betaUsPerByte > 0)
     return largest->betaUsPerByte * bytes;
-  double n = static_cast<double>(world.ranks);
-  return 2.0 * (n - 1) / n * bytes / (topologyOf(cluster_, world).ringGBps() * 1e3);
+  double n = static_cast<double>(group.ranks);
+  return 2.0 * (n - 1) / n * bytes / (topologyOf(cluster_, group).ringGBps() * 1e3);
+}
+
+double CostModel::bandwidthOptimalAllReduceUs(double bytes) const {
+  return bandwidthOptimalAllReduceUs(bytes, worldGroup());
 }
 
 } // namespace zen::cost

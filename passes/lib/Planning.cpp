@@ -247,7 +247,7 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
 
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model) {
   return std::max(problem.totalComputeUs(),
-                  model.bandwidthOptimalAllReduceUs(problem.totalGradientBytes()));
+                  model.bandwidthOptimalAllReduceUs(problem.totalGradientBytes(), problem.group));
 }
 
 //===----------------------------------------------------------------------===//

@@ -102,6 +102,21 @@ TEST(PlanSimulation, PredictionsAreConsistent) {
       EXPECT_GE(task.startUs + 1e-9, plan.schedule[dep].startUs + plan.schedule[dep].durationUs);
 }
 
+TEST(PlanSimulation, BoundIsForThePlansDataParallelGroup) {
+  // 8 of a100x64's 64 GPUs: one node, so NVLink bounds the allreduce, not InfiniBand.
+  cost::CostModel model(cost::loadCluster("a100x64"));
+  zenrt::Plan plan = twoBucketPlan(model);
+  ASSERT_EQ(plan.cluster.worldSize, 8);
+  cost::SimResult result = codegen::simulatePlan(plan, model);
+  const double bytes = 4.0 * ((1 << 20) + (1 << 22));
+  EXPECT_DOUBLE_EQ(plan.predictions.commBoundUs,
+                   model.bandwidthOptimalAllReduceUs(bytes, model.groupOf(8)));
+  EXPECT_LT(plan.predictions.commBoundUs, model.bandwidthOptimalAllReduceUs(bytes));
+  EXPECT_DOUBLE_EQ(codegen::lowerBoundUs(plan, model, 0), plan.predictions.commBoundUs);
+  EXPECT_DOUBLE_EQ(plan.predictions.lowerBoundUs,
+                   std::max(result.computeAloneUs, plan.predictions.commBoundUs));
+}
+
 TEST(PlanSimulation, AnotherClusterRecostsComputeFromFlops) {
   cost::CostModel a100(cost::loadCluster("a100x8"));
   cost::CostModel h100(cost::loadCluster("h100x256"));

@@ -192,6 +192,28 @@ TEST(CostModel, BandwidthOptimalAllReduce) {
   EXPECT_LE(model.bandwidthOptimalAllReduceUs(kGiB),
             model.collective(CollectiveKind::AllReduce, kGiB, model.worldGroup()).timeUs);
   EXPECT_EQ(CostModel(loadCluster("a100x8")).bandwidthOptimalAllReduceUs(0), 0);
+  EXPECT_DOUBLE_EQ(model.bandwidthOptimalAllReduceUs(kGiB, model.worldGroup()),
+                   model.bandwidthOptimalAllReduceUs(kGiB));
+}
+
+TEST(CostModel, BandwidthOptimalAllReduceOverASmallerGroup) {
+  CostModel model(loadCluster("a100x64"));
+  // 8 ranks fill one node: NVLink, 300 GB/s x 0.7833 = 235 GB/s (DESIGN.md: 8.00 ms
+  // for 1 GiB), not the 184 GB/s of the nodes' NICs.
+  double oneNode = model.bandwidthOptimalAllReduceUs(kGiB, model.groupOf(8));
+  EXPECT_NEAR(oneNode, 2.0 * 7 / 8 * kGiB / (300 * 0.7833 * 1e3), 1e-6);
+  EXPECT_NEAR(oneNode, 8000, 10);
+  EXPECT_LE(oneNode, model.collective(CollectiveKind::AllReduce, kGiB, model.groupOf(8)).timeUs);
+  // 16 ranks span two nodes: the network again, with 2(n-1)/n for n = 16.
+  EXPECT_NEAR(model.bandwidthOptimalAllReduceUs(kGiB, model.groupOf(16)),
+              2.0 * 15 / 16 * kGiB / 184e3, 1e-6);
+  EXPECT_EQ(model.bandwidthOptimalAllReduceUs(kGiB, model.groupOf(1)), 0);
+  // A profiled fit applies to its own rank count only.
+  Cluster cluster = loadCluster("a100x64");
+  cluster.profiled.push_back({CollectiveKind::AllReduce, 8, 1024, 1 << 26, 10, 5e-6, 0.99, 0.1});
+  CostModel profiled(cluster);
+  EXPECT_DOUBLE_EQ(profiled.bandwidthOptimalAllReduceUs(1e6, profiled.groupOf(8)), 5e-6 * 1e6);
+  EXPECT_DOUBLE_EQ(profiled.bandwidthOptimalAllReduceUs(kGiB), model.bandwidthOptimalAllReduceUs(kGiB));
 }
 
 TEST(CostModel, ComputeRoofline) {

@@ -172,6 +172,26 @@ TEST(Planning, LowerBoundBelowEveryPlan) {
     EXPECT_GE(evaluate(problem, baseline(name, problem, model), model).iterationUs, bound);
 }
 
+/// --dp 8 on a100x64: one node, so the bound's communication term is NVLink's, not the network's.
+TEST(Planning, LowerBoundUsesTheDataParallelGroup) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(40, 5, model, model.groupOf(8));
+  // Only the communication term: no compute.
+  for (ComputeSegment &segment : problem.backward)
+    segment.durationUs = 0;
+  for (ComputeSegment &segment : problem.forward)
+    segment.durationUs = 0;
+  for (GradientTensor &gradient : problem.gradients)
+    gradient.optimizerUs = 0;
+  const double bytes = problem.totalGradientBytes();
+  double bound = lowerBoundUs(problem, model);
+  EXPECT_DOUBLE_EQ(bound, model.bandwidthOptimalAllReduceUs(bytes, model.groupOf(8)));
+  EXPECT_NEAR(bound, 2.0 * 7 / 8 * bytes / (300 * 0.7833 * 1e3), 1e-6);
+  EXPECT_LT(bound, 0.75 * model.bandwidthOptimalAllReduceUs(bytes));  // the world's, over IB
+  for (const std::string &name : baselineNames())
+    EXPECT_GE(evaluate(problem, baseline(name, problem, model), model).iterationUs, bound) << name;
+}
+
 struct Scenario {
   std::string cluster;
   int tensors;

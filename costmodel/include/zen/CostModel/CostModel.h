@@ -103,8 +103,12 @@ public:
   /// Compute runs this many times slower while a collective is in flight.
   double overlapSlowdown() const { return cluster_.overlapSlowdown; }
 
-  /// Bandwidth-optimal allreduce time of `bytes` over the world (the lower
-  /// bound's communication term): 2(n-1)/n * bytes / bottleneck bandwidth.
+  /// Bandwidth-optimal allreduce time of `bytes` over `group` (the lower
+  /// bound's communication term): 2(n-1)/n * bytes / the group's bottleneck
+  /// bandwidth (its ranks' own links within a node, the nodes' NICs across).
+  /// A profiled allreduce fit for the group's rank count gives the slope instead.
+  double bandwidthOptimalAllReduceUs(double bytes, Group group) const;
+  /// The same over every GPU of the cluster.
   double bandwidthOptimalAllReduceUs(double bytes) const;
 
 private:

@@ -119,7 +119,8 @@ struct Evaluation {
 };
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
 
-/// max(total compute, bandwidth-optimal all-reduce of every gradient byte once, uncompressed).
+/// max(total compute, bandwidth-optimal all-reduce of every gradient byte once,
+/// uncompressed, over the data-parallel group problem.group).
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
 
 /// Parses a comma-separated compressor list in cost::parseCompressionSpec's
