@@ -4,12 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
+#include <cmath>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <unistd.h>
 
 using nlohmann::ordered_json;
 
@@ -305,24 +302,6 @@ std::string timelineSvg(const zenrt::Plan &plan) {
   }
   svg += "</svg>\n";
   return svg;
-}
-
-void writeFileAtomically(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (out)
-      out << text;
-    if (!out || !out.flush()) {
-      std::remove(temporary.c_str());
-      throw zenrt::PlanError(73, path + ": cannot write: " + std::strerror(errno));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    std::remove(temporary.c_str());
-    throw zenrt::PlanError(73, path + ": cannot write: " + std::strerror(error));
-  }
 }
 
 } // namespace zen::codegen

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -796,22 +798,27 @@ std::string writePlan(const Plan &plan) {
   return encodePlan(plan).dump(2) + "\n";
 }
 
-void writePlanFile(const Plan &plan, const std::string &path) {
-  std::string text = writePlan(plan);
+void writeFileAtomically(const std::string &path, const std::string &text) {
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  auto fail = [&](int error) {
+    std::remove(temporary.c_str());
+    throw PlanError(73, path + ": cannot write (" + std::strerror(error) + ")");
+  };
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out)
+      fail(errno);
     out << text;
     out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw PlanError(73, path + ": cannot write plan file");
-    }
+    if (!out)
+      fail(errno);
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw PlanError(73, path + ": cannot write plan file");
-  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    fail(errno);
+}
+
+void writePlanFile(const Plan &plan, const std::string &path) {
+  writeFileAtomically(path, writePlan(plan));
 }
 
 uint64_t fnv1a64(const std::string &text) {

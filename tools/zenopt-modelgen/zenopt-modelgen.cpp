@@ -6,14 +6,13 @@
 // zenopt can plan models that are never materialised, e.g. GPT-3 175B.
 //
 //===----------------------------------------------------------------------===//
+#include "zenrt/Plan.h"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <unistd.h>
 
 namespace {
 
@@ -227,19 +226,16 @@ void buildMlp(GraphBuilder &g, int64_t tensors, int64_t hidden, int64_t batch) {
 }
 
 int writeModel(const onnx::ModelProto &model, const std::string &path) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out || !model.SerializeToOstream(&out) || !out.flush()) {
-      std::remove(temporary.c_str());
-      std::cerr << "zenopt-modelgen: error: " << path << ": cannot write\n";
-      return kExitCantCreate;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    std::cerr << "zenopt-modelgen: error: " << path << ": cannot write\n";
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) {
+    std::cerr << "zenopt-modelgen: error: " << path << ": the model cannot be serialised\n";
     return kExitCantCreate;
+  }
+  try {
+    zenrt::writeFileAtomically(path, bytes);
+  } catch (const zenrt::PlanError &error) {
+    std::cerr << "zenopt-modelgen: error: " << error.what() << "\n";
+    return error.exitCode;
   }
   return 0;
 }

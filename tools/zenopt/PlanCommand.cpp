@@ -174,9 +174,9 @@ int runPlan(const PlanOptions &options) {
     if (!options.output.empty())
       zenrt::writePlanFile(*plan, options.output);
     if (!options.trace.empty())
-      codegen::writeFileAtomically(options.trace, codegen::chromeTrace(*plan));
+      zenrt::writeFileAtomically(options.trace, codegen::chromeTrace(*plan));
     if (!options.timelineSvg.empty())
-      codegen::writeFileAtomically(options.timelineSvg, codegen::timelineSvg(*plan));
+      zenrt::writeFileAtomically(options.timelineSvg, codegen::timelineSvg(*plan));
   } catch (const zenrt::PlanError &error) {
     throw CommandError(error.exitCode, error.what());
   }

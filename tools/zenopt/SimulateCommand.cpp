@@ -32,9 +32,9 @@ int runSimulate(const SimulateOptions &options) {
     cost::CostModel model(std::move(cluster));
     codegen::simulatePlan(plan, model);
     if (!options.tracePath.empty())
-      codegen::writeFileAtomically(options.tracePath, codegen::chromeTrace(plan));
+      zenrt::writeFileAtomically(options.tracePath, codegen::chromeTrace(plan));
     if (!options.svgPath.empty())
-      codegen::writeFileAtomically(options.svgPath, codegen::timelineSvg(plan));
+      zenrt::writeFileAtomically(options.svgPath, codegen::timelineSvg(plan));
     if (options.json)
       std::cout << codegen::summaryJson(plan).dump() << "\n";
     else

@@ -179,6 +179,10 @@ void validatePlan(const Plan &plan, const std::string &source, int exitCode = 65
 /// any NaN or infinity). parsePlan(writePlan(p)) reproduces p exactly.
 std::string writePlan(const Plan &plan);
 
+/// Writes `text` to `path` atomically (temporary file + rename), so a failure
+/// never leaves a partial file. Throws PlanError(73) naming the path.
+void writeFileAtomically(const std::string &path, const std::string &text);
+
 /// Writes writePlan(plan) to `path` atomically (temporary file + rename).
 /// Throws PlanError(73) when the file cannot be written.
 void writePlanFile(const Plan &plan, const std::string &path);

@@ -219,6 +219,6 @@ TEST(Report, SvgShowsEveryTaskAndTheExposedCommunication) {
 }
 
 TEST(Report, UnwritablePathThrowsAndLeavesNothing) {
-  EXPECT_THROW(codegen::writeFileAtomically("/nonexistent-dir/plan.json", "x"), zenrt::PlanError);
+  EXPECT_THROW(zenrt::writeFileAtomically("/nonexistent-dir/plan.json", "x"), zenrt::PlanError);
 }
 } // namespace

@@ -24,10 +24,6 @@ std::string chromeTrace(const zenrt::Plan &plan);
 /// with the exposed communication marked.
 std::string timelineSvg(const zenrt::Plan &plan);
 
-/// Writes `text` to `path` atomically (temporary file + rename) so a failure
-/// never leaves a partial file. Throws zenrt::PlanError(73) when it cannot.
-void writeFileAtomically(const std::string &path, const std::string &text);
-
 } // namespace zen::codegen
 
 #endif // ZEN_CODEGEN_REPORT_H
