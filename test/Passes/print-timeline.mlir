@@ -5,7 +5,8 @@
 // Forward segments start where a parameter is first read, backward segments
 // end where a gradient becomes ready; bucket 0 starts when fc3's gradient is
 // ready, each optimizer step when its all-reduce is done.
-// CHECK: task fwd.fc1 start 0.000 end [[F1:[0-9.]+]]
+// CHECK-LABEL: task fwd.fc1 start 0.000
+// CHECK-SAME: end [[F1:[0-9.]+]]
 // CHECK-NEXT: task fwd.fc2 start [[F1]] end [[F2:[0-9.]+]]
 // CHECK-NEXT: task fwd.fc3 start [[F2]] end [[F3:[0-9.]+]]
 // CHECK-NEXT: task bwd.fc3 start [[F3]] end [[B3:[0-9.]+]]
@@ -17,6 +18,6 @@
 // CHECK-NEXT: task optimizer.b1 start [[R1]] end [[END:[0-9.]+]]
 // CHECK-NEXT: iteration [[END]] compute
 
-// COMPUTE: task fwd.fc1 start 0.000
+// COMPUTE-LABEL: task fwd.fc1 start 0.000
 // COMPUTE-NOT: all_reduce
 // COMPUTE: iteration
