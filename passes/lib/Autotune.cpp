@@ -1,6 +1,7 @@
 //===- Autotune.cpp - joint search over the four planning decisions --------===//
 //
-// 1. Seeds: every baseline (uncompressed and, when allowed, compressed).
+// 1. Seeds: every baseline as reported (with compression allowed: the best of
+//    the allowed compressors applied to every bucket) and uncompressed.
 // 2. Dynamic programming over bucket boundaries in ready order, with the
 //    per-bucket choice of compression (method, device) or decomposition made
 //    inside the recurrence. Its model is the communication stream as a FIFO:
@@ -346,32 +347,40 @@ AutotuneResult Searcher::run() {
   AutotuneResult result;
   result.lowerBoundUs = lowerBoundUs(problem_, model_);
 
-  // Seeds: the baselines, reported with the compressor applied to every bucket
-  // when one is allowed; the uncompressed versions are seeds as well.
-  std::vector<std::optional<CompressionSpec>> baselineCompressions = {std::nullopt};
-  if (!options_.compressors.empty())
-    baselineCompressions.insert(baselineCompressions.begin(), options_.compressors.front());
+  // Seeds: the baselines as reported (each allowed compressor applied to every
+  // bucket, the best kept) and, with compression allowed, their uncompressed
+  // versions as well.
   std::vector<std::string> seeds = baselineNames();
   if (!options_.baseline.manualBuckets.empty())
     seeds.push_back("manual");
-  for (size_t c = 0; c < baselineCompressions.size(); ++c)
+  auto seed = [&](PlanChoice choice, Evaluation evaluation) {
+    if (evaluation.iterationUs < bestUs_) {
+      bestUs_ = evaluation.iterationUs;
+      bestEval_ = std::move(evaluation);
+      best_ = std::move(choice);
+    }
+  };
+  for (const std::string &name : seeds) {
+    std::string error;
+    std::optional<BaselineResult> reported =
+        bestBaseline(name, problem_, model_, options_.baseline, options_.compressors, error);
+    if (!reported)
+      continue;
+    evaluations_ += std::max<int64_t>(1, static_cast<int64_t>(options_.compressors.size()));
+    result.baselineUs[name] = reported->evaluation.iterationUs;
+    seed(std::move(reported->choice), std::move(reported->evaluation));
+  }
+  if (!options_.compressors.empty())
     for (const std::string &name : seeds) {
-      BaselineOptions baselineOptions = options_.baseline;
-      baselineOptions.compression = baselineCompressions[c];
+      BaselineOptions uncompressed = options_.baseline;
+      uncompressed.compression.reset();
       std::string error;
-      std::optional<PlanChoice> choice =
-          baselineChoice(name, problem_, model_, baselineOptions, error);
+      std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
       if (!choice)
         continue;
       Evaluation evaluation = evaluate(problem_, *choice, model_);
       ++evaluations_;
-      if (c == 0)
-        result.baselineUs[name] = evaluation.iterationUs;
-      if (evaluation.iterationUs < bestUs_) {
-        bestUs_ = evaluation.iterationUs;
-        bestEval_ = std::move(evaluation);
-        best_ = std::move(*choice);
-      }
+      seed(std::move(*choice), std::move(evaluation));
     }
 
   // Dynamic programming, with and without decomposition, plain and compute-aware,

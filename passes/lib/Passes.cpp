@@ -292,8 +292,6 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
     options.compressors = *allowed;
     options.baseline.manualBuckets.assign(buckets.begin(), buckets.end());
     options.baseline.thresholdBytes = thresholdBytes;
-    if (!allowed->empty())
-      options.baseline.compression = allowed->front();
 
     PlanChoice choice;
     Evaluation evaluation;
@@ -304,20 +302,20 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
       evaluation = std::move(result.bestEval);
       baselineUs = std::move(result.baselineUs);
     } else {
+      // A baseline with compressors allowed: the best of them, as the report compares.
       std::string error;
-      std::optional<PlanChoice> baseline =
-          baselineChoice(strategy, problem, *model, options.baseline, error);
+      std::optional<BaselineResult> baseline =
+          bestBaseline(strategy, problem, *model, options.baseline, *allowed, error);
       if (!baseline) {
         module.emitError("zen-autotune: ") << error;
         return signalPassFailure();
       }
-      choice = std::move(*baseline);
-      evaluation = evaluate(problem, choice, *model);
+      choice = std::move(baseline->choice);
+      evaluation = std::move(baseline->evaluation);
       for (const std::string &name : baselineNames())
-        baselineUs[name] = evaluate(problem, *baselineChoice(name, problem, *model,
-                                                             options.baseline, error),
-                                    *model)
-                               .iterationUs;
+        baselineUs[name] =
+            bestBaseline(name, problem, *model, options.baseline, *allowed, error)
+                ->evaluation.iterationUs;
     }
     if (failed(materializePlan(*training, choice, *group)))
       return signalPassFailure();

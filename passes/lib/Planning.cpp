@@ -456,6 +456,28 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
   return choice;
 }
 
+std::optional<BaselineResult> bestBaseline(const std::string &name, const Problem &problem,
+                                           const cost::CostModel &model,
+                                           const BaselineOptions &options,
+                                           const std::vector<CompressionSpec> &allowed,
+                                           std::string &error) {
+  std::vector<std::optional<CompressionSpec>> candidates(allowed.begin(), allowed.end());
+  if (candidates.empty())
+    candidates.push_back(std::nullopt);
+  std::optional<BaselineResult> best;
+  for (const std::optional<CompressionSpec> &compression : candidates) {
+    BaselineOptions applied = options;
+    applied.compression = compression;
+    std::optional<PlanChoice> choice = baselineChoice(name, problem, model, applied, error);
+    if (!choice)
+      return std::nullopt;
+    Evaluation evaluation = evaluate(problem, *choice, model);
+    if (!best || evaluation.iterationUs < best->evaluation.iterationUs)
+      best = BaselineResult{std::move(*choice), std::move(evaluation)};
+  }
+  return best;
+}
+
 void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model) {
   for (BucketChoice &bucket : choice.buckets) {
     if (bucket.compression.method != CompressionMethod::None) {

@@ -231,6 +231,53 @@ TEST(Autotune, NeverWorseThanAnyBaseline) {
   }
 }
 
+/// With several compressors allowed, each baseline is reported with the best of
+/// them applied to every bucket, not the first; auto still beats every baseline.
+TEST(Autotune, BaselinesUseTheBestAllowedCompressor) {
+  cost::CostModel model = modelOf("v100x16-10gbe");
+  Problem problem = syntheticProblem(60, 9, model, model.worldGroup());
+  std::string error;
+  // fp16 first: on 10 GbE PowerSGD's far smaller payload wins by a wide margin.
+  std::vector<cost::CompressionSpec> allowed = *parseCompressors("fp16,powersgd:4", error);
+  std::vector<cost::CompressionSpec> reversed(allowed.rbegin(), allowed.rend());
+  AutotuneOptions options;
+  options.compressors = allowed;
+  AutotuneResult result = autotune(problem, model, options);
+  ASSERT_EQ(result.baselineUs.size(), baselineNames().size());
+  for (const std::string &name : baselineNames()) {
+    SCOPED_TRACE(name);
+    double best = std::numeric_limits<double>::infinity();
+    cost::CompressionMethod bestMethod = cost::CompressionMethod::None;
+    for (const cost::CompressionSpec &spec : allowed) {
+      BaselineOptions applied;
+      applied.compression = spec;
+      double us = evaluate(problem, baseline(name, problem, model, applied), model).iterationUs;
+      if (us < best) {
+        best = us;
+        bestMethod = spec.method;
+      }
+    }
+    EXPECT_EQ(bestMethod, cost::CompressionMethod::PowerSGD);
+    EXPECT_DOUBLE_EQ(result.baselineUs.at(name), best);
+    EXPECT_LE(result.bestEval.iterationUs, best);
+    std::optional<BaselineResult> reported =
+        bestBaseline(name, problem, model, BaselineOptions{}, reversed, error);
+    ASSERT_TRUE(reported) << error;
+    EXPECT_DOUBLE_EQ(reported->evaluation.iterationUs, best);  // order does not matter
+    for (const BucketChoice &bucket : reported->choice.buckets) {
+      EXPECT_EQ(bucket.compression.method, cost::CompressionMethod::PowerSGD);
+      EXPECT_EQ(bucket.compression.device, cost::Device::GPU);  // as DDP's hooks run
+    }
+  }
+  // Without compressors a baseline is the uncompressed plan.
+  std::optional<BaselineResult> dense = bestBaseline("ddp", problem, model, {}, {}, error);
+  ASSERT_TRUE(dense) << error;
+  EXPECT_DOUBLE_EQ(dense->evaluation.iterationUs,
+                   evaluate(problem, baseline("ddp", problem, model), model).iterationUs);
+  EXPECT_FALSE(bestBaseline("fastest", problem, model, {}, allowed, error));
+  EXPECT_NE(error.find("unknown strategy"), std::string::npos) << error;
+}
+
 /// On small problems, auto is within 1% of the best bucketing found by
 /// enumerating all 2^(n-1) of them.
 TEST(Autotune, WithinOnePercentOfExhaustiveBucketing) {

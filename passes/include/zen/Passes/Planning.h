@@ -139,7 +139,7 @@ std::vector<cost::CompressionSpec> placements(const cost::CompressionSpec &allow
 const std::vector<std::string> &baselineNames();  // nooverlap wfbp ddp horovod mgwfbp
 
 struct BaselineOptions {
-  /// Applied to every bucket when set (the fair comparison with compression allowed).
+  /// Applied to every bucket when set, as DDP's communication hooks do.
   std::optional<cost::CompressionSpec> compression;
   /// Bucket sizes in tensors, in ready order, for "manual".
   std::vector<int64_t> manualBuckets;
@@ -153,6 +153,25 @@ struct BaselineOptions {
 std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem &problem,
                                          const cost::CostModel &model,
                                          const BaselineOptions &options, std::string &error);
+
+/// A baseline as reported next to auto: its plan and the simulator's score.
+struct BaselineResult {
+  PlanChoice choice;
+  Evaluation evaluation;
+};
+
+/// The named baseline as reported with the `allowed` compressors: uncompressed
+/// when none is allowed; otherwise each allowed compressor in turn (on its
+/// spelled device, the GPU by default) applied to every bucket, as DDP's
+/// communication hooks do, keeping the fastest (the earlier on ties), so a
+/// baseline is never judged by a compressor that does not suit the model.
+/// Replaces options.compression; runs one evaluation per allowed compressor
+/// (one when none is). Errors as baselineChoice.
+std::optional<BaselineResult> bestBaseline(const std::string &name, const Problem &problem,
+                                           const cost::CostModel &model,
+                                           const BaselineOptions &options,
+                                           const std::vector<cost::CompressionSpec> &allowed,
+                                           std::string &error);
 
 /// Sets chunks to the cost model's fastest chunk count for each bucket.
 void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model);
@@ -173,14 +192,15 @@ struct AutotuneOptions {
 struct AutotuneResult {
   PlanChoice best;
   Evaluation bestEval;
-  std::map<std::string, double> baselineUs;  // every baseline's iteration time
+  std::map<std::string, double> baselineUs;  // every baseline's iteration time (bestBaseline)
   double lowerBoundUs = 0;
   int64_t evaluations = 0;                   // full simulations run
 };
 
 /// Searches bucketing, compression, chunks, decomposition and schedule jointly
-/// with the simulator as the objective. The baselines are seeds, so the result
-/// is never worse than any of them.
+/// with the simulator as the objective. The reported baselines (bestBaseline
+/// with options.compressors) and their uncompressed versions are seeds, so the
+/// result is never worse than any of them.
 AutotuneResult autotune(const Problem &problem, const cost::CostModel &model,
                         const AutotuneOptions &options);
 
