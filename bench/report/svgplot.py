@@ -56,7 +56,7 @@ class _Axis:
     def ticks(self):
         if self.log:
             return [10.0 ** e for e in range(int(self.lo), int(self.hi) + 1)]
-        step = _nice_step((self.hi - self.lo) / 5)
+        step = _nice_step((self.hi - self.lo) / 8)
         first = math.ceil(self.lo / step) * step
         return [first + i * step for i in range(int((self.hi - first) / step + 1e-9) + 1)]
 
@@ -77,13 +77,14 @@ def _format_tick(value):
     return f"{value:g}"
 
 
-def grouped_bars(path, title, groups, series, values, y_label, reference=None):
+def grouped_bars(path, title, groups, series, values, y_label, base=0.0):
     """values[g][s] is the bar of series s in group g (None = no bar).
 
-    The y axis starts at 0; `reference` draws a dashed horizontal line (e.g. 1.0).
+    Bars grow from `base` (e.g. 1.0 for speedups), drawn as a dashed line when not 0.
     """
-    peak = max((v for row in values for v in row if v is not None), default=1.0)
-    axis = _Axis(0.0, peak * 1.1, HEIGHT - BOTTOM, TOP, log=False)
+    present = [v for row in values for v in row if v is not None]
+    low, peak = min(present + [base]), max(present + [base])
+    axis = _Axis(low, peak + 0.1 * (peak - low or 1.0), HEIGHT - BOTTOM, TOP, log=False)
     parts = _header(title)
     plot_w = WIDTH - LEFT - RIGHT
     group_w = plot_w / max(1, len(groups))
@@ -99,13 +100,13 @@ def grouped_bars(path, title, groups, series, values, y_label, reference=None):
             v = values[g][s]
             if v is None:
                 continue
-            y = axis(v)
-            parts.append(f'<rect x="{x0 + s * bar_w:.1f}" y="{y:.1f}" width="{bar_w * 0.92:.1f}" '
-                         f'height="{HEIGHT - BOTTOM - y:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
+            top, bottom = sorted((axis(v), axis(base)))
+            parts.append(f'<rect x="{x0 + s * bar_w:.1f}" y="{top:.1f}" width="{bar_w * 0.92:.1f}" '
+                         f'height="{max(bottom - top, 0.5):.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
                          f'<title>{escape(f"{group} / {series[s]}: {v:.3f}")}</title></rect>')
         parts.append(_text(LEFT + (g + 0.5) * group_w, HEIGHT - BOTTOM + 16, group, size=11))
-    if reference is not None:
-        y = axis(reference)
+    if base != 0.0:
+        y = axis(base)
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
                      f'stroke="black" stroke-dasharray="5,4"/>')
     parts.append(f'<line x1="{LEFT}" y1="{HEIGHT - BOTTOM}" x2="{WIDTH - RIGHT}" '

@@ -43,6 +43,7 @@ GROWTH_TENSORS = [100, 1000, 3000, 10000]
 RUNTIME_MODEL = ["mlp", "--tensors", "24", "--hidden", "384", "--batch", "32"]
 RUNTIME_STRATEGIES = ["auto", "auto+comp"] + BASELINES
 RUNTIME_RANKS = [2, 4]
+COMM_ONLY = "nooverlap, communication only"  # calibration launch: the nooverlap plan, no compute
 PLANNER_CLUSTER = "a100x64"  # the default cluster: what `zenopt MODEL.onnx` plans for
 PHASES = ["Import", "BuildIR", "Plan", "Codegen"]  # zen-phase-bench's benchmark families
 QUALITY_MODELS = SHARED_MODELS + list(GENERATED_MODELS)
@@ -152,7 +153,6 @@ class Context:
         self.work = os.path.join(self.build, "bench-work")
         self.profile = Profile(args.quick)
         self.jobs = max(1, args.jobs)
-        self.log_lines = []
         self.loads = []  # (section, 1-minute load average before, after)
         os.makedirs(self.work, exist_ok=True)
 
@@ -175,12 +175,41 @@ def run(cmd, timeout=1800, check=True):
     return proc
 
 
+def json_object(text):
+    """The JSON object a tool printed (mpirun may print notices before it), or None."""
+    start = text.find("{")
+    try:
+        return json.loads(text[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        return None
+
+
 def run_json(cmd, timeout=1800):
     out = run(cmd, timeout).stdout
-    start = out.find("{")  # mpirun may print notices before the JSON object
-    if start < 0:
+    obj = json_object(out)
+    if obj is None:
         raise BenchError(f"`{' '.join(cmd)}` printed no JSON object: {out[-500:]}")
-    return json.loads(out[start:])
+    return obj
+
+
+def google_benchmark(cmd, out, reps, min_time_s):
+    """Runs a Google Benchmark binary; returns its per-repetition entries (times in seconds)."""
+    run(cmd + [f"--benchmark_repetitions={reps}", f"--benchmark_min_time={min_time_s}",
+               f"--benchmark_out={out}", "--benchmark_out_format=json"], timeout=3600)
+    with open(out) as f:
+        data = json.load(f)
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    entries = []
+    for entry in data["benchmarks"]:
+        if entry.get("run_type") != "iteration":
+            continue
+        unit = scale[entry["time_unit"]]
+        entries.append({"name": entry["run_name"].removesuffix("/real_time"),
+                        "error": entry.get("error_message", "failed")
+                        if entry.get("error_occurred") else None,
+                        "wall": entry.get("real_time", 0) * unit,
+                        "cpu": entry.get("cpu_time", 0) * unit})
+    return entries
 
 
 def timed_run(cmd):
@@ -299,26 +328,17 @@ def determinism_check(ctx, models):
 def phase_bench(ctx, model_paths, reps, tag):
     """Runs zen-phase-bench; returns {"Phase/model": {"wall": [s...], "cpu": [s...]}}, with
     "error" instead when a phase failed."""
-    out = os.path.join(ctx.work, f"phase_bench_{tag}.json")
-    cmd = [ctx.tool("zen-phase-bench"), "--cluster", PLANNER_CLUSTER] + model_paths + [
-        f"--benchmark_repetitions={reps}", f"--benchmark_min_time={ctx.profile.min_time_s}",
-        f"--benchmark_out={out}", "--benchmark_out_format=json"]
-    run(cmd, timeout=3600)
-    with open(out) as f:
-        data = json.load(f)
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    entries = google_benchmark(
+        [ctx.tool("zen-phase-bench"), "--cluster", PLANNER_CLUSTER] + model_paths,
+        os.path.join(ctx.work, f"phase_bench_{tag}.json"), reps, ctx.profile.min_time_s)
     result = {}
-    for entry in data["benchmarks"]:
-        if entry.get("run_type") != "iteration":
-            continue
-        key = entry["run_name"].removesuffix("/real_time")
-        slot = result.setdefault(key, {"wall": [], "cpu": []})
-        if entry.get("error_occurred"):
-            slot["error"] = entry.get("error_message", "failed")
-            continue
-        unit = scale[entry["time_unit"]]
-        slot["wall"].append(entry["real_time"] * unit)
-        slot["cpu"].append(entry["cpu_time"] * unit)
+    for entry in entries:
+        slot = result.setdefault(entry["name"], {"wall": [], "cpu": []})
+        if entry["error"]:
+            slot["error"] = entry["error"]
+        else:
+            slot["wall"].append(entry["wall"])
+            slot["cpu"].append(entry["cpu"])
     return result
 
 
@@ -335,18 +355,14 @@ def cli_times(ctx, models, names, reps):
 
 def passes_bench(ctx, reps):
     """The planner's own benchmark (synthetic problems without IR): autotune time by tensor count."""
-    out = os.path.join(ctx.work, "passes_bench.json")
-    run([ctx.tool("zen-passes-bench"), "--benchmark_filter=^BM_Autotune/",
-         f"--benchmark_repetitions={reps}", f"--benchmark_min_time={ctx.profile.min_time_s}",
-         f"--benchmark_out={out}", "--benchmark_out_format=json"], timeout=3600)
-    with open(out) as f:
-        data = json.load(f)
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    entries = google_benchmark(
+        [ctx.tool("zen-passes-bench"), "--benchmark_filter=^BM_Autotune/"],
+        os.path.join(ctx.work, "passes_bench.json"), reps, ctx.profile.min_time_s)
     result = {}
-    for entry in data["benchmarks"]:
-        if entry.get("run_type") == "iteration":
-            n = int(entry["run_name"].split("/")[1])
-            result.setdefault(n, []).append(entry["real_time"] * scale[entry["time_unit"]])
+    for entry in entries:
+        if entry["error"]:
+            raise BenchError(f"zen-passes-bench {entry['name']}: {entry['error']}")
+        result.setdefault(int(entry["name"].split("/")[1]), []).append(entry["wall"])
     return result
 
 
@@ -378,26 +394,35 @@ def runtime_bench(ctx, models):
                                             f"{proc.stderr.strip()}"}
                 continue
             summary = json.loads(proc.stdout)
+            with open(path) as f:
+                compute_tasks = sum(t["kind"] == "compute" for t in json.load(f)["schedule"])
             plans[strategy] = {"path": path, "predicted": summary["iteration_us"],
+                               "predicted_exposed_comm": summary["exposed_comm_us"],
+                               "compute_tasks": compute_tasks,
                                "compression": summary["compression"],
                                "buckets": summary["buckets"], "measured": [], "best": [],
                                "numerics": []}
+        # The nooverlap plan without compute (--time-scale 0) measures the communication alone.
+        nooverlap = plans["nooverlap"]
+        calibration = {"time_scale": 0, "measured": [], "best": [], "numerics": []}
+        if "error" in nooverlap:
+            calibration["error"] = nooverlap["error"]
+        else:
+            calibration.update(path=nooverlap["path"], predicted=nooverlap["predicted_exposed_comm"])
         # Round-robin with a rotating start, so drift and position effects hit every strategy.
+        order = RUNTIME_STRATEGIES + [COMM_ONLY]
+        entries = dict(plans, **{COMM_ONLY: calibration})
         for round_index in range(ctx.profile.runtime_rounds):
-            shift = round_index % len(RUNTIME_STRATEGIES)
-            for strategy in RUNTIME_STRATEGIES[shift:] + RUNTIME_STRATEGIES[:shift]:
-                entry = plans[strategy]
+            shift = round_index % len(order)
+            for strategy in order[shift:] + order[:shift]:
+                entry = entries[strategy]
                 if "error" in entry:
                     continue
                 cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                        zenrun, entry["path"], "--iters", str(ctx.profile.runtime_iters), "--json",
-                       "--timeout", "120"]
+                       "--timeout", "120", "--time-scale", str(entry.get("time_scale", 1))]
                 proc = run(cmd, timeout=600, check=False)
-                start = proc.stdout.find("{")  # mpirun may print notices before the JSON
-                try:
-                    out = json.loads(proc.stdout[start:]) if start >= 0 else None
-                except json.JSONDecodeError:
-                    out = None
+                out = json_object(proc.stdout)
                 if out is None:
                     entry["error"] = (f"zenopt-run exited {proc.returncode}: "
                                       f"{proc.stderr.strip()[-500:]}")
@@ -405,7 +430,7 @@ def runtime_bench(ctx, models):
                 entry["measured"].append(out["measured_iteration_us"])
                 entry["best"].append(out["measured_best_iteration_us"])
                 entry["numerics"].append(out["numerics"])
-        results[ranks] = plans
+        results[ranks] = {"plans": plans, "comm_only": calibration}
     return results
 
 
@@ -560,7 +585,11 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
              f"{median(g['wall']) / g['tensors'] * 1e6:.0f} µs"] for g in growth]
     rep.add(table(["model", "tensors", "plan (wall)", "min–max", "plan (CPU)", "per tensor"], rows))
     rep.add()
-    rep.add(f"Log-log fit: planning time ∝ tensors^**{k:.2f}** (1.0 = linear).")
+    local = [f"{a['tensors']}→{b['tensors']}: "
+             f"{math.log(median(b['wall']) / median(a['wall'])) / math.log(b['tensors'] / a['tensors']):.2f}"
+             for a, b in zip(growth, growth[1:])]
+    rep.add(f"Log-log fit: planning time ∝ tensors^**{k:.2f}** (1.0 = linear); local exponents "
+            f"between neighbouring sizes {', '.join(local)}.")
     if synthetic:
         sx = sorted(synthetic)
         ks, _ = loglog_fit(sx, [median(synthetic[n]) for n in sx])
@@ -603,7 +632,8 @@ def runtime_section(rep, ctx, runtime, plots_rel):
             f"then the median.")
     rep.add()
     agreements = {}
-    for ranks, plans in runtime.items():
+    for ranks, result in runtime.items():
+        plans, comm_only = result["plans"], result["comm_only"]
         ran = [s for s in RUNTIME_STRATEGIES if "error" not in plans[s]]
         reference = "auto" if "auto" in ran else (ran[0] if ran else None)
         rep.add(f"**-np {ranks}**" + (f" (reference: {reference})" if reference != "auto" else ""))
@@ -612,7 +642,7 @@ def runtime_section(rep, ctx, runtime, plots_rel):
         for strategy in RUNTIME_STRATEGIES:
             e = plans[strategy]
             if "error" in e:
-                rows.append([strategy] + ["–"] * 8 + [f"**failed**: {cell_text(e['error'])}"])
+                rows.append([strategy] + ["–"] * 9 + [f"**failed**: {cell_text(e['error'])}"])
                 continue
             ref = plans[reference]
             m = median(e["measured"])
@@ -621,10 +651,13 @@ def runtime_section(rep, ctx, runtime, plots_rel):
             numerics = "ok" if all(n == "ok" for n in e["numerics"]) else "**numerics failed**"
             rows.append([strategy, e["compression"], e["buckets"], fmt_time_us(e["predicted"]),
                          fmt_time_us(m), f"{fmt_time_us(lo)}–{fmt_time_us(hi)}",
+                         fmt_time_us(median(e["best"])),
                          f"{(m - e['predicted']) / e['predicted'] * 100:+.1f}%",
                          f"{e['predicted'] / ref['predicted']:.3f}", f"{ratio:.3f}", numerics])
         rep.add(table(["strategy", "compression", "buckets", "predicted", "measured (median)",
-                       "min–max", "error", "predicted / ref", "measured / ref", "status"], rows))
+                       "min–max", "best iteration (median)", "error", "predicted / ref",
+                       "measured / ref", "status"], rows,
+                      ["l", "l"] + ["r"] * 8 + ["l"]))
         rep.add()
         if len(ran) < 2:
             rep.add("Too few strategies ran to compare rankings.")
@@ -634,12 +667,27 @@ def runtime_section(rep, ctx, runtime, plots_rel):
         measured = [median(plans[s]["measured"]) for s in ran]
         agreement = ranking_agreement(predicted, measured)
         agreements[ranks] = agreement
+        best_rho = spearman(predicted, [median(plans[s]["best"]) for s in ran])
+        offsets = [median(plans[s]["measured"]) - plans[s]["predicted"] for s in ran]
+        tasks = sorted({plans[s]["compute_tasks"] for s in ran})
         rep.add(f"Ranking over the {len(ran)} strategies that ran: Spearman ρ = "
                 f"**{agreement['spearman']:.2f}** between predicted and measured; pairwise order "
                 f"agrees on {agreement['agree']} of {agreement['pairs']} pairs, and on "
                 f"{agreement['decisive_agree']} of {agreement['decisive']} pairs predicted more "
-                f"than 5% apart. Fastest predicted: {ran[predicted.index(min(predicted))]}, "
-                f"fastest measured: {ran[measured.index(min(measured))]}.")
+                f"than 5% apart (ρ = {best_rho:.2f} on the best iterations). Fastest predicted: "
+                f"{ran[predicted.index(min(predicted))]}, fastest measured: "
+                f"{ran[measured.index(min(measured))]}. Measured exceeds predicted by "
+                f"{fmt_time_us(min(offsets))} to {fmt_time_us(max(offsets))} per iteration "
+                f"(median {fmt_time_us(median(offsets))}); zenopt-run emulates compute with one "
+                f"sleep per compute task ({', '.join(map(str, tasks))} per iteration), and "
+                f"{ranks} ranks share the 2 cores with everything else running."
+                + (f" Communication alone (the nooverlap plan with `--time-scale 0`) measures "
+                   f"{fmt_time_us(median(comm_only['measured']))} (best iteration "
+                   f"{fmt_time_us(median(comm_only['best']))}) against "
+                   f"{fmt_time_us(comm_only['predicted'])} predicted: "
+                   f"{median(comm_only['measured']) / comm_only['predicted']:.2f}× the cost "
+                   f"model's `cpu-local` communication time."
+                   if "error" not in comm_only and comm_only["measured"] else ""))
         rep.add()
     rep.add(f"![measured against predicted iteration time]({plots_rel}/runtime.svg)")
     rep.add()
@@ -650,8 +698,8 @@ def noise_section(rep, ctx, speed_spreads, runtime, deterministic):
     rep.add("## 4. Noise handling")
     rep.add()
     p = ctx.profile
-    runtime_spreads = [spread(e["measured"])[2] for plans in runtime.values()
-                       for e in plans.values() if e.get("measured")]
+    runtime_spreads = [spread(e["measured"])[2] for result in runtime.values()
+                       for e in result["plans"].values() if e.get("measured")]
     rep.add(f"- Predictions (section 1) are deterministic: planning gpt2_small twice with "
             f"compression allowed gives {'byte-identical' if deterministic else '**different**'} "
             f"summaries and traces, so each case is planned once.")
@@ -674,7 +722,7 @@ def noise_section(rep, ctx, speed_spreads, runtime, deterministic):
     rep.add()
 
 
-def plots(ctx, cases, growth, runtime, plots_dir):
+def plots(cases, growth, runtime, plots_dir):
     os.makedirs(plots_dir, exist_ok=True)
     models = list(dict.fromkeys(c["model"] for c in cases))
     values = [[geomean([c["baselines"][b] / c["auto"] for c in cases if c["model"] == m])
@@ -682,7 +730,7 @@ def plots(ctx, cases, growth, runtime, plots_dir):
     svgplot.grouped_bars(os.path.join(plots_dir, "speedup.svg"),
                          "auto: predicted speedup over each baseline (geomean over clusters)",
                          models, [f"vs {b}" for b in BASELINES], values, "speedup (×)",
-                         reference=1.0)
+                         base=1.0)
     xs = [g["tensors"] for g in growth]
     ys = [median(g["wall"]) for g in growth]
     k, c = loglog_fit(xs, ys)
@@ -693,9 +741,10 @@ def plots(ctx, cases, growth, runtime, plots_dir):
                     [("plan phase, median", list(zip(xs, ys)))], "gradient tensors",
                     "planning time (s)", log_x=True, log_y=True,
                     lines=[(f"fit: ∝ n^{k:.2f}", fit, False), ("linear", linear, True)])
-    if any("error" not in e for plans in runtime.values() for e in plans.values()):
+    if any("error" not in e for result in runtime.values() for e in result["plans"].values()):
         series = []
-        for ranks, plans in runtime.items():
+        for ranks, result in runtime.items():
+            plans = result["plans"]
             series.append((f"-np {ranks}", [(e["predicted"] / 1e3, median(e["measured"]) / 1e3)
                                             for e in plans.values() if "error" not in e]))
         top = max((y for _, pts in series for p in pts for y in p), default=1.0)
@@ -727,7 +776,7 @@ def headline(ctx, cases, speed, runtime, runtime_agree, total_s, build_s):
         f"auto/LB = {worst['auto'] / worst['lower_bound']:.3f} ({worst['model']} on "
         f"{worst['cluster']})."
         + (f" Allowing compression gave a slower plan than auto without it in "
-           f"{len(comp_worse)} cases (by up to "
+           f"{len(comp_worse)} case{'s' if len(comp_worse) > 1 else ''} (by up to "
            f"{max(c['comp'] / c['auto'] - 1 for c in comp_worse) * 100:.2g}%)."
            if comp_worse else ""),
         "**Planner speed** (end to end, median): "
@@ -740,9 +789,10 @@ def headline(ctx, cases, speed, runtime, runtime_agree, total_s, build_s):
     ]
     if runtime:
         errors = [abs(median(e["measured"]) / e["predicted"] - 1)
-                  for plans in runtime.values() for e in plans.values() if "error" not in e]
-        failed = [f"{s} at -np {r}" for r, plans in runtime.items()
-                  for s, e in plans.items() if "error" in e]
+                  for result in runtime.values() for e in result["plans"].values()
+                  if "error" not in e]
+        failed = [f"{s} at -np {r}" for r, result in runtime.items()
+                  for s, e in result["plans"].items() if "error" in e]
         bullets.append(
             "**Runtime** (zenopt-run on cpu-local): median |measured − predicted| "
             f"{median(errors) * 100:.0f}% of the prediction; predicted vs measured strategy "
@@ -833,7 +883,7 @@ def render(ctx, raw, build_s):
                      + list(raw["growth"].values()) if "error" not in v]
 
     plots_dir = os.path.join(ctx.out, "plots")
-    plots(ctx, cases, growth, runtime, plots_dir)
+    plots(cases, growth, runtime, plots_dir)
 
     body = Report()
     quality_section(body, cases, "plots")
@@ -864,6 +914,29 @@ def render(ctx, raw, build_s):
         f.write(rep.text())
     os.replace(results + ".tmp", results)
     ctx.log(f"wrote {results} and {plots_dir}/*.svg")
+    # Only the committed report (bench/RESULTS.md) feeds the README, never a scratch --out.
+    if os.path.samefile(ctx.out, os.path.join(ctx.root, "bench")):
+        update_readme(ctx, summary)
+
+
+README_START, README_END = "<!-- bench/run: headline -->", "<!-- bench/run: end -->"
+
+
+def update_readme(ctx, summary):
+    """Replaces the lines between the README's bench markers with the headline, so the numbers
+    the README quotes come from the run too. Nothing happens when the markers are missing."""
+    path = os.path.join(ctx.root, "README.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        ctx.log(f"{path}: no '{README_START}' ... '{README_END}' block; README left alone")
+        return
+    text = text[:start + len(README_START)] + "\n" + summary + "\n" + text[end:]
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    ctx.log(f"updated the headline in {path}")
 
 
 def main():
