@@ -153,7 +153,9 @@ class Context:
         self.work = os.path.join(self.build, "bench-work")
         self.profile = Profile(args.quick)
         self.jobs = max(1, args.jobs)
-        self.loads = []  # (section, 1-minute load average before, after)
+        self.loads = []  # (section, 1-minute load average before, after, seconds)
+        if not os.path.isdir(self.bin):
+            raise BenchError(f"{self.bin} does not exist: build first (bench/run does)")
         os.makedirs(self.work, exist_ok=True)
 
     def tool(self, name):
