@@ -103,14 +103,16 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     Scores candidates with the timeline simulator: dynamic programming over
     bucket boundaries with per-bucket compression/decomposition choices, then
     local search; the baselines are seeds, so the result is never worse than
-    any of them. `strategy` other than `auto` materialises that baseline.
+    any of them. With compressors allowed, each baseline applies each of them
+    to every bucket in turn and keeps the fastest. `strategy` other than
+    `auto` materialises that baseline.
     Records `zen.strategy`, `zen.cluster`, `zen.world_size`, `zen.predicted`
     and `zen.baselines` on the module.
   }];
   let options = [
     clusterOption, dpOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
-           "Allowed compression methods, comma-separated (none by default)">,
+           "Allowed compression methods, comma-separated, each optionally @gpu or @cpu (none by default)">,
     Option<"strategy", "strategy", "std::string", "\"auto\"",
            "auto, nooverlap, wfbp, ddp, horovod, mgwfbp, threshold or manual">,
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
