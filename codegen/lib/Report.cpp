@@ -23,6 +23,8 @@ std::string compressionUsed(const zenrt::Plan &plan) {
       name += fmt::format(":{:g}", c.ratio);
     else if (c.method == zenrt::CompressionMethod::PowerSGD)
       name += fmt::format(":{}", c.rank);
+    if (c.method != zenrt::CompressionMethod::None && c.device == zenrt::Device::CPU)
+      name += "@cpu";
     used.insert(name);
   }
   if (used.size() > 1)
@@ -42,10 +44,41 @@ int64_t gradientBytes(const zenrt::Plan &plan) {
 
 double ms(double us) { return us / 1000.0; }
 
-/// Track of a task in the trace and the picture: 0 = compute, 1 + s = comm stream s.
-int64_t trackOf(const zenrt::Task &task) {
-  return task.kind == zenrt::TaskKind::Collective ? 1 + task.stream : 0;
+bool onHostCpu(const zenrt::Plan &plan, const zenrt::Task &task) {
+  return (task.kind == zenrt::TaskKind::Compress || task.kind == zenrt::TaskKind::Decompress) &&
+         task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size()) &&
+         plan.buckets[task.bucket].compression.device == zenrt::Device::CPU;
 }
+
+/// The tracks of the trace and rows of the picture: the GPU compute stream, the
+/// host CPU when compression is offloaded to it, then every communication stream.
+class TrackLayout {
+public:
+  explicit TrackLayout(const zenrt::Plan &plan) : plan_(plan) {
+    int64_t streams = 0;
+    for (const zenrt::Task &task : plan.schedule) {
+      hostCpu_ = hostCpu_ || onHostCpu(plan, task);
+      if (task.kind == zenrt::TaskKind::Collective)
+        streams = std::max(streams, task.stream + 1);
+    }
+    names_.push_back("compute");
+    if (hostCpu_)
+      names_.push_back("host cpu");
+    for (int64_t s = 0; s < streams; ++s)
+      names_.push_back(fmt::format("comm stream {}", s));
+  }
+  int64_t trackOf(const zenrt::Task &task) const {
+    if (task.kind == zenrt::TaskKind::Collective)
+      return (hostCpu_ ? 2 : 1) + task.stream;
+    return hostCpu_ && onHostCpu(plan_, task) ? 1 : 0;
+  }
+  const std::vector<std::string> &names() const { return names_; }
+
+private:
+  const zenrt::Plan &plan_;
+  bool hostCpu_ = false;
+  std::vector<std::string> names_;
+};
 
 struct Interval {
   double begin, end;
@@ -69,7 +102,10 @@ std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
   std::vector<Interval> compute, comm;
   for (const zenrt::Task &task : plan.schedule) {
     Interval span{task.startUs, task.startUs + task.durationUs};
-    (trackOf(task) == 0 ? compute : comm).push_back(span);
+    if (task.kind == zenrt::TaskKind::Collective)
+      comm.push_back(span);
+    else if (!onHostCpu(plan, task))
+      compute.push_back(span);
   }
   std::vector<Interval> busy = unionOf(compute), exposed;
   for (const Interval &c : unionOf(comm)) {
@@ -171,16 +207,13 @@ std::string summaryText(const zenrt::Plan &plan) {
 
 std::string chromeTrace(const zenrt::Plan &plan) {
   ordered_json events = ordered_json::array();
-  std::set<int64_t> tracks;
-  for (const zenrt::Task &task : plan.schedule)
-    tracks.insert(trackOf(task));
+  TrackLayout layout(plan);
   ordered_json process{{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}};
   process["args"] = {{"name", fmt::format("{} on {}", plan.model.name, plan.cluster.name)}};
   events.push_back(process);
-  for (int64_t track : tracks) {
+  for (size_t track = 0; track < layout.names().size(); ++track) {
     ordered_json name{{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", track}};
-    name["args"] = {{"name", track == 0 ? std::string("compute")
-                                        : fmt::format("comm stream {}", track - 1)}};
+    name["args"] = {{"name", layout.names()[track]}};
     events.push_back(name);
   }
   for (const zenrt::Task &task : plan.schedule) {
@@ -190,7 +223,7 @@ std::string chromeTrace(const zenrt::Plan &plan) {
                        {"ts", task.startUs},
                        {"dur", task.durationUs},
                        {"pid", 0},
-                       {"tid", trackOf(task)}};
+                       {"tid", layout.trackOf(task)}};
     ordered_json args{{"phase", zenrt::toString(task.phase)}};
     if (task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size())) {
       const zenrt::Bucket &bucket = plan.buckets[task.bucket];
@@ -223,14 +256,13 @@ std::string chromeTrace(const zenrt::Plan &plan) {
 std::string timelineSvg(const zenrt::Plan &plan) {
   const double width = 1200, left = 150, right = 30, rowHeight = 34, top = 56;
   double end = plan.predictions.iterationUs;
-  int64_t streams = 0;
-  for (const zenrt::Task &task : plan.schedule) {
+  for (const zenrt::Task &task : plan.schedule)
     end = std::max(end, task.startUs + task.durationUs);
-    if (task.kind == zenrt::TaskKind::Collective)
-      streams = std::max(streams, task.stream + 1);
-  }
   end = std::max(end, 1.0);
-  const int64_t rows = 2 + streams; // compute, streams..., exposed
+  TrackLayout layout(plan);
+  std::vector<std::string> labels = layout.names();
+  labels.push_back("exposed comm");
+  const int64_t rows = static_cast<int64_t>(labels.size());
   const double height = top + rows * rowHeight + 60;
   auto x = [&](double us) { return left + (width - left - right) * us / end; };
   auto rowY = [&](int64_t row) { return top + row * rowHeight; };
@@ -249,10 +281,6 @@ std::string timelineSvg(const zenrt::Plan &plan) {
                      "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
                      ms(plan.predictions.computeUs), ms(plan.predictions.exposedCommUs),
                      ms(plan.predictions.lowerBoundUs));
-  std::vector<std::string> labels{"compute"};
-  for (int64_t s = 0; s < streams; ++s)
-    labels.push_back(fmt::format("comm stream {}", s));
-  labels.push_back("exposed comm");
   for (size_t row = 0; row < labels.size(); ++row) {
     svg += fmt::format("<text x=\"10\" y=\"{:.1f}\">{}</text>\n", rowY(row) + rowHeight * 0.6,
                        labels[row]);
@@ -265,7 +293,7 @@ std::string timelineSvg(const zenrt::Plan &plan) {
     svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
                        "fill=\"{}\" stroke=\"white\" stroke-width=\"0.3\"><title>{} ({:.1f} us)"
                        "</title></rect>\n",
-                       x0, rowY(trackOf(task)) + 5, w, rowHeight - 10, colorOf(task),
+                       x0, rowY(layout.trackOf(task)) + 5, w, rowHeight - 10, colorOf(task),
                        escapeXml(task.name), task.durationUs);
   }
   for (const Interval &span : exposedCommunication(plan))

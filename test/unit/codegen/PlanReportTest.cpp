@@ -4,6 +4,7 @@
 #include "zen/CostModel/Cluster.h"
 
 #include <gtest/gtest.h>
+#include <map>
 #include <nlohmann/json.hpp>
 
 using namespace zen;
@@ -205,6 +206,27 @@ TEST(Report, TraceHasOneCompleteEventPerTaskOnItsTrack) {
     }
   }
   EXPECT_EQ(complete, static_cast<int>(plan.schedule.size()));
+}
+
+TEST(Report, OffloadedCompressionHasItsOwnHostCpuTrack) {
+  cost::CostModel model(cost::loadCluster("a100x8"));
+  zenrt::Plan plan = twoBucketPlan(model, true, zenrt::Device::CPU);
+  codegen::simulatePlan(plan, model);
+  nlohmann::json trace = nlohmann::json::parse(codegen::chromeTrace(plan));
+  std::map<int, std::string> trackNames;
+  for (const auto &event : trace["traceEvents"])
+    if (event["ph"] == "M" && event["name"] == "thread_name")
+      trackNames[event["tid"]] = event["args"]["name"];
+  EXPECT_EQ(trackNames, (std::map<int, std::string>{
+                            {0, "compute"}, {1, "host cpu"}, {2, "comm stream 0"}}));
+  for (const auto &event : trace["traceEvents"])
+    if (event["ph"] == "X")
+      EXPECT_EQ(event["tid"], event["cat"] == "compress" || event["cat"] == "decompress" ? 1
+                              : event["cat"] == "collective"                             ? 2
+                                                                                         : 0)
+          << event["name"];
+  EXPECT_NE(codegen::timelineSvg(plan).find("host cpu"), std::string::npos);
+  EXPECT_NE(codegen::summaryText(plan).find("int8@cpu"), std::string::npos);
 }
 
 TEST(Report, SvgShowsEveryTaskAndTheExposedCommunication) {
