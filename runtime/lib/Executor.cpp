@@ -4,12 +4,16 @@
 #include "zenrt/Kernels.h"
 #include "zenrt/zenrt.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
 
 namespace zenrt {
 namespace {
+
+/// Buckets up to this size (64 KiB of fp32) are compressed and started by markReady itself.
+constexpr size_t kInlineStartElements = 16384;
 
 std::string hex(uint64_t value) {
   char text[32];
@@ -186,7 +190,12 @@ void Executor::markReady(const std::string &tensor) {
   lock.lock();
   if (++run.marked == run.tensorIds.size()) {
     run.state = BucketState::Complete;
-    workReady.notify_all();
+    // A small bucket is compressed and started right here: cheaper than handing it to
+    // the progress thread. The progress thread still polls it unless a waiter drives.
+    if (run.buffers.elements <= kInlineStartElements)
+      driveProgress();
+    if (drivers == 0)
+      workReady.notify_all();
   }
 }
 
@@ -195,6 +204,13 @@ bool Executor::mainDone(const BucketRun &run) const {
     return false;
   return run.state == BucketState::Done ||
          (run.state == BucketState::Communicating && run.nextStage >= run.decoupledStage);
+}
+
+bool Executor::workPending() const {
+  for (const BucketRun &run : buckets)
+    if (run.stageInFlight || run.state == BucketState::Complete)
+      return true;
+  return false;
 }
 
 bool Executor::allDone(const BucketRun &run) const { return run.state == BucketState::Done; }
@@ -245,15 +261,43 @@ void Executor::abort(int exitCode) {
 template <typename Ready>
 void Executor::waitFor(std::unique_lock<std::mutex> &lock, const char *call,
                        const std::vector<size_t> &bucketList, Ready ready) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(options.timeoutSeconds));
+  auto now = std::chrono::steady_clock::now();
+  auto deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(options.timeoutSeconds));
   auto firstWaiting = [&]() -> size_t {
     for (size_t b : bucketList)
       if (!ready(b))
         return b;
     return SIZE_MAX;
   };
+  if (firstWaiting() == SIZE_MAX)
+    return throwIfFailed();
+  // Fast path: drive progress on this thread (compress, start, test, finish) so a short
+  // collective completes without waking the progress thread and being woken by it.
+  // Bounded, then block and leave long collectives to the progress thread.
+  constexpr auto kDriveFor = std::chrono::microseconds(200);
+  auto driveUntil = std::min(deadline, now + kDriveFor);
+  ++drivers;
+  bool done = false;
+  try {
+    for (;;) {
+      throwIfFailed();
+      driveProgress();
+      if ((done = firstWaiting() == SIZE_MAX) || std::chrono::steady_clock::now() >= driveUntil)
+        break;
+      lock.unlock();
+      std::this_thread::yield();  // an oversubscribed machine's other ranks get the core
+      lock.lock();
+    }
+  } catch (...) {
+    --drivers;
+    throw;
+  }
+  // The progress thread takes over what is still in flight (e.g. a decoupled all-gather).
+  if (--drivers == 0 && workPending())
+    workReady.notify_all();
+  if (done)
+    return throwIfFailed();
   for (size_t waiting = firstWaiting(); waiting != SIZE_MAX; waiting = firstWaiting()) {
     throwIfFailed();
     if (progressMade.wait_until(lock, deadline) == std::cv_status::timeout) {
@@ -308,36 +352,35 @@ std::string Executor::describe(size_t b) const {
   return text + op + " is queued";
 }
 
+bool Executor::driveProgress() {
+  try {
+    return progressOnce();
+  } catch (const RuntimeError &e) {
+    failWith(e.status, "rank " + std::to_string(backend->rank()) + ": " + e.what());
+  } catch (const std::exception &e) {
+    failWith(ZENRT_ERR_INTERNAL, "rank " + std::to_string(backend->rank()) + ": " + e.what());
+  }
+}
+
 void Executor::progressLoop() {
   std::unique_lock<std::mutex> lock(mutex);
   unsigned idlePolls = 0;
   while (!stopping) {
-    if (failedStatus) {
+    if (failedStatus || drivers > 0) {
       workReady.wait(lock);
       continue;
     }
     bool progressed = false;
     try {
-      progressed = progressOnce();
-    } catch (const RuntimeError &e) {
-      failedStatus = e.status;
-      failure = "rank " + std::to_string(backend->rank()) + ": " + e.what();
-    } catch (const std::exception &e) {
-      failedStatus = ZENRT_ERR_INTERNAL;
-      failure = "rank " + std::to_string(backend->rank()) + ": " + e.what();
-    }
-    if (failedStatus) {
-      progressMade.notify_all();
-      continue;
+      progressed = driveProgress();
+    } catch (const RuntimeError &) {
+      continue;  // recorded as the handle's failure; waiters report it
     }
     if (progressed) {
       idlePolls = 0;
       continue;
     }
-    bool inFlight = false;
-    for (const BucketRun &run : buckets)
-      inFlight |= run.stageInFlight;
-    if (!inFlight) {
+    if (!workPending()) {
       workReady.wait(lock);
       continue;
     }
@@ -353,6 +396,18 @@ void Executor::progressLoop() {
 }
 
 bool Executor::progressOnce() {
+  bool progressed = compressComplete();
+  progressed |= issueReady();
+  if (testInFlight()) {
+    // A completed stage may let the next one start: start it now, so that after a call no
+    // startable stage is left behind (waiters stop driving on that invariant).
+    issueReady();
+    progressed = true;
+  }
+  return progressed;
+}
+
+bool Executor::compressComplete() {
   bool progressed = false;
   for (BucketRun &run : buckets) {
     if (run.state != BucketState::Complete)
@@ -366,6 +421,11 @@ bool Executor::progressOnce() {
     run.nextStage = 0;
     progressed = true;
   }
+  return progressed;
+}
+
+bool Executor::issueReady() {
+  bool progressed = false;
   for (StreamQueue &queue : streams) {
     while (!queue.ops.empty()) {
       auto [b, c] = queue.ops[queue.cursor];
@@ -387,24 +447,27 @@ bool Executor::progressOnce() {
       }
     }
   }
+  return progressed;
+}
+
+bool Executor::testInFlight() {
+  bool completed = false;
   for (BucketRun &run : buckets) {
     if (!run.stageInFlight)
       continue;
-    std::vector<Backend::Request> open;
-    for (Backend::Request request : run.requests)
-      if (!backend->test(request))
-        open.push_back(request);
-    run.requests.swap(open);
+    auto open = std::remove_if(run.requests.begin(), run.requests.end(),
+                               [&](Backend::Request request) { return backend->test(request); });
+    run.requests.erase(open, run.requests.end());
     if (!run.requests.empty())
       continue;
     run.stageInFlight = false;
-    progressed = true;
+    completed = true;
     if (++run.nextStage == run.program->stageCount())
       finishBucket(run);
     else if (run.nextStage == run.decoupledStage)
       progressMade.notify_all();
   }
-  return progressed;
+  return completed;
 }
 
 void Executor::finishBucket(BucketRun &run) {

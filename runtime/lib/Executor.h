@@ -2,7 +2,9 @@
 //
 // Owns the fusion buffers, error-feedback residuals and bucket programs of a
 // plan, and a progress thread that compresses complete buckets, starts their
-// collectives in plan order per stream and finishes them. Public calls
+// collectives in plan order per stream and finishes them. A waiter drives
+// progress itself for a short while before it blocks (no thread hand-off on
+// the fast path); meanwhile the progress thread stands by. Public calls
 // (register, markReady, wait, test) are thread-safe; every wait has a timeout.
 //
 //===----------------------------------------------------------------------===//
@@ -79,9 +81,15 @@ private:
   void buildQueues();
   void progressLoop();
   bool progressOnce();  // with the mutex held; true when something happened
+  bool compressComplete();  // complete buckets -> communicating
+  bool issueReady();        // starts every stage whose turn it is on its stream
+  bool testInFlight();      // true when a stage completed
+  /// progressOnce, turning its errors into the handle's failure (rethrown).
+  bool driveProgress();
   void finishBucket(BucketRun &run);
   bool mainDone(const BucketRun &run) const;
   bool allDone(const BucketRun &run) const;
+  bool workPending() const;  // a bucket to compress or a stage in flight
   size_t tensorIndex(const std::string &tensor) const;
   /// Waits (mutex held via `lock`) until ready(b) for every listed bucket; on
   /// timeout fails the handle with a message describing the first bucket not ready.
@@ -105,6 +113,7 @@ private:
   mutable std::mutex mutex;
   std::condition_variable workReady, progressMade;
   bool stopping = false;
+  int drivers = 0;  // waiters driving progress themselves; the progress thread stands by
   int failedStatus = 0;
   std::string failure;
   std::thread progressThread;
