@@ -101,8 +101,8 @@ void DecompressSign(benchmark::State &state) {
 }
 void TopK1Percent(benchmark::State &state) {
   size_t kept = k::keptCount(kElements, 0.01);
-  std::vector<uint32_t> indices(kept);
-  std::vector<float> values(kept), scratch;
+  std::vector<uint32_t> indices(kept), scratch;
+  std::vector<float> values(kept);
   for (auto _ : state) {
     k::selectTopK(input().data(), kElements, kept, indices.data(), values.data(), scratch);
     benchmark::ClobberMemory();

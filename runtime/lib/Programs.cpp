@@ -406,7 +406,7 @@ public:
       kernels::randomKIndices(seedFor(b.iteration), b.elements, kept, indices.data(), bitmap);
     else
       kernels::selectTopK(b.fusion.data(), b.elements, kept, indices.data(), values.data(),
-                          magnitudes);
+                          topKScratch);
     if (random)
       for (size_t i = 0; i < kept; ++i)
         values[i] = b.fusion[indices[i]];
@@ -469,7 +469,8 @@ private:
   bool random, allReduce;
   size_t kept;
   std::vector<uint32_t> indices;
-  std::vector<float> values, magnitudes;
+  std::vector<float> values;
+  std::vector<uint32_t> topKScratch;
   std::vector<uint64_t> bitmap;
   std::vector<uint8_t> payload;
   std::unique_ptr<ChunkedGather> gather;

@@ -39,10 +39,12 @@ void dequantizeInt8(const uint8_t *payload, size_t n, float *out, bool accumulat
 size_t keptCount(size_t n, double ratio);
 
 /// Top-k by magnitude: threshold selection (nth_element on the candidates a
-/// strided sample admits, or on all magnitudes; no full sort); ties at the
-/// threshold are taken in index order. Indices ascending. `scratch` is reused.
+/// strided sample admits, or on all magnitudes; no full sort), then one
+/// branch-free compaction; ties at the threshold are taken in index order.
+/// Magnitudes compare as their bits (|x| & 0x7fffffff, as the CUDA kernel), so
+/// NaN ranks above infinity. Indices ascending. `scratch` is reused across calls.
 void selectTopK(const float *in, size_t n, size_t k, uint32_t *indices, float *values,
-                std::vector<float> &scratch);
+                std::vector<uint32_t> &scratch);
 
 /// k distinct indices in [0, n), ascending, from `seed` (Floyd's sampling with
 /// a splitmix64 generator): identical on every rank for the same seed.

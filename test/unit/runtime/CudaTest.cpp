@@ -108,16 +108,27 @@ TEST(Cuda, TopKSelectsTheSameSetAsTheCpu) {
   REQUIRE_GPU();
   std::vector<float> x = randomVector(50000, 4);
   x[10] = x[20] = x[30] = 100.0f;  // ties at the top
-  for (size_t kept : {size_t(1), size_t(2), size_t(500), size_t(50000)}) {
-    Device<float> dx(x);
-    Device<uint32_t> indices(kept);
-    Device<float> values(kept);
-    cu::selectTopK(dx.data, x.size(), kept, indices.data, values.data, nullptr);
-    std::vector<uint32_t> cpuIndices(kept);
-    std::vector<float> cpuValues(kept), scratch;
-    k::selectTopK(x.data(), x.size(), kept, cpuIndices.data(), cpuValues.data(), scratch);
-    EXPECT_EQ(indices.download(), cpuIndices) << kept;
-    EXPECT_EQ(values.download(), cpuValues) << kept;
+  // Large, with ties at the threshold: the CPU's sampled candidate path.
+  std::vector<float> coarse = randomVector(1 << 20, 5);
+  for (float &v : coarse)
+    v = std::round(v * 4.0f) / 4.0f;
+  struct Case {
+    const std::vector<float> *input;
+    size_t kept;
+  };
+  for (Case c : {Case{&x, 1}, Case{&x, 2}, Case{&x, 500}, Case{&x, 50000}, Case{&coarse, 10486},
+                 Case{&coarse, 1}}) {
+    const std::vector<float> &input = *c.input;
+    Device<float> dx(input);
+    Device<uint32_t> indices(c.kept);
+    Device<float> values(c.kept);
+    cu::selectTopK(dx.data, input.size(), c.kept, indices.data, values.data, nullptr);
+    std::vector<uint32_t> cpuIndices(c.kept), scratch;
+    std::vector<float> cpuValues(c.kept);
+    k::selectTopK(input.data(), input.size(), c.kept, cpuIndices.data(), cpuValues.data(),
+                  scratch);
+    EXPECT_EQ(indices.download(), cpuIndices) << input.size() << " " << c.kept;
+    EXPECT_EQ(values.download(), cpuValues) << input.size() << " " << c.kept;
   }
 }
 

@@ -120,8 +120,8 @@ TEST(Kernels, Int8ErrorWithinHalfAScalePerBlock) {
 
 TEST(Kernels, TopKSelectsLargestMagnitudesWithTiesInIndexOrder) {
   std::vector<float> x = {0.5f, -3.0f, 2.0f, -2.0f, 1.0f, 2.0f, 0.0f};
-  std::vector<uint32_t> idx(3);
-  std::vector<float> val(3), scratch;
+  std::vector<uint32_t> idx(3), scratch;
+  std::vector<float> val(3);
   k::selectTopK(x.data(), x.size(), 3, idx.data(), val.data(), scratch);
   EXPECT_EQ(idx, (std::vector<uint32_t>{1, 2, 3}));  // |-3|, then the first two of the |2| ties
   EXPECT_EQ(val, (std::vector<float>{-3.0f, 2.0f, -2.0f}));
@@ -145,6 +145,51 @@ TEST(Kernels, TopKSelectsLargestMagnitudesWithTiesInIndexOrder) {
   EXPECT_EQ(smallestKept, magnitudes[kept - 1]);
   EXPECT_EQ(k::keptCount(10, 1e-9), 1u);
   EXPECT_EQ(k::keptCount(10, 1.0), 10u);
+}
+
+/// Top-k by a full sort: magnitude bits descending, index ascending; indices ascending.
+static std::vector<uint32_t> referenceTopK(const std::vector<float> &x, size_t k) {
+  std::vector<uint32_t> order(x.size());
+  for (uint32_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  auto magnitude = [&](uint32_t i) { return bits(x[i]) & 0x7fffffffu; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return magnitude(a) > magnitude(b); });
+  order.resize(k);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+TEST(Kernels, TopKMatchesAFullSortOnEveryPath) {
+  std::vector<float> random = randomVector(1 << 20, 21), coarse = randomVector(1 << 20, 22);
+  for (float &v : coarse)
+    v = std::round(v * 4.0f) / 4.0f;  // many ties at any threshold
+  // The strided sample sees only large values: its bound admits too few candidates,
+  // so the selection falls back to all magnitudes.
+  std::vector<float> misleading = randomVector(1 << 17, 23);
+  for (size_t s = 0; s < 4096; ++s)
+    misleading[s * (misleading.size() / 4096)] = 1000.0f + float(s);
+  struct Case {
+    const std::vector<float> *input;
+    double ratio;
+  };
+  std::vector<uint32_t> scratch;  // reused across sizes, as the executor does
+  for (Case c : {Case{&random, 0.01}, Case{&random, 0.001}, Case{&random, 0.3},
+                 Case{&coarse, 0.01}, Case{&coarse, 0.1}, Case{&misleading, 0.01}}) {
+    const std::vector<float> &x = *c.input;
+    size_t kept = k::keptCount(x.size(), c.ratio);
+    std::vector<uint32_t> idx(kept);
+    std::vector<float> val(kept);
+    k::selectTopK(x.data(), x.size(), kept, idx.data(), val.data(), scratch);
+    ASSERT_EQ(idx, referenceTopK(x, kept)) << x.size() << " " << c.ratio;
+    for (size_t i = 0; i < kept; ++i)
+      ASSERT_EQ(bits(val[i]), bits(x[idx[i]]));
+  }
+  std::vector<float> withNaN = {1.0f, std::numeric_limits<float>::quiet_NaN(), -3.0f, 2.0f};
+  std::vector<uint32_t> idx(2);
+  std::vector<float> val(2);
+  k::selectTopK(withNaN.data(), withNaN.size(), 2, idx.data(), val.data(), scratch);
+  EXPECT_EQ(idx, (std::vector<uint32_t>{1, 2}));  // NaN ranks above every number
 }
 
 TEST(Kernels, RandomKIsDistinctSortedAndSeedDetermined) {
@@ -177,8 +222,8 @@ TEST(Kernels, SignKeepsSignsAndMeanMagnitude) {
 
 TEST(Kernels, ErrorFeedbackIdentityHoldsExactlyForSparseMethods) {
   std::vector<float> v = randomVector(4096, 11), sent(4096, 0.0f), residual(4096);
-  std::vector<uint32_t> idx(k::keptCount(4096, 0.05));
-  std::vector<float> val(idx.size()), scratch;
+  std::vector<uint32_t> idx(k::keptCount(4096, 0.05)), scratch;
+  std::vector<float> val(idx.size());
   k::selectTopK(v.data(), v.size(), idx.size(), idx.data(), val.data(), scratch);
   for (size_t i = 0; i < idx.size(); ++i)
     sent[idx[i]] = val[i];
