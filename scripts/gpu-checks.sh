@@ -2,9 +2,10 @@
 # Runs libzenrt's GPU checks in one go on a machine with an NVIDIA GPU:
 #   scripts/gpu-checks.sh [BUILD_DIR]      (default: build-gpu, configured if missing)
 # Builds the runtime with CUDA + NCCL, then runs the CUDA kernel tests (compared
-# bit for bit with the CPU kernels) and the NCCL backend test on one rank and,
-# when the machine has several GPUs, on all of them. Fails when no GPU is visible
-# (the tests would only skip).
+# bit for bit with the CPU kernels), the NCCL backend test and the executor on
+# device buffers (every compression method and collective shape, checked against
+# the host path) on one rank and, when the machine has several GPUs, on all of
+# them. Fails when no GPU is visible (the tests would only skip).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -22,11 +23,12 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-19/lib/cmake/mlir} \
     -DLLVM_EXTERNAL_LIT=${LLVM_EXTERNAL_LIT:-/usr/lib/llvm-19/build/utils/lit/lit.py}
 fi
-ninja -C "$build" -j "$jobs" ZenRuntimeCudaTests ZenRuntimeKernelTests zenopt-run
+ninja -C "$build" -j "$jobs" ZenRuntimeCudaTests ZenRuntimeKernelTests ZenRuntimeApiTests zenopt-run
 
 mpirun=(mpirun --allow-run-as-root --oversubscribe)
 # Fail rather than skip: every test must really run on this machine.
 "$build/bin/ZenRuntimeKernelTests"
+"$build/bin/ZenRuntimeApiTests"  # ZENRT_MEMORY_DEVICE starts a runtime here
 out=$("${mpirun[@]}" -np 1 "$build/bin/ZenRuntimeCudaTests" 2>&1) || { echo "$out"; exit 1; }
 echo "$out" | tail -3
 if echo "$out" | grep -q "SKIPPED"; then
@@ -34,6 +36,7 @@ if echo "$out" | grep -q "SKIPPED"; then
   exit 1
 fi
 if [ "$gpus" -gt 1 ]; then
-  "${mpirun[@]}" -np "$gpus" "$build/bin/ZenRuntimeCudaTests" --gtest_filter='Nccl.*'
+  "${mpirun[@]}" -np "$gpus" "$build/bin/ZenRuntimeCudaTests" \
+    --gtest_filter='Nccl.*:DeviceExecutor.*'
 fi
 echo "gpu-checks: all GPU checks passed"

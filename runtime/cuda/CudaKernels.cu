@@ -180,6 +180,11 @@ __global__ void subtractKernel(const float *a, const float *b, float *out, size_
   if (i < n)
     out[i] = a[i] - b[i];
 }
+__global__ void addKernel(const float *in, float *inout, size_t n) {
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    inout[i] += in[i];
+}
 
 void exclusiveSum(const uint32_t *in, uint32_t *out, size_t n, cudaStream_t stream) {
   size_t bytes = 0;
@@ -303,6 +308,11 @@ void subtract(const float *a, const float *b, float *out, size_t n, cudaStream_t
   check(cudaGetLastError(), "subtract");
 }
 
+void add(const float *in, float *inout, size_t n, cudaStream_t s) {
+  if (n)
+    addKernel<<<blocksFor(n), kThreads, 0, s>>>(in, inout, n);
+  check(cudaGetLastError(), "add");
+}
 void powerSgdMultiply(const float *m, size_t rows, size_t cols, const float *in, float *out,
                       size_t rank, bool transposeM, cudaStream_t s) {
   cublasHandle_t handle = cublasFor(s);
@@ -317,6 +327,14 @@ void powerSgdMultiply(const float *m, size_t rows, size_t cols, const float *in,
           "cublasSgemm");
 }
 
+void outerProduct(const float *p, const float *q, size_t rows, size_t cols, size_t rank,
+                  float *out, cudaStream_t s) {
+  cublasHandle_t handle = cublasFor(s);
+  const float one = 1.0f, zero = 0.0f;
+  check(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, int(rows), int(cols), int(rank), &one, p,
+                    int(rows), q, int(cols), &zero, out, int(rows)),
+        "cublasSgemm");
+}
 void orthonormalise(float *p, size_t rows, size_t rank, cudaStream_t s) {
   cublasHandle_t handle = cublasFor(s);
   check(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");

@@ -1,11 +1,14 @@
 //===- NcclBackend.cpp - Collectives with NCCL on CUDA streams ---------------===//
 //
 // Device buffers; one CUDA stream per plan stream (the plan's priority is the
-// stream priority); a request is a CUDA event recorded after the NCCL call.
-// MPI bootstraps the communicator (rank 0's ncclUniqueId is broadcast).
+// stream priority), each with a device Compute whose kernels queue on it; a
+// request is a CUDA event recorded after the NCCL call. MPI bootstraps the
+// communicator (rank 0's ncclUniqueId is broadcast); the MPI backend it is
+// given keeps MPI alive and carries the start-up exchanges.
 //
 //===----------------------------------------------------------------------===//
 #include "../lib/Backend.h"
+#include "../lib/Compute.h"
 
 #include "zenrt/zenrt.h"
 
@@ -13,6 +16,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -45,7 +49,8 @@ ncclDataType_t ncclType(Element element) {
 
 class NcclBackend final : public Backend {
 public:
-  explicit NcclBackend(const void *comm) {
+  NcclBackend(const void *comm, std::unique_ptr<Backend> hostBackend)
+      : host(std::move(hostBackend)) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized)
@@ -66,12 +71,17 @@ public:
     checkNccl(ncclCommInitRank(&nccl, mySize, id, myRank), "ncclCommInitRank");
   }
   ~NcclBackend() override {
+    cudaSetDevice(device);
+    // A collective still pending (after a timeout) never completes: abort the communicator
+    // instead of waiting for it in ncclCommDestroy.
+    bool stuck = !pending.empty();
+    if (nccl)
+      stuck ? ncclCommAbort(nccl) : ncclCommDestroy(nccl);
     for (auto &[id, event] : pending)
       cudaEventDestroy(event);
+    computes.clear();
     for (auto &[number, stream] : streams)
       cudaStreamDestroy(stream);
-    if (nccl)
-      ncclCommDestroy(nccl);
   }
 
   int rank() const override { return myRank; }
@@ -87,7 +97,15 @@ public:
       checkCuda(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, priority),
                 "cudaStreamCreateWithPriority");
       streams[number] = stream;
+      computes[number] = createDeviceCompute(device, stream);
     }
+  }
+  Compute &compute(int number) override {
+    auto it = computes.find(number);
+    if (it == computes.end())
+      throw RuntimeError(ZENRT_ERR_INTERNAL, "no CUDA stream for plan stream " +
+                                                 std::to_string(number));
+    return *it->second;
   }
 
   Request allReduce(void *data, size_t count, Element element, int stream) override {
@@ -148,16 +166,12 @@ public:
     pending.erase(it);
     return true;
   }
-  std::vector<uint64_t> exchange(uint64_t value) override {
-    std::vector<uint64_t> all(static_cast<size_t>(mySize));
-    MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, base);
-    return all;
-  }
+  std::vector<uint64_t> exchange(uint64_t value) override { return host->exchange(value); }
   [[noreturn]] void abortJob(int exitCode) override {
     ncclCommAbort(nccl);
     nccl = nullptr;
-    MPI_Abort(base, exitCode);
-    std::abort();
+    host->abortJob(exitCode);
+    std::abort();  // abortJob does not return
   }
 
 private:
@@ -177,10 +191,12 @@ private:
     return id;
   }
 
+  std::unique_ptr<Backend> host;  // destroyed last: it may finalise MPI
   MPI_Comm base = MPI_COMM_NULL;
   int myRank = 0, mySize = 1, device = 0;
   ncclComm_t nccl = nullptr;
   std::map<int, cudaStream_t> streams;
+  std::map<int, std::unique_ptr<Compute>> computes;  // per plan stream
   std::mutex mutex;
   std::unordered_map<Request, cudaEvent_t> pending;
   Request nextRequest = 1;
@@ -188,8 +204,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Backend> createNcclBackend(const void *comm) {
-  return std::make_unique<NcclBackend>(comm);
+std::unique_ptr<Backend> createNcclBackend(const void *comm, std::unique_ptr<Backend> host) {
+  return std::make_unique<NcclBackend>(comm, std::move(host));
 }
 
 }  // namespace zenrt

@@ -17,6 +17,8 @@
 
 namespace zenrt {
 
+class Compute;
+
 /// Element kinds on the wire. F16/BF16 sums round in 16 bits; Byte is not reducible.
 enum class Element { F32, F16, BF16, Byte };
 size_t elementBytes(Element element);
@@ -55,6 +57,8 @@ public:
   virtual std::vector<uint64_t> exchange(uint64_t value) = 0;
   /// Creates the communication streams (collective; call after the ranks agreed on the plan).
   virtual void openStreams(const std::vector<int> &streams) = 0;
+  /// The memory the collectives work on, with kernels ordered with `stream`'s collectives.
+  virtual Compute &compute(int stream) = 0;
   /// Terminates the job (started collectives cannot be cancelled).
   [[noreturn]] virtual void abortJob(int exitCode) = 0;
 };
@@ -65,8 +69,9 @@ std::unique_ptr<Backend> createMpiBackend(const void *comm);
 
 #ifdef ZENRT_HAVE_CUDA
 /// NCCL backend on device buffers (rank r uses device r % devices), bootstrapped
-/// over `comm` with MPI, which must be initialised. Streams are CUDA streams.
-std::unique_ptr<Backend> createNcclBackend(const void *comm);
+/// over `comm` with MPI, which `host` (the MPI backend on `comm`) keeps initialised;
+/// start-up exchanges go through `host`. Streams are CUDA streams.
+std::unique_ptr<Backend> createNcclBackend(const void *comm, std::unique_ptr<Backend> host);
 #endif
 
 }  // namespace zenrt

@@ -3,6 +3,9 @@
 
 #include "Executor.h"
 #include "zenrt/Plan.h"
+#ifdef ZENRT_HAVE_CUDA
+#include "zenrt/CudaKernels.h"
+#endif
 
 #include <cmath>
 #include <cstdlib>
@@ -59,6 +62,25 @@ double resolveTimeout(const zenrt_options &options) {
   return 300;
 }
 
+/// Throws unless this rank can run buffers of `memory` (checked before the ranks
+/// agree to start, so that no rank enters NCCL's collective set-up alone).
+void checkMemory(int memory, const std::string &prefix) {
+  if (memory == ZENRT_MEMORY_HOST)
+    return;
+  if (memory != ZENRT_MEMORY_DEVICE)
+    throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                              prefix + "options.memory is " + std::to_string(memory) +
+                                  " (expected ZENRT_MEMORY_HOST or ZENRT_MEMORY_DEVICE)");
+#ifdef ZENRT_HAVE_CUDA
+  if (zenrt::cuda::deviceCount() == 0)
+    throw zenrt::RuntimeError(ZENRT_ERR_BACKEND,
+                              prefix + "ZENRT_MEMORY_DEVICE but no CUDA device is visible");
+#else
+  throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                            prefix + "ZENRT_MEMORY_DEVICE but libzenrt was built without CUDA");
+#endif
+}
+
 /// Loads the plan on every rank; a rank that fails makes every rank fail
 /// (otherwise the others would wait for it in the agreement forever).
 int initialise(zenrt_t *out, const zenrt_options *given,
@@ -89,6 +111,7 @@ int initialise(zenrt_t *out, const zenrt_options *given,
                                       std::to_string(options.world_size) +
                                       " but the communicator has " +
                                       std::to_string(backend->size()) + " ranks");
+      checkMemory(options.memory, prefix);
       executorOptions.timeoutSeconds = resolveTimeout(options);
       executorOptions.keepSent = options.keep_sent != 0;
       try {
@@ -108,6 +131,10 @@ int initialise(zenrt_t *out, const zenrt_options *given,
                                       std::to_string(r) + " failed to start (" +
                                       zenrt_error_string(int(statuses[r])) +
                                       "; see its message)");
+#ifdef ZENRT_HAVE_CUDA
+    if (options.memory == ZENRT_MEMORY_DEVICE)
+      backend = zenrt::createNcclBackend(options.mpi_comm, std::move(backend));
+#endif
     auto handle = std::make_unique<zenrt_s>();
     handle->executor =
         std::make_unique<zenrt::Executor>(std::move(plan), std::move(backend), executorOptions);
@@ -127,6 +154,7 @@ void zenrt_options_init(zenrt_options *options) {
   options->timeout_s = 0;
   options->mpi_comm = nullptr;
   options->keep_sent = 0;
+  options->memory = ZENRT_MEMORY_HOST;
 }
 
 int zenrt_init_file(zenrt_t *out, const char *plan_path, const zenrt_options *options) {
@@ -254,6 +282,6 @@ const char *zenrt_error_string(int status) {
 
 const char *zenrt_last_error(void) { return lastError.c_str(); }
 
-const char *zenrt_version(void) { return "0.1.0"; }
+const char *zenrt_version(void) { return "0.2.0"; }
 
 }  // extern "C"

@@ -1,12 +1,10 @@
 //===- Executor.cpp - Plan executor ------------------------------------------===//
 #include "Executor.h"
 
-#include "zenrt/Kernels.h"
 #include "zenrt/zenrt.h"
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <set>
 
 namespace zenrt {
@@ -37,11 +35,14 @@ Executor::Executor(Plan plan, std::unique_ptr<Backend> backendIn, ExecutorOption
     run.buffers.index = b;
     run.buffers.elements = size_t(spec.elements);
     run.buffers.errorFeedback = spec.compression.errorFeedback;
-    run.buffers.fusion.assign(size_t(spec.elements), 0.0f);
+    run.first = &backend->compute(int(spec.collectives.front().stream));
+    run.last = &backend->compute(int(spec.collectives.back().stream));
+    size_t elements = size_t(spec.elements);
+    run.buffers.fusion = run.first->allocate<float>(elements);
     if (spec.compression.errorFeedback)
-      run.buffers.residual.assign(size_t(spec.elements), 0.0f);
+      run.buffers.residual = run.first->allocate<float>(elements);
     if (spec.compression.errorFeedback || options.keepSent)
-      run.buffers.sent.assign(size_t(spec.elements), 0.0f);
+      run.buffers.sent = run.first->allocate<float>(elements);
     for (size_t e = 0; e < spec.tensors.size(); ++e) {
       size_t t = tensorByName.at(spec.tensors[e].name);
       run.tensorIds.push_back(t);
@@ -143,6 +144,9 @@ void Executor::registerGradient(const std::string &tensor, float *data, int64_t 
   std::string prefix = "rank " + std::to_string(backend->rank()) + ": gradient '" + tensor + "': ";
   if (!data)
     throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null buffer");
+  std::string rejected = buckets[tensors[t].bucket].first->rejectGradient(data);
+  if (!rejected.empty())
+    throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "buffer is " + rejected);
   if (elements != thePlan.tensors[t].elements)
     throw RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
                        prefix + "buffer has " + std::to_string(elements) +
@@ -186,7 +190,7 @@ void Executor::markReady(const std::string &tensor) {
   float *destination = run.buffers.fusion.data() + entry.offset;
   const float *source = tensorRun.data;
   lock.unlock();
-  std::memcpy(destination, source, size_t(entry.elements) * sizeof(float));
+  run.first->copy(destination, source, size_t(entry.elements) * sizeof(float));
   lock.lock();
   if (++run.marked == run.tensorIds.size()) {
     run.state = BucketState::Complete;
@@ -414,9 +418,9 @@ bool Executor::compressComplete() {
       continue;
     BucketBuffers &b = run.buffers;
     if (b.errorFeedback)
-      kernels::add(b.residual.data(), b.fusion.data(), b.elements);
+      run.first->add(b.residual.data(), b.fusion.data(), b.elements);
     if (run.program->compress(b) && b.errorFeedback)
-      kernels::subtract(b.fusion.data(), b.sent.data(), b.residual.data(), b.elements);
+      run.first->subtract(b.fusion.data(), b.sent.data(), b.residual.data(), b.elements);
     run.state = BucketState::Communicating;
     run.nextStage = 0;
     progressed = true;
@@ -474,8 +478,9 @@ void Executor::finishBucket(BucketRun &run) {
   run.program->finish(run.buffers);
   const Bucket &spec = thePlan.buckets[run.buffers.index];
   for (size_t e = 0; e < spec.tensors.size(); ++e)
-    std::memcpy(tensors[run.tensorIds[e]].data, run.buffers.fusion.data() + spec.tensors[e].offset,
-                size_t(spec.tensors[e].elements) * sizeof(float));
+    run.last->copy(tensors[run.tensorIds[e]].data, run.buffers.fusion.data() + spec.tensors[e].offset,
+                   size_t(spec.tensors[e].elements) * sizeof(float));
+  run.last->synchronize();  // device: the results are in the gradients before Done
   run.state = BucketState::Done;
   progressMade.notify_all();
 }

@@ -55,6 +55,7 @@ private:
   struct BucketRun {
     BucketBuffers buffers;
     std::unique_ptr<BucketProgram> program;
+    Compute *first = nullptr, *last = nullptr;  // of its first and last collective's streams
     std::vector<size_t> tensorIds;  // plan tensor index of each entry
     BucketState state = BucketState::Idle;
     size_t marked = 0;

@@ -1,6 +1,7 @@
 //===- MpiBackend.cpp - Non-blocking MPI collectives -------------------------===//
 #include "Backend.h"
 
+#include "Compute.h"
 #include "zenrt/Kernels.h"
 #include "zenrt/zenrt.h"
 
@@ -80,6 +81,7 @@ public:
 
   int rank() const override { return myRank; }
   int size() const override { return mySize; }
+  Compute &compute(int) override { return *host; }
 
   Request allReduce(void *data, size_t count, Element element, int stream) override {
     return start("MPI_Iallreduce", [&](MPI_Request *r) {
@@ -189,6 +191,7 @@ private:
                                               std::string(text, size_t(length)));
   }
 
+  std::unique_ptr<Compute> host = createHostCompute();
   bool ownsMpi = false;
   MPI_Comm base = MPI_COMM_NULL;
   int myRank = 0, mySize = 1;

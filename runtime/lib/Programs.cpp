@@ -4,11 +4,8 @@
 #include "zenrt/Kernels.h"
 #include "zenrt/zenrt.h"
 
-#include <Eigen/Dense>
-
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 namespace zenrt {
 
@@ -50,12 +47,13 @@ struct ShardLayout {
     size_t shardBegin;   // offset of this rank's shard in the shard buffer
   };
   std::vector<Piece> pieces;
-  size_t paddedTotal = 0, shardTotal = 0;
+  size_t paddedTotal = 0, shardTotal = 0, largestShard = 0;
 
   ShardLayout(size_t elements, int64_t chunks, size_t ranks) {
     for (Segment segment : splitIntoChunks(elements, chunks)) {
       size_t shard = ceilDiv(segment.length, ranks);
       pieces.push_back({segment, shard, paddedTotal, shardTotal});
+      largestShard = std::max(largestShard, shard);
       paddedTotal += shard * ranks;
       shardTotal += shard;
     }
@@ -65,9 +63,11 @@ struct ShardLayout {
 /// All-gather of an opaque byte payload of equal size on every rank, chunked.
 class ChunkedGather {
 public:
-  ChunkedGather(size_t payloadBytes, int64_t chunks, size_t ranks)
-      : payloadBytes(payloadBytes), ranks(ranks), pieces(splitIntoChunks(payloadBytes, chunks)),
-        gathered(payloadBytes * ranks) {}
+  ChunkedGather(Compute &compute, size_t payloadBytes, int64_t chunks, size_t ranks)
+      : compute(compute), payloadBytes(payloadBytes), ranks(ranks),
+        pieces(splitIntoChunks(payloadBytes, chunks)),
+        gathered(compute.allocate<uint8_t>(payloadBytes * ranks)),
+        assembled(compute.allocate<uint8_t>(pieces.size() > 1 ? payloadBytes : 0)) {}
   void issue(Backend &backend, const uint8_t *payload, int stream,
              std::vector<Backend::Request> &requests) {
     for (const Segment &piece : pieces)
@@ -76,20 +76,21 @@ public:
                                            Element::Byte, stream));
   }
   /// Rank r's whole payload, reassembled from the chunk regions.
+  /// (Device: valid for work queued after this call, until the next call.)
   const uint8_t *payloadOf(size_t r) {
     if (pieces.size() == 1)
       return gathered.data() + r * payloadBytes;
-    assembled.resize(payloadBytes);
     for (const Segment &piece : pieces)
-      std::memcpy(assembled.data() + piece.offset,
-                  gathered.data() + piece.offset * ranks + r * piece.length, piece.length);
+      compute.copy(assembled.data() + piece.offset,
+                   gathered.data() + piece.offset * ranks + r * piece.length, piece.length);
     return assembled.data();
   }
 
 private:
+  Compute &compute;
   size_t payloadBytes, ranks;
   std::vector<Segment> pieces;
-  std::vector<uint8_t> gathered, assembled;
+  Buffer<uint8_t> gathered, assembled;
 };
 
 //===----------------------------------------------------------------------===//
@@ -100,7 +101,8 @@ class DenseProgram final : public BucketProgram {
 public:
   DenseProgram(const Bucket &bucket, Backend &backend)
       : backend(backend), slots(slotsOf(bucket)), ranks(size_t(backend.size())),
-        layout(size_t(bucket.elements), bucket.collectives[0].chunks, ranks) {
+        layout(size_t(bucket.elements), bucket.collectives[0].chunks, ranks),
+        first(backend.compute(slots.front().stream)), last(backend.compute(slots.back().stream)) {
     switch (bucket.compression.method) {
     case CompressionMethod::FP16:
       element = Element::F16;
@@ -112,7 +114,7 @@ public:
       element = Element::F32;
     }
     if (element != Element::F32)
-      wire16.resize(size_t(bucket.elements));
+      wire16 = first.allocate<uint16_t>(size_t(bucket.elements));
     const auto &c = bucket.collectives;
     if (c[0].op == CollectiveOp::AllReduce)
       shape = Shape::AllReduce;
@@ -122,21 +124,23 @@ public:
       shape = c[0].op == CollectiveOp::ReduceScatter ? Shape::ReduceScatterGather
                                                      : Shape::AllToAllGather;
     if (shape == Shape::ReduceScatterGather || shape == Shape::AllToAllGather) {
-      padded.resize(layout.paddedTotal * elementBytes(element));
-      shards.resize(layout.shardTotal * elementBytes(element));
+      padded = first.allocate<uint8_t>(layout.paddedTotal * elementBytes(element));
+      shards = first.allocate<uint8_t>(layout.shardTotal * elementBytes(element));
       if (shape == Shape::AllToAllGather)
-        received.resize(layout.paddedTotal);
+        received = first.allocate<float>(layout.paddedTotal);
     }
+    if (element != Element::F32)
+      scratch = first.allocate<float>(layout.largestShard);
   }
 
   bool compress(BucketBuffers &b) override {
     if (element == Element::F32) {
       if (!b.sent.empty())
-        std::copy(b.fusion.begin(), b.fusion.end(), b.sent.begin());
+        first.copy(b.sent.data(), b.fusion.data(), b.elements * sizeof(float));
     } else {
-      encode(b.fusion.data(), wire16.data(), b.elements);
+      encode(first, b.fusion.data(), wire16.data(), b.elements);
       if (!b.sent.empty())
-        decode(wire16.data(), b.sent.data(), b.elements);
+        decode(first, wire16.data(), b.sent.data(), b.elements);
     }
     return true;
   }
@@ -164,9 +168,9 @@ public:
       // Pad each segment to ranks * shard and start the reduce-scatter (or all-to-all).
       for (const ShardLayout::Piece &piece : layout.pieces) {
         uint8_t *pad = padded.data() + piece.paddedBegin * width;
-        std::memcpy(pad, wire + piece.segment.offset * width, piece.segment.length * width);
-        std::memset(pad + piece.segment.length * width, 0,
-                    (piece.shard * ranks - piece.segment.length) * width);
+        first.copy(pad, wire + piece.segment.offset * width, piece.segment.length * width);
+        first.zero(pad + piece.segment.length * width,
+                   (piece.shard * ranks - piece.segment.length) * width);
         if (shape == Shape::ReduceScatterGather)
           requests.push_back(backend.reduceScatter(pad, shards.data() + piece.shardBegin * width,
                                                    piece.shard, element, stream));
@@ -190,53 +194,53 @@ public:
     float average = shape == Shape::Broadcast ? 1.0f : 1.0f / float(ranks);
     if (shape == Shape::AllReduce || shape == Shape::Broadcast) {
       if (element != Element::F32)
-        decode(wire16.data(), b.fusion.data(), b.elements);
+        decode(last, wire16.data(), b.fusion.data(), b.elements);
       if (average != 1.0f)
-        kernels::scale(b.fusion.data(), b.elements, average);
+        last.scale(b.fusion.data(), b.elements, average);
       return;
     }
     for (const ShardLayout::Piece &piece : layout.pieces) {
       const uint8_t *gathered = padded.data() + piece.paddedBegin * width;
       float *out = b.fusion.data() + piece.segment.offset;
       if (element == Element::F32)
-        std::memcpy(out, gathered, piece.segment.length * 4);
+        last.copy(out, gathered, piece.segment.length * 4);
       else
-        decode(reinterpret_cast<const uint16_t *>(gathered), out, piece.segment.length);
+        decode(last, reinterpret_cast<const uint16_t *>(gathered), out, piece.segment.length);
     }
   }
 
 private:
   enum class Shape { AllReduce, Broadcast, ReduceScatterGather, AllToAllGather };
 
-  void encode(const float *in, uint16_t *out, size_t n) const {
+  void encode(Compute &compute, const float *in, uint16_t *out, size_t n) const {
     if (element == Element::F16)
-      kernels::floatToHalf(in, out, n);
+      compute.floatToHalf(in, out, n);
     else
-      kernels::floatToBF16(in, out, n);
+      compute.floatToBF16(in, out, n);
   }
-  void decode(const uint16_t *in, float *out, size_t n) const {
+  void decode(Compute &compute, const uint16_t *in, float *out, size_t n) const {
     if (element == Element::F16)
-      kernels::halfToFloat(in, out, n);
+      compute.halfToFloat(in, out, n);
     else
-      kernels::bf16ToFloat(in, out, n);
+      compute.bf16ToFloat(in, out, n);
   }
+  /// Stage 1's local step, on stage 1's stream (stage 0 has completed).
   void averageShard(const ShardLayout::Piece &piece, uint8_t *shard) {
     float factor = 1.0f / float(ranks);
     if (shape == Shape::AllToAllGather) {  // F32 only: sum the ranks' copies of our block
       float *sum = reinterpret_cast<float *>(shard);
       const float *blocks = received.data() + piece.paddedBegin;
-      std::copy(blocks, blocks + piece.shard, sum);
+      last.copy(sum, blocks, piece.shard * sizeof(float));
       for (size_t r = 1; r < ranks; ++r)
-        kernels::add(blocks + r * piece.shard, sum, piece.shard);
-      kernels::scale(sum, piece.shard, factor);
+        last.add(blocks + r * piece.shard, sum, piece.shard);
+      last.scale(sum, piece.shard, factor);
     } else if (element == Element::F32) {
-      kernels::scale(reinterpret_cast<float *>(shard), piece.shard, factor);
+      last.scale(reinterpret_cast<float *>(shard), piece.shard, factor);
     } else {
-      scratch.resize(piece.shard);
       uint16_t *wire = reinterpret_cast<uint16_t *>(shard);
-      decode(wire, scratch.data(), piece.shard);
-      kernels::scale(scratch.data(), piece.shard, factor);
-      encode(scratch.data(), wire, piece.shard);
+      decode(last, wire, scratch.data(), piece.shard);
+      last.scale(scratch.data(), piece.shard, factor);
+      encode(last, scratch.data(), wire, piece.shard);
     }
   }
 
@@ -244,11 +248,12 @@ private:
   std::vector<CollectiveSlot> slots;
   size_t ranks;
   ShardLayout layout;
+  Compute &first, &last;  // the first and the last collective's streams
   Element element = Element::F32;
   Shape shape = Shape::AllReduce;
-  std::vector<uint16_t> wire16;
-  std::vector<uint8_t> padded, shards;
-  std::vector<float> received, scratch;
+  Buffer<uint16_t> wire16;
+  Buffer<uint8_t> padded, shards;
+  Buffer<float> received, scratch;
 };
 
 //===----------------------------------------------------------------------===//
@@ -260,45 +265,44 @@ public:
   Int8Program(const Bucket &bucket, Backend &backend)
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
         twoPhase(bucket.collectives[0].op == CollectiveOp::AllReduce),
-        layout(size_t(bucket.elements), slot.chunks, ranks) {
+        layout(size_t(bucket.elements), slot.chunks, ranks), compute(backend.compute(slot.stream)) {
     size_t n = size_t(bucket.elements);
     if (!twoPhase) {
-      payload.resize(kernels::int8PayloadBytes(n));
-      gather = std::make_unique<ChunkedGather>(payload.size(), slot.chunks, ranks);
+      payload = compute.allocate<uint8_t>(kernels::int8PayloadBytes(n));
+      gather = std::make_unique<ChunkedGather>(compute, payload.size(), slot.chunks, ranks);
       return;
     }
+    size_t bytes = 0;
     for (const ShardLayout::Piece &piece : layout.pieces) {
-      size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
-      blockOffsets.push_back(sendBuffer.size());
-      sendBuffer.resize(sendBuffer.size() + blockBytes * ranks);
+      blockOffsets.push_back(bytes);
+      bytes += kernels::int8PayloadBytes(piece.shard) * ranks;
     }
-    receiveBuffer.resize(sendBuffer.size());
-    gatherBuffer.resize(sendBuffer.size());
-    ownBlocks.resize(sendBuffer.size() / ranks);
+    sendBuffer = compute.allocate<uint8_t>(bytes);
+    receiveBuffer = compute.allocate<uint8_t>(bytes);
+    gatherBuffer = compute.allocate<uint8_t>(bytes);
+    ownBlocks = compute.allocate<uint8_t>(bytes / ranks);
+    scratch = compute.allocate<float>(layout.largestShard);
   }
 
   bool compress(BucketBuffers &b) override {
     if (!twoPhase) {
-      kernels::quantizeInt8(b.fusion.data(), b.elements, payload.data());
+      compute.quantizeInt8(b.fusion.data(), b.elements, payload.data());
       if (!b.sent.empty())
-        kernels::dequantizeInt8(payload.data(), b.elements, b.sent.data(), false);
+        compute.dequantizeInt8(payload.data(), b.elements, b.sent.data(), false);
       return true;
     }
-    scratch.resize(layout.pieces.empty() ? 0 : layout.pieces.front().shard);
     for (size_t p = 0; p < layout.pieces.size(); ++p) {
       const ShardLayout::Piece &piece = layout.pieces[p];
       size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
       for (size_t r = 0; r < ranks; ++r) {
         Segment part = blockOf(piece, r);
-        scratch.assign(piece.shard, 0.0f);
-        std::copy(b.fusion.begin() + long(part.offset),
-                  b.fusion.begin() + long(part.offset + part.length), scratch.begin());
+        compute.zero(scratch.data(), piece.shard * sizeof(float));
+        compute.copy(scratch.data(), b.fusion.data() + part.offset, part.length * sizeof(float));
         uint8_t *block = sendBuffer.data() + blockOffsets[p] + r * blockBytes;
-        kernels::quantizeInt8(scratch.data(), piece.shard, block);
+        compute.quantizeInt8(scratch.data(), piece.shard, block);
         if (!b.sent.empty()) {
-          kernels::dequantizeInt8(block, piece.shard, scratch.data(), false);
-          std::copy(scratch.begin(), scratch.begin() + long(part.length),
-                    b.sent.begin() + long(part.offset));
+          compute.dequantizeInt8(block, piece.shard, scratch.data(), false);
+          compute.copy(b.sent.data() + part.offset, scratch.data(), part.length * sizeof(float));
         }
       }
     }
@@ -323,13 +327,13 @@ public:
         continue;
       }
       // Sum the ranks' quantised copies of our shard, average, re-quantise, all-gather.
-      scratch.assign(piece.shard, 0.0f);
+      compute.zero(scratch.data(), piece.shard * sizeof(float));
       for (size_t r = 0; r < ranks; ++r)
-        kernels::dequantizeInt8(receiveBuffer.data() + blockOffsets[p] + r * blockBytes,
-                                piece.shard, scratch.data(), true);
-      kernels::scale(scratch.data(), piece.shard, 1.0f / float(ranks));
+        compute.dequantizeInt8(receiveBuffer.data() + blockOffsets[p] + r * blockBytes,
+                               piece.shard, scratch.data(), true);
+      compute.scale(scratch.data(), piece.shard, 1.0f / float(ranks));
       uint8_t *own = ownBlocks.data() + blockOffsets[p] / ranks;
-      kernels::quantizeInt8(scratch.data(), piece.shard, own);
+      compute.quantizeInt8(scratch.data(), piece.shard, own);
       requests.push_back(backend.allGather(own, gatherBuffer.data() + blockOffsets[p], blockBytes,
                                            Element::Byte, slot.stream));
     }
@@ -337,22 +341,20 @@ public:
 
   void finish(BucketBuffers &b) override {
     if (!twoPhase) {
-      std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
+      compute.zero(b.fusion.data(), b.elements * sizeof(float));
       for (size_t r = 0; r < ranks; ++r)
-        kernels::dequantizeInt8(gather->payloadOf(r), b.elements, b.fusion.data(), true);
-      kernels::scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
+        compute.dequantizeInt8(gather->payloadOf(r), b.elements, b.fusion.data(), true);
+      compute.scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
       return;
     }
     for (size_t p = 0; p < layout.pieces.size(); ++p) {
       const ShardLayout::Piece &piece = layout.pieces[p];
       size_t blockBytes = kernels::int8PayloadBytes(piece.shard);
-      scratch.resize(piece.shard);
       for (size_t r = 0; r < ranks; ++r) {
         Segment part = blockOf(piece, r);
-        kernels::dequantizeInt8(gatherBuffer.data() + blockOffsets[p] + r * blockBytes,
-                                piece.shard, scratch.data(), false);
-        std::copy(scratch.begin(), scratch.begin() + long(part.length),
-                  b.fusion.begin() + long(part.offset));
+        compute.dequantizeInt8(gatherBuffer.data() + blockOffsets[p] + r * blockBytes,
+                               piece.shard, scratch.data(), false);
+        compute.copy(b.fusion.data() + part.offset, scratch.data(), part.length * sizeof(float));
       }
     }
   }
@@ -370,11 +372,12 @@ private:
   size_t ranks;
   bool twoPhase;
   ShardLayout layout;
-  std::vector<uint8_t> payload;
+  Compute &compute;
+  Buffer<uint8_t> payload;
   std::unique_ptr<ChunkedGather> gather;
   std::vector<size_t> blockOffsets;
-  std::vector<uint8_t> sendBuffer, receiveBuffer, gatherBuffer, ownBlocks;
-  std::vector<float> scratch;
+  Buffer<uint8_t> sendBuffer, receiveBuffer, gatherBuffer, ownBlocks;
+  Buffer<float> scratch;
 };
 
 //===----------------------------------------------------------------------===//
@@ -388,38 +391,40 @@ public:
         bucketIndex(uint64_t(bucket.id)),
         random(bucket.compression.method == CompressionMethod::RandomK),
         allReduce(bucket.collectives[0].op == CollectiveOp::AllReduce),
-        kept(kernels::keptCount(size_t(bucket.elements), bucket.compression.ratio)) {
+        kept(kernels::keptCount(size_t(bucket.elements), bucket.compression.ratio)),
+        compute(backend.compute(slot.stream)) {
     if (uint64_t(bucket.elements) > uint64_t(UINT32_MAX))
       throw RuntimeError(ZENRT_ERR_PLAN, "bucket " + std::to_string(bucket.id) +
                                              ": sparse compression needs fewer than 2^32 elements");
-    indices.resize(kept);
-    values.resize(kept);
+    indices = compute.allocate<uint32_t>(kept);
+    values = compute.allocate<float>(kept);
+    if (random)
+      randomIndices.resize(kept);
     if (!allReduce) {
       // top-k sends indices and values; random-k only values (indices are shared).
-      payload.resize(random ? 4 * kept : 8 * kept);
-      gather = std::make_unique<ChunkedGather>(payload.size(), slot.chunks, ranks);
+      payload = compute.allocate<uint8_t>(random ? 4 * kept : 8 * kept);
+      gather = std::make_unique<ChunkedGather>(compute, payload.size(), slot.chunks, ranks);
     }
   }
 
   bool compress(BucketBuffers &b) override {
-    if (random)
-      kernels::randomKIndices(seedFor(b.iteration), b.elements, kept, indices.data(), bitmap);
-    else
-      kernels::selectTopK(b.fusion.data(), b.elements, kept, indices.data(), values.data(),
-                          topKScratch);
-    if (random)
-      for (size_t i = 0; i < kept; ++i)
-        values[i] = b.fusion[indices[i]];
+    if (random) {
+      kernels::randomKIndices(seedFor(b.iteration), b.elements, kept, randomIndices.data(),
+                              bitmap);
+      compute.upload(indices.data(), randomIndices.data(), 4 * kept);
+      compute.gather(b.fusion.data(), indices.data(), kept, values.data());
+    } else {
+      compute.selectTopK(b.fusion.data(), b.elements, kept, indices.data(), values.data());
+    }
     if (!b.sent.empty()) {
-      std::fill(b.sent.begin(), b.sent.end(), 0.0f);
-      for (size_t i = 0; i < kept; ++i)
-        b.sent[indices[i]] = values[i];
+      compute.zero(b.sent.data(), b.elements * sizeof(float));
+      compute.scatter(values.data(), indices.data(), kept, b.sent.data(), false);
     }
     if (!allReduce) {
       size_t valueOffset = random ? 0 : 4 * kept;
       if (!random)
-        std::memcpy(payload.data(), indices.data(), 4 * kept);
-      std::memcpy(payload.data() + valueOffset, values.data(), 4 * kept);
+        compute.copy(payload.data(), indices.data(), 4 * kept);
+      compute.copy(payload.data() + valueOffset, values.data(), 4 * kept);
     }
     return true;
   }
@@ -438,22 +443,19 @@ public:
   }
 
   void finish(BucketBuffers &b) override {
-    std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
-    float factor = 1.0f / float(ranks);
+    compute.zero(b.fusion.data(), b.elements * sizeof(float));
     if (allReduce) {
-      for (size_t i = 0; i < kept; ++i)
-        b.fusion[indices[i]] = values[i] * factor;
-      return;
+      compute.scatter(values.data(), indices.data(), kept, b.fusion.data(), false);
+    } else {
+      for (size_t r = 0; r < ranks; ++r) {
+        const uint8_t *data = gather->payloadOf(r);
+        const float *rankValues = reinterpret_cast<const float *>(data + (random ? 0 : 4 * kept));
+        const uint32_t *rankIndices =
+            random ? indices.data() : reinterpret_cast<const uint32_t *>(data);
+        compute.scatter(rankValues, rankIndices, kept, b.fusion.data(), true);
+      }
     }
-    for (size_t r = 0; r < ranks; ++r) {
-      const uint8_t *data = gather->payloadOf(r);
-      const float *rankValues = reinterpret_cast<const float *>(data + (random ? 0 : 4 * kept));
-      const uint32_t *rankIndices =
-          random ? indices.data() : reinterpret_cast<const uint32_t *>(data);
-      for (size_t i = 0; i < kept; ++i)
-        b.fusion[rankIndices[i]] += rankValues[i];
-    }
-    kernels::scale(b.fusion.data(), b.elements, factor);
+    compute.scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
   }
 
 private:
@@ -468,11 +470,12 @@ private:
   uint64_t bucketIndex;
   bool random, allReduce;
   size_t kept;
-  std::vector<uint32_t> indices;
-  std::vector<float> values;
-  std::vector<uint32_t> topKScratch;
+  Compute &compute;
+  Buffer<uint32_t> indices;
+  Buffer<float> values;
+  std::vector<uint32_t> randomIndices;  // host: generated here, then uploaded
   std::vector<uint64_t> bitmap;
-  std::vector<uint8_t> payload;
+  Buffer<uint8_t> payload;
   std::unique_ptr<ChunkedGather> gather;
 };
 
@@ -484,13 +487,14 @@ class SignProgram final : public BucketProgram {
 public:
   SignProgram(const Bucket &bucket, Backend &backend)
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
-        payload(kernels::signPayloadBytes(size_t(bucket.elements))),
-        gather(payload.size(), slot.chunks, ranks) {}
+        compute(backend.compute(slot.stream)),
+        payload(compute.allocate<uint8_t>(kernels::signPayloadBytes(size_t(bucket.elements)))),
+        gather(compute, payload.size(), slot.chunks, ranks) {}
 
   bool compress(BucketBuffers &b) override {
-    kernels::compressSign(b.fusion.data(), b.elements, payload.data());
+    compute.compressSign(b.fusion.data(), b.elements, payload.data());
     if (!b.sent.empty())
-      kernels::decompressSign(payload.data(), b.elements, b.sent.data(), false);
+      compute.decompressSign(payload.data(), b.elements, b.sent.data(), false);
     return true;
   }
   size_t stageCount() const override { return 1; }
@@ -499,17 +503,18 @@ public:
     gather.issue(backend, payload.data(), slot.stream, requests);
   }
   void finish(BucketBuffers &b) override {
-    std::fill(b.fusion.begin(), b.fusion.end(), 0.0f);
+    compute.zero(b.fusion.data(), b.elements * sizeof(float));
     for (size_t r = 0; r < ranks; ++r)
-      kernels::decompressSign(gather.payloadOf(r), b.elements, b.fusion.data(), true);
-    kernels::scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
+      compute.decompressSign(gather.payloadOf(r), b.elements, b.fusion.data(), true);
+    compute.scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
   }
 
 private:
   Backend &backend;
   CollectiveSlot slot;
   size_t ranks;
-  std::vector<uint8_t> payload;
+  Compute &compute;
+  Buffer<uint8_t> payload;
   ChunkedGather gather;
 };
 
@@ -520,14 +525,18 @@ private:
 class PowerSgdProgram final : public BucketProgram {
 public:
   PowerSgdProgram(const Bucket &bucket, Backend &backend)
-      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())) {
+      : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
+        compute(backend.compute(slot.stream)) {
     size_t n = size_t(bucket.elements);
     rows = size_t(std::ceil(std::sqrt(double(n))));
     cols = ceilDiv(n, rows);
     rank = std::min<size_t>({size_t(bucket.compression.rank), rows, cols});
-    matrix = Eigen::MatrixXf::Zero(long(rows), long(cols));
+    matrix = compute.allocate<float>(rows * cols);  // the tail past n stays zero
+    approximation = compute.allocate<float>(rows * cols);
+    p = compute.allocate<float>(rows * rank);
+    q = compute.allocate<float>(cols * rank);
     // Q starts as the same pseudo-random normal matrix on every rank, then warm-starts.
-    q.resize(long(cols), long(rank));
+    std::vector<float> start(cols * rank);
     uint64_t state = 0x51ed270b27e3f1a5ull ^ uint64_t(bucket.id);
     auto uniform = [&state] {
       uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -535,13 +544,14 @@ public:
       z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
       return (double((z ^ (z >> 31)) >> 11) + 0.5) / 9007199254740992.0;
     };
-    for (long i = 0; i < q.size(); ++i)
-      q.data()[i] = float(std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()));
+    for (float &value : start)
+      value = float(std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()));
+    compute.upload(q.data(), start.data(), start.size() * sizeof(float));
   }
 
   bool compress(BucketBuffers &b) override {
-    std::copy(b.fusion.begin(), b.fusion.end(), matrix.data());  // column-major, zero tail
-    p = matrix * q;
+    compute.copy(matrix.data(), b.fusion.data(), b.elements * sizeof(float));  // column-major
+    compute.multiply(matrix.data(), rows, cols, q.data(), p.data(), rank, false);
     return false;
   }
   size_t stageCount() const override { return 2; }
@@ -549,12 +559,12 @@ public:
 
   void issue(size_t stage, BucketBuffers &, std::vector<Backend::Request> &requests) override {
     float *data = p.data();
-    size_t count = size_t(p.size());
+    size_t count = p.size();
     if (stage == 1) {
-      orthonormalise();
-      q = matrix.transpose() * p;
+      compute.orthonormalise(p.data(), rows, rank);
+      compute.multiply(matrix.data(), rows, cols, p.data(), q.data(), rank, true);
       data = q.data();
-      count = size_t(q.size());
+      count = q.size();
     }
     for (const Segment &piece : splitIntoChunks(count, slot.chunks))
       requests.push_back(
@@ -562,26 +572,22 @@ public:
   }
 
   void finish(BucketBuffers &b) override {
-    q *= 1.0f / float(ranks);
-    Eigen::MatrixXf approximation = p * q.transpose();
+    compute.scale(q.data(), q.size(), 1.0f / float(ranks));
+    compute.outerProduct(p.data(), q.data(), rows, cols, rank, approximation.data());
     const float *approx = approximation.data();
     if (b.errorFeedback)
-      kernels::subtract(b.fusion.data(), approx, b.residual.data(), b.elements);
+      compute.subtract(b.fusion.data(), approx, b.residual.data(), b.elements);
     if (!b.sent.empty())
-      std::copy(approx, approx + b.elements, b.sent.begin());
-    std::copy(approx, approx + b.elements, b.fusion.begin());
+      compute.copy(b.sent.data(), approx, b.elements * sizeof(float));
+    compute.copy(b.fusion.data(), approx, b.elements * sizeof(float));
   }
 
 private:
-  void orthonormalise() {
-    Eigen::HouseholderQR<Eigen::MatrixXf> qr(p);
-    p = qr.householderQ() * Eigen::MatrixXf::Identity(long(rows), long(rank));
-  }
-
   Backend &backend;
   CollectiveSlot slot;
   size_t ranks, rows = 0, cols = 0, rank = 0;
-  Eigen::MatrixXf matrix, p, q;
+  Compute &compute;
+  Buffer<float> matrix, approximation, p, q;
 };
 
 }  // namespace

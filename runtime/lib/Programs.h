@@ -4,13 +4,16 @@
 // over ranks: compress, then one or more stages of non-blocking collectives
 // (each stage belongs to one of the plan's collectives of the bucket; a stage
 // runs its local step, e.g. summing all-to-all shards, right before it
-// starts), then finish (decompress, average).
+// starts), then finish (decompress, average). Programs work through the
+// backend's Compute: compress on the first collective's stream, a stage on its
+// collective's, finish on the last collective's (device work is queued there).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZENRT_LIB_PROGRAMS_H
 #define ZENRT_LIB_PROGRAMS_H
 
 #include "Backend.h"
+#include "Compute.h"
 #include "zenrt/Plan.h"
 
 #include <memory>
@@ -18,15 +21,15 @@
 
 namespace zenrt {
 
-/// The executor-owned buffers of one bucket.
+/// The executor-owned buffers of one bucket, in the memory of the backend's Compute.
 struct BucketBuffers {
   size_t index = 0;
   size_t elements = 0;
   bool errorFeedback = false;
   int64_t iteration = 0;
-  std::vector<float> fusion;    // packed gradients (+ residual) in, average out
-  std::vector<float> residual;  // error feedback, kept across iterations
-  std::vector<float> sent;      // decoded local contribution (error feedback or debugging)
+  Buffer<float> fusion;    // packed gradients (+ residual) in, average out
+  Buffer<float> residual;  // error feedback, kept across iterations
+  Buffer<float> sent;      // decoded local contribution (error feedback or debugging)
 };
 
 class BucketProgram {

@@ -43,12 +43,17 @@ void scatter(const float *values, const uint32_t *indices, size_t k, float *out,
              cudaStream_t stream);
 void scale(float *data, size_t n, float factor, cudaStream_t stream);
 void subtract(const float *a, const float *b, float *out, size_t n, cudaStream_t stream);
+/// inout[i] += in[i].
+void add(const float *in, float *inout, size_t n, cudaStream_t stream);
 
 /// PowerSGD factor step with cuBLAS on column-major matrices:
 /// p[rows x r] = m[rows x cols] * q[cols x r] (transposeM = false) or
 /// q[cols x r] = m^T * p (transposeM = true).
 void powerSgdMultiply(const float *m, size_t rows, size_t cols, const float *in, float *out,
                       size_t rank, bool transposeM, cudaStream_t stream);
+/// out[rows x cols] = p[rows x r] * q[cols x r]^T (the PowerSGD approximation).
+void outerProduct(const float *p, const float *q, size_t rows, size_t cols, size_t rank,
+                  float *out, cudaStream_t stream);
 /// Orthonormalises the columns of p[rows x r] in place (modified Gram-Schmidt).
 void orthonormalise(float *p, size_t rows, size_t rank, cudaStream_t stream);
 

@@ -32,6 +32,7 @@ struct RuntimeOptions {
   double timeoutSeconds = 0;      // <= 0: ZENRT_TIMEOUT_S or 300
   const void *mpiComm = nullptr;  // MPI_Comm*, null: MPI_COMM_WORLD
   bool keepSent = false;          // keep each bucket's decoded local contribution
+  bool deviceMemory = false;      // gradients are CUDA device buffers (ZENRT_MEMORY_DEVICE)
 };
 
 class Runtime {
@@ -113,6 +114,7 @@ private:
     raw.timeout_s = options.timeoutSeconds;
     raw.mpi_comm = options.mpiComm;
     raw.keep_sent = options.keepSent ? 1 : 0;
+    raw.memory = options.deviceMemory ? ZENRT_MEMORY_DEVICE : ZENRT_MEMORY_HOST;
     return raw;
   }
   zenrt_t handle = nullptr;

@@ -19,6 +19,14 @@
  *
  * The MPI backend needs MPI initialised with MPI_THREAD_MULTIPLE (or not at
  * all: zenrt then initialises it and finalises it in zenrt_finalize).
+ *
+ * GPU gradients (libzenrt built with CUDA): set options.memory to
+ * ZENRT_MEMORY_DEVICE and register device pointers. Rank r then runs on CUDA
+ * device r % devices, fusion buffers and error-feedback residuals live there,
+ * compression runs as CUDA kernels and the collectives as NCCL calls, one CUDA
+ * stream per plan stream (MPI only bootstraps NCCL). The work producing a
+ * gradient must be complete (e.g. its stream synchronised) when it is marked
+ * ready, and the buffer must not be written until its wait returns.
  *===----------------------------------------------------------------------===*/
 #ifndef ZENRT_ZENRT_H
 #define ZENRT_ZENRT_H
@@ -31,7 +39,7 @@ extern "C" {
 #endif
 
 #define ZENRT_VERSION_MAJOR 0
-#define ZENRT_VERSION_MINOR 1
+#define ZENRT_VERSION_MINOR 2
 #define ZENRT_VERSION_PATCH 0
 
 typedef enum zenrt_status {
@@ -49,6 +57,12 @@ typedef enum zenrt_status {
 
 typedef struct zenrt_s *zenrt_t;
 
+/* Where the registered gradient buffers live. */
+typedef enum zenrt_memory {
+  ZENRT_MEMORY_HOST = 0,  /* host memory: CPU kernels, MPI collectives */
+  ZENRT_MEMORY_DEVICE = 1 /* CUDA device memory: CUDA kernels, NCCL collectives */
+} zenrt_memory;
+
 typedef struct zenrt_options {
   /* Expected rank and world size; -1 = take them from the communicator. When
    * given they must match the communicator's. */
@@ -62,9 +76,13 @@ typedef struct zenrt_options {
   /* Keep each bucket's decompressed local contribution of the last iteration
    * for zenrt_debug_bucket (costs one buffer per bucket). */
   int keep_sent;
+  /* A zenrt_memory (added in 0.2; fill the struct with zenrt_options_init). Device
+   * memory needs libzenrt built with CUDA and a visible GPU on every rank. */
+  int memory;
 } zenrt_options;
 
-/* Fills the defaults: rank = world_size = -1, timeout_s = 0, mpi_comm = NULL, keep_sent = 0. */
+/* Fills the defaults: rank = world_size = -1, timeout_s = 0, mpi_comm = NULL, keep_sent = 0,
+ * memory = ZENRT_MEMORY_HOST. */
 void zenrt_options_init(zenrt_options *options);
 
 /* Loads and validates a plan, agrees on it with every rank (plan hash and world
@@ -74,8 +92,10 @@ int zenrt_init_file(zenrt_t *out, const char *plan_path, const zenrt_options *op
 int zenrt_init_text(zenrt_t *out, const char *plan_text, size_t length, const char *source_name,
                     const zenrt_options *options);
 
-/* Registers the host buffer of a gradient named in the plan; `elements` must
- * equal the plan's. Every gradient must be registered before the first mark. */
+/* Registers the buffer of a gradient named in the plan, in the memory the handle
+ * was initialised for (a device pointer of this rank's device is checked with
+ * cudaPointerGetAttributes); `elements` must equal the plan's. Every gradient
+ * must be registered before the first mark. */
 int zenrt_register(zenrt_t rt, const char *tensor, float *data, int64_t elements);
 
 /* The gradient is final for this iteration: the runtime copies it into its
@@ -102,7 +122,8 @@ int zenrt_finalize(zenrt_t rt);
 
 /* Introspection for checks and tests: bucket count, and a bucket's buffers of
  * the last finished iteration: `sent` (decompressed local contribution; NULL
- * unless options.keep_sent) and `residual` (error feedback; NULL without it). */
+ * unless options.keep_sent) and `residual` (error feedback; NULL without it),
+ * device pointers with ZENRT_MEMORY_DEVICE. */
 int zenrt_bucket_count(zenrt_t rt, int *count);
 int zenrt_debug_bucket(zenrt_t rt, int bucket, const float **sent, const float **residual,
                        int64_t *elements);

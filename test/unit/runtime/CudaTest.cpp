@@ -1,8 +1,11 @@
-// CUDA kernels against the CPU kernels (same payloads, same rounding), and the
-// NCCL backend's five collectives on the ranks of this job. Skips without a GPU.
+// CUDA kernels against the CPU kernels (same payloads, same rounding), the
+// NCCL backend's five collectives on the ranks of this job, and the executor on
+// device buffers against the host path. Skips without a GPU.
 #include "Backend.h"
 #include "zenrt/CudaKernels.h"
 #include "zenrt/Kernels.h"
+#include "zenrt/Plan.h"
+#include "zenrt/Runtime.h"
 
 #include <cuda_runtime.h>
 #include "MpiTestMain.h"
@@ -10,7 +13,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 
 namespace k = zenrt::kernels;
@@ -150,7 +156,7 @@ TEST(Cuda, PowerSgdFactorsAreOrthonormal) {
 
 TEST(Nccl, FiveCollectivesOnTheJobsRanks) {
   REQUIRE_GPU();
-  auto backend = zenrt::createNcclBackend(nullptr);
+  auto backend = zenrt::createNcclBackend(nullptr, zenrt::createMpiBackend(nullptr));
   backend->openStreams({1});
   size_t ranks = size_t(backend->size()), count = 1000;
   float me = float(backend->rank() + 1), total = float(ranks * (ranks + 1) / 2);
@@ -176,6 +182,246 @@ TEST(Nccl, FiveCollectivesOnTheJobsRanks) {
     EXPECT_EQ(received[r * count], float(r + 1));
   finish(backend->broadcast(data.data, count, zenrt::Element::F32, 0, 1));
   EXPECT_EQ(data.download()[0], 1.0f);
+}
+
+//===----------------------------------------------------------------------===//
+// The executor on device buffers (NCCL, CUDA kernels) against the host path
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct PlanCase {
+  zenrt::CompressionMethod method;
+  std::vector<zenrt::CollectiveOp> ops;
+  bool decoupled = false;
+};
+
+/// Three buckets of awkward sizes (padding, a 1-element tensor, chunked, two streams;
+/// stream 3 for a decoupled all-gather), every bucket with `c`'s method and collectives,
+/// for the job's world size. The schedule mirrors test/Runtime/Inputs/make_plan.py.
+zenrt::Plan devicePlan(const PlanCase &c, int ranks) {
+  using namespace zenrt;
+  const std::vector<std::pair<std::string, int64_t>> gradients = {
+      {"layer4.weight", 3000}, {"layer4.bias", 517}, {"layer3.weight", 2048},
+      {"layer2.bias", 1},      {"layer1.weight", 4099}};
+  const std::vector<std::vector<size_t>> members = {{0, 1}, {2, 3}, {4}};
+  const int64_t chunks[] = {1, 3, 2}, streams[] = {1, 2, 1};
+  bool sparse = c.method == CompressionMethod::TopK || c.method == CompressionMethod::RandomK;
+  Plan plan;
+  plan.generator = {"CudaTest", "1"};
+  plan.model = {"handmade", ""};
+  plan.cluster = {"local", ranks};
+  plan.strategy = "handmade";
+  plan.compressor = toString(c.method);
+  for (size_t t = 0; t < gradients.size(); ++t)
+    plan.tensors.push_back({gradients[t].first, gradients[t].second, "f32", int64_t(t)});
+  for (size_t b = 0; b < members.size(); ++b) {
+    Bucket bucket;
+    bucket.id = int64_t(b);
+    for (size_t t : members[b]) {
+      bucket.tensors.push_back({gradients[t].first, bucket.elements, gradients[t].second});
+      bucket.elements += gradients[t].second;
+    }
+    bucket.bytes = bucket.elements * 4;
+    bucket.compression = {c.method, sparse ? 0.1 : 1.0,
+                          c.method == CompressionMethod::PowerSGD ? 2 : 0,
+                          c.method != CompressionMethod::None, zenrt::Device::GPU};
+    for (size_t k = 0; k < c.ops.size(); ++k) {
+      bool decoupled = c.decoupled && k + 1 == c.ops.size();
+      bucket.collectives.push_back({c.ops[k], "ring", chunks[b], decoupled ? 3 : streams[b],
+                                    int64_t(b), decoupled, bucket.bytes});
+    }
+    plan.buckets.push_back(bucket);
+  }
+  double clock = 0;
+  auto task = [&](TaskKind kind, const std::string &name, int64_t bucket, int64_t stream,
+                  double duration, std::vector<int64_t> deps, Phase phase,
+                  std::vector<std::string> produces = {}) {
+    Task t;
+    t.id = int64_t(plan.schedule.size());
+    t.kind = kind;
+    t.name = name;
+    t.bucket = bucket;
+    t.stream = stream;
+    t.startUs = clock;
+    t.durationUs = duration;
+    t.deps = std::move(deps);
+    t.phase = phase;
+    t.produces = std::move(produces);
+    if (kind == TaskKind::Compute)
+      clock += duration;
+    plan.schedule.push_back(t);
+    return t.id;
+  };
+  int64_t previous = task(TaskKind::Compute, "forward", -1, 0, 25, {}, Phase::Forward);
+  std::vector<std::pair<int64_t, int64_t>> deferred;  // (bucket, dependency)
+  for (size_t b = 0; b < members.size(); ++b) {
+    for (size_t t : members[b])
+      previous = task(TaskKind::Compute, gradients[t].first + ".backward", -1, 0, 25, {previous},
+                      Phase::Backward, {gradients[t].first});
+    int64_t dep = previous;
+    if (c.method != CompressionMethod::None)
+      dep = task(TaskKind::Compress, "compress.b" + std::to_string(b), int64_t(b), 0, 1, {dep},
+                 Phase::Backward);
+    for (const Collective &collective : plan.buckets[b].collectives) {
+      if (collective.decoupled) {
+        deferred.emplace_back(int64_t(b), dep);
+        continue;
+      }
+      dep = task(TaskKind::Collective, toString(collective.op) + std::string(".b") +
+                                           std::to_string(b),
+                 int64_t(b), collective.stream, 10, {dep}, Phase::Backward);
+    }
+    if (c.method != CompressionMethod::None)
+      task(TaskKind::Decompress, "decompress.b" + std::to_string(b), int64_t(b), 0, 1, {dep},
+           Phase::Backward);
+  }
+  int64_t optimizer =
+      task(TaskKind::Compute, "optimizer", -1, 0, 25, {previous}, Phase::Optimizer);
+  for (auto [b, dep] : deferred)
+    task(TaskKind::Collective, "all_gather.b" + std::to_string(b), b, 3, 10, {dep, optimizer},
+         Phase::NextForward);
+  plan.predictions = {clock + 20, clock, 20, clock, 30};
+  plan.baselines = {{"nooverlap", clock + 30}};
+  return plan;
+}
+
+/// Per iteration: the gradients after the waits, and each bucket's residual.
+struct RunResult {
+  std::vector<std::vector<std::vector<float>>> gradients, residuals;
+};
+
+/// Runs `iterations` of the plan with gradients seeded by rank and iteration, on host
+/// buffers or on device buffers.
+RunResult runPlan(const zenrt::Plan &plan, bool device, int iterations) {
+  zenrt::Runtime::Options options;
+  options.timeoutSeconds = 60;
+  options.deviceMemory = device;
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(zenrt::writePlan(plan), "device-plan", options);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Registered storage never moves: sized once, refilled in place.
+  std::vector<std::vector<float>> host;
+  host.reserve(plan.tensors.size());
+  std::vector<std::unique_ptr<Device<float>>> onDevice;
+  for (const zenrt::TensorInfo &tensor : plan.tensors) {
+    host.emplace_back(size_t(tensor.elements));
+    if (device)
+      onDevice.push_back(std::make_unique<Device<float>>(size_t(tensor.elements)));
+    runtime.registerGradient(tensor.name, device ? onDevice.back()->data : host.back().data(),
+                             tensor.elements);
+  }
+  RunResult result;
+  for (int iteration = 0; iteration < iterations; ++iteration) {
+    for (size_t t = 0; t < host.size(); ++t) {
+      std::vector<float> values =
+          randomVector(host[t].size(), 1000 * uint64_t(rank) + 10 * uint64_t(iteration) + t);
+      std::copy(values.begin(), values.end(), host[t].begin());
+      if (device)
+        onDevice[t]->upload(host[t]);
+      runtime.markReady(plan.tensors[t].name);
+    }
+    runtime.waitAll();
+    for (const zenrt::TensorInfo &tensor : plan.tensors)
+      runtime.wait(tensor.name);  // decoupled all-gathers
+    result.gradients.emplace_back();
+    for (size_t t = 0; t < host.size(); ++t)
+      result.gradients.back().push_back(device ? onDevice[t]->download() : host[t]);
+    result.residuals.emplace_back();
+    for (int b = 0; b < runtime.bucketCount(); ++b) {
+      zenrt::Runtime::BucketView view = runtime.debugBucket(b);
+      std::vector<float> residual(view.residual ? size_t(view.elements) : 0);
+      if (view.residual && device)
+        EXPECT_EQ(cudaMemcpy(residual.data(), view.residual, residual.size() * 4,
+                             cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+      else if (view.residual)
+        std::copy(view.residual, view.residual + view.elements, residual.begin());
+      result.residuals.back().push_back(residual);
+    }
+  }
+  return result;
+}
+
+/// |device - host| within `relative` of the largest host magnitude of the tensor.
+void expectClose(const std::vector<float> &device, const std::vector<float> &host,
+                 double relative, const std::string &what) {
+  ASSERT_EQ(device.size(), host.size()) << what;
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < host.size(); ++i) {
+    largest = std::max(largest, double(std::fabs(host[i])));
+    worst = std::max(worst, double(std::fabs(device[i] - host[i])));
+  }
+  EXPECT_LE(worst, relative * std::max(largest, 1e-6)) << what;
+}
+
+}  // namespace
+
+TEST(DeviceExecutor, EveryMethodMatchesTheHostPath) {
+  REQUIRE_GPU();
+  using zenrt::CollectiveOp;
+  using zenrt::CompressionMethod;
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const std::vector<CollectiveOp> allReduce = {CollectiveOp::AllReduce},
+                                  rsAg = {CollectiveOp::ReduceScatter, CollectiveOp::AllGather},
+                                  a2aAg = {CollectiveOp::AllToAll, CollectiveOp::AllGather},
+                                  allGather = {CollectiveOp::AllGather},
+                                  broadcast = {CollectiveOp::Broadcast};
+  const std::vector<PlanCase> cases = {
+      {CompressionMethod::None, allReduce},     {CompressionMethod::None, rsAg},
+      {CompressionMethod::None, a2aAg},         {CompressionMethod::None, broadcast},
+      {CompressionMethod::None, rsAg, true},    {CompressionMethod::FP16, allReduce},
+      {CompressionMethod::FP16, rsAg},          {CompressionMethod::BF16, rsAg},
+      {CompressionMethod::Int8, allGather},     {CompressionMethod::Int8, allReduce},
+      {CompressionMethod::TopK, allGather},     {CompressionMethod::RandomK, allGather},
+      {CompressionMethod::RandomK, allReduce},  {CompressionMethod::Sign, allGather},
+      {CompressionMethod::PowerSGD, allReduce}};
+  for (const PlanCase &c : cases) {
+    zenrt::Plan plan = devicePlan(c, ranks);
+    std::string name = std::string(zenrt::toString(c.method)) + " " +
+                       zenrt::toString(c.ops.front()) + (c.decoupled ? " decoupled" : "");
+    // Kernels agree to float rounding; PowerSGD orthonormalises differently (Householder
+    // on the CPU, Gram-Schmidt on the GPU: the same span, other rounding).
+    double relative = c.method == CompressionMethod::PowerSGD ? 1e-3 : 1e-5;
+    RunResult host = runPlan(plan, false, 3), device = runPlan(plan, true, 3);
+    for (size_t i = 0; i < host.gradients.size(); ++i) {
+      for (size_t t = 0; t < host.gradients[i].size(); ++t)
+        expectClose(device.gradients[i][t], host.gradients[i][t], relative,
+                    name + ", iteration " + std::to_string(i) + ", " + plan.tensors[t].name);
+      for (size_t b = 0; b < host.residuals[i].size(); ++b)
+        expectClose(device.residuals[i][b], host.residuals[i][b], relative,
+                    name + ", iteration " + std::to_string(i) + ", residual of bucket " +
+                        std::to_string(b));
+    }
+  }
+}
+
+TEST(DeviceExecutor, RejectsHostBuffersAndUnknownMemory) {
+  REQUIRE_GPU();
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  zenrt::Plan plan = devicePlan({zenrt::CompressionMethod::None, {zenrt::CollectiveOp::AllReduce}},
+                                ranks);
+  zenrt::Runtime::Options options;
+  options.deviceMemory = true;
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(zenrt::writePlan(plan), "p.json", options);
+  std::vector<float> hostBuffer(3000);
+  try {
+    runtime.registerGradient("layer4.weight", hostBuffer.data(), 3000);
+    ADD_FAILURE() << "a host buffer was accepted as a device gradient";
+  } catch (const zenrt::Error &e) {
+    EXPECT_EQ(e.status, ZENRT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("layer4.weight"), std::string::npos) << e.what();
+  }
+  zenrt_options raw;
+  zenrt_options_init(&raw);
+  raw.memory = 7;
+  zenrt_t handle = nullptr;
+  std::string text = zenrt::writePlan(plan);
+  EXPECT_EQ(zenrt_init_text(&handle, text.data(), text.size(), "p.json", &raw),
+            ZENRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(handle, nullptr);
 }
 
 int main(int argc, char **argv) { return runMpiTests(argc, argv); }

@@ -94,7 +94,7 @@ int statusOf(const std::function<void()> &call, std::string *message = nullptr) 
 }  // namespace
 
 TEST(RuntimeApi, VersionAndErrorStrings) {
-  EXPECT_STREQ(zenrt_version(), "0.1.0");
+  EXPECT_STREQ(zenrt_version(), "0.2.0");
   EXPECT_STREQ(zenrt_error_string(ZENRT_ERR_TIMEOUT), "timeout");
   EXPECT_STREQ(zenrt_error_string(12345), "unknown status");
   zenrt_options options;
@@ -127,6 +127,36 @@ TEST(RuntimeApi, InitRejectsBadAndMissingPlans) {
                                        "p.json", options);
             }),
             ZENRT_ERR_INVALID_ARGUMENT);
+}
+
+TEST(RuntimeApi, MemoryKindIsCheckedBeforeTheRanksStart) {
+  std::string text = zenrt::writePlan(onePlan(zenrt::CompressionMethod::None));
+  zenrt_options options;
+  zenrt_options_init(&options);
+  EXPECT_EQ(options.memory, ZENRT_MEMORY_HOST);
+  options.memory = 7;
+  zenrt_t rt = nullptr;
+  EXPECT_EQ(zenrt_init_text(&rt, text.data(), text.size(), "p.json", &options),
+            ZENRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_STREQ(zenrt_last_error(),
+               "rank 0: options.memory is 7 (expected ZENRT_MEMORY_HOST or ZENRT_MEMORY_DEVICE)");
+  // Device memory works with CUDA and a GPU (DeviceExecutor tests), else fails clearly.
+  options.memory = ZENRT_MEMORY_DEVICE;
+  int status = zenrt_init_text(&rt, text.data(), text.size(), "p.json", &options);
+  if (status == ZENRT_OK) {
+    zenrt_finalize(rt);
+    return;
+  }
+  EXPECT_EQ(rt, nullptr);
+#ifdef ZENRT_HAVE_CUDA
+  EXPECT_EQ(status, ZENRT_ERR_BACKEND);
+  EXPECT_STREQ(zenrt_last_error(), "rank 0: ZENRT_MEMORY_DEVICE but no CUDA device is visible");
+#else
+  EXPECT_EQ(status, ZENRT_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(zenrt_last_error(),
+               "rank 0: ZENRT_MEMORY_DEVICE but libzenrt was built without CUDA");
+#endif
 }
 
 TEST(RuntimeApi, RegistrationChecksNamesAndSizes) {

@@ -1,0 +1,164 @@
+//===- DeviceCompute.cpp - Device memory with the CUDA kernels on a stream ---===//
+//
+// Every call first makes the runtime's device current: the executor's calls
+// come from the progress thread and from waiting threads, whose current
+// device is their own business.
+//
+//===----------------------------------------------------------------------===//
+#include "../lib/Compute.h"
+
+#include "../lib/Backend.h"
+#include "zenrt/CudaKernels.h"
+#include "zenrt/zenrt.h"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+namespace zenrt {
+namespace {
+
+void checkCuda(cudaError_t code, const char *what) {
+  if (code != cudaSuccess)
+    throw RuntimeError(ZENRT_ERR_BACKEND, std::string(what) + ": " + cudaGetErrorString(code));
+}
+
+class DeviceCompute final : public Compute {
+public:
+  DeviceCompute(int device, cudaStream_t stream) : device(device), stream(stream) {}
+  bool onDevice() const override { return true; }
+
+  std::shared_ptr<void> allocateBytes(size_t bytes) override {
+    use();
+    void *data = nullptr;
+    checkCuda(cudaMalloc(&data, bytes ? bytes : 1), "cudaMalloc");
+    std::shared_ptr<void> owned(data, [device = device](void *pointer) {
+      cudaSetDevice(device);
+      cudaFree(pointer);
+    });
+    // Zeroed on this stream and waited for: the buffer may next be used on another stream.
+    checkCuda(cudaMemsetAsync(data, 0, bytes, stream), "cudaMemsetAsync");
+    synchronize();
+    return owned;
+  }
+  std::string rejectGradient(const void *data) const override {
+    cudaPointerAttributes attributes{};
+    cudaError_t code = cudaPointerGetAttributes(&attributes, data);
+    if (code != cudaSuccess) {
+      cudaGetLastError();  // clear the error the failed query recorded
+      return std::string("not a CUDA pointer (") + cudaGetErrorString(code) + ")";
+    }
+    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+      return "not device memory (the runtime was initialised for device buffers: "
+             "ZENRT_MEMORY_DEVICE)";
+    if (attributes.device != device)
+      return "memory of CUDA device " + std::to_string(attributes.device) +
+             ", but this rank runs on device " + std::to_string(device);
+    return "";
+  }
+
+  void copy(void *to, const void *from, size_t bytes) override {
+    use();
+    if (bytes)
+      checkCuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream),
+                "cudaMemcpyAsync");
+  }
+  void zero(void *to, size_t bytes) override {
+    use();
+    if (bytes)
+      checkCuda(cudaMemsetAsync(to, 0, bytes, stream), "cudaMemsetAsync");
+  }
+  void upload(void *to, const void *from, size_t bytes) override {
+    use();
+    if (!bytes)
+      return;
+    checkCuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream),
+              "cudaMemcpyAsync");
+    synchronize();  // `from` is the caller's again on return
+  }
+  void synchronize() override {
+    use();
+    checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+
+  void floatToHalf(const float *in, uint16_t *out, size_t n) override {
+    guarded([&] { cuda::floatToHalf(in, out, n, stream); });
+  }
+  void halfToFloat(const uint16_t *in, float *out, size_t n) override {
+    guarded([&] { cuda::halfToFloat(in, out, n, stream); });
+  }
+  void floatToBF16(const float *in, uint16_t *out, size_t n) override {
+    guarded([&] { cuda::floatToBF16(in, out, n, stream); });
+  }
+  void bf16ToFloat(const uint16_t *in, float *out, size_t n) override {
+    guarded([&] { cuda::bf16ToFloat(in, out, n, stream); });
+  }
+  void quantizeInt8(const float *in, size_t n, uint8_t *payload) override {
+    guarded([&] { cuda::quantizeInt8(in, n, payload, stream); });
+  }
+  void dequantizeInt8(const uint8_t *payload, size_t n, float *out, bool accumulate) override {
+    guarded([&] { cuda::dequantizeInt8(payload, n, out, accumulate, stream); });
+  }
+  void compressSign(const float *in, size_t n, uint8_t *payload) override {
+    guarded([&] { cuda::compressSign(in, n, payload, stream); });
+  }
+  void decompressSign(const uint8_t *payload, size_t n, float *out, bool accumulate) override {
+    guarded([&] { cuda::decompressSign(payload, n, out, accumulate, stream); });
+  }
+  void selectTopK(const float *in, size_t n, size_t k, uint32_t *indices,
+                  float *values) override {
+    guarded([&] { cuda::selectTopK(in, n, k, indices, values, stream); });
+  }
+  void gather(const float *in, const uint32_t *indices, size_t k, float *values) override {
+    guarded([&] { cuda::gather(in, indices, k, values, stream); });
+  }
+  void scatter(const float *values, const uint32_t *indices, size_t k, float *out,
+               bool accumulate) override {
+    guarded([&] { cuda::scatter(values, indices, k, out, accumulate, stream); });
+  }
+  void scale(float *data, size_t n, float factor) override {
+    guarded([&] { cuda::scale(data, n, factor, stream); });
+  }
+  void subtract(const float *a, const float *b, float *out, size_t n) override {
+    guarded([&] { cuda::subtract(a, b, out, n, stream); });
+  }
+  void add(const float *in, float *inout, size_t n) override {
+    guarded([&] { cuda::add(in, inout, n, stream); });
+  }
+  void multiply(const float *m, size_t rows, size_t cols, const float *in, float *out,
+                size_t rank, bool transposeM) override {
+    guarded([&] { cuda::powerSgdMultiply(m, rows, cols, in, out, rank, transposeM, stream); });
+  }
+  void orthonormalise(float *p, size_t rows, size_t rank) override {
+    guarded([&] { cuda::orthonormalise(p, rows, rank, stream); });
+  }
+  void outerProduct(const float *p, const float *q, size_t rows, size_t cols, size_t rank,
+                    float *out) override {
+    guarded([&] { cuda::outerProduct(p, q, rows, cols, rank, out, stream); });
+  }
+
+private:
+  void use() const { checkCuda(cudaSetDevice(device), "cudaSetDevice"); }
+  /// The CUDA kernels throw std::runtime_error; the executor reports backend errors.
+  template <typename Body> void guarded(Body body) {
+    use();
+    try {
+      body();
+    } catch (const RuntimeError &) {
+      throw;
+    } catch (const std::runtime_error &e) {
+      throw RuntimeError(ZENRT_ERR_BACKEND, e.what());
+    }
+  }
+
+  int device;
+  cudaStream_t stream;
+};
+
+}  // namespace
+
+std::unique_ptr<Compute> createDeviceCompute(int device, void *stream) {
+  return std::make_unique<DeviceCompute>(device, static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace zenrt
