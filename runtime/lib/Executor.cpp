@@ -198,7 +198,7 @@ void Executor::markReady(const std::string &tensor) {
     // the progress thread. The progress thread still polls it unless a waiter drives.
     if (run.buffers.elements <= kInlineStartElements)
       driveProgress();
-    if (drivers == 0)
+    if (drivers == 0 && workPending())  // e.g. not when the inline start already finished
       workReady.notify_all();
   }
 }
