@@ -1,13 +1,14 @@
 //===- DeviceCompute.cpp - Device memory with the CUDA kernels on a stream ---===//
 //
-// Every call first makes the runtime's device current: the executor's calls
-// come from the progress thread and from waiting threads, whose current
-// device is their own business.
+// Every call makes the runtime's device current for its duration (DeviceScope):
+// the executor's calls come from the progress thread and from the caller's
+// threads, whose current device is their own business.
 //
 //===----------------------------------------------------------------------===//
 #include "../lib/Compute.h"
 
 #include "../lib/Backend.h"
+#include "DeviceScope.h"
 #include "zenrt/CudaKernels.h"
 #include "zenrt/zenrt.h"
 
@@ -29,12 +30,16 @@ public:
   bool onDevice() const override { return true; }
 
   std::shared_ptr<void> allocateBytes(size_t bytes) override {
-    use();
+    DeviceScope scope(device);
     void *data = nullptr;
     checkCuda(cudaMalloc(&data, bytes ? bytes : 1), "cudaMalloc");
     std::shared_ptr<void> owned(data, [device = device](void *pointer) {
-      cudaSetDevice(device);
-      cudaFree(pointer);
+      try {
+        DeviceScope scope(device);
+        cudaFree(pointer);
+      } catch (const RuntimeError &) {
+        // The device is gone: nothing left to free.
+      }
     });
     // Zeroed on this stream and waited for: the buffer may next be used on another stream.
     checkCuda(cudaMemsetAsync(data, 0, bytes, stream), "cudaMemsetAsync");
@@ -58,18 +63,18 @@ public:
   }
 
   void copy(void *to, const void *from, size_t bytes) override {
-    use();
+    DeviceScope scope(device);
     if (bytes)
       checkCuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream),
                 "cudaMemcpyAsync");
   }
   void zero(void *to, size_t bytes) override {
-    use();
+    DeviceScope scope(device);
     if (bytes)
       checkCuda(cudaMemsetAsync(to, 0, bytes, stream), "cudaMemsetAsync");
   }
   void upload(void *to, const void *from, size_t bytes) override {
-    use();
+    DeviceScope scope(device);
     if (!bytes)
       return;
     checkCuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, stream),
@@ -77,7 +82,7 @@ public:
     synchronize();  // `from` is the caller's again on return
   }
   void synchronize() override {
-    use();
+    DeviceScope scope(device);
     checkCuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
 
@@ -138,10 +143,9 @@ public:
   }
 
 private:
-  void use() const { checkCuda(cudaSetDevice(device), "cudaSetDevice"); }
   /// The CUDA kernels throw std::runtime_error; the executor reports backend errors.
   template <typename Body> void guarded(Body body) {
-    use();
+    DeviceScope scope(device);
     try {
       body();
     } catch (const RuntimeError &) {

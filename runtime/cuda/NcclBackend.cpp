@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "../lib/Backend.h"
 #include "../lib/Compute.h"
+#include "DeviceScope.h"
 
 #include "zenrt/zenrt.h"
 
@@ -63,7 +64,7 @@ public:
     if (devices == 0)
       throw RuntimeError(ZENRT_ERR_BACKEND, "no CUDA device");
     device = myRank % devices;
-    checkCuda(cudaSetDevice(device), "cudaSetDevice");
+    DeviceScope scope(device);
     ncclUniqueId id;
     if (myRank == 0)
       checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
@@ -71,6 +72,8 @@ public:
     checkNccl(ncclCommInitRank(&nccl, mySize, id, myRank), "ncclCommInitRank");
   }
   ~NcclBackend() override {
+    int previous = device;
+    cudaGetDevice(&previous);
     cudaSetDevice(device);
     // A collective still pending (after a timeout) never completes: abort the communicator
     // instead of waiting for it in ncclCommDestroy.
@@ -82,12 +85,14 @@ public:
     computes.clear();
     for (auto &[number, stream] : streams)
       cudaStreamDestroy(stream);
+    cudaSetDevice(previous);
   }
 
   int rank() const override { return myRank; }
   int size() const override { return mySize; }
 
   void openStreams(const std::vector<int> &numbers) override {
+    DeviceScope scope(device);
     int least = 0, greatest = 0;
     checkCuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
     for (int number : numbers) {
@@ -181,7 +186,7 @@ private:
     if (it == streams.end())
       throw RuntimeError(ZENRT_ERR_INTERNAL, "no CUDA stream for plan stream " +
                                                  std::to_string(number));
-    checkCuda(cudaSetDevice(device), "cudaSetDevice");
+    DeviceScope scope(device);
     body(it->second);
     cudaEvent_t done;
     checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");

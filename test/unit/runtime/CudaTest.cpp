@@ -381,9 +381,16 @@ TEST(DeviceExecutor, EveryMethodMatchesTheHostPath) {
     zenrt::Plan plan = devicePlan(c, ranks);
     std::string name = std::string(zenrt::toString(c.method)) + " " +
                        zenrt::toString(c.ops.front()) + (c.decoupled ? " decoupled" : "");
-    // Kernels agree to float rounding; PowerSGD orthonormalises differently (Householder
-    // on the CPU, Gram-Schmidt on the GPU: the same span, other rounding).
-    double relative = c.method == CompressionMethod::PowerSGD ? 1e-3 : 1e-5;
+    // Kernels agree to float rounding, but NCCL and MPI sum ranks in other orders (in
+    // 16 bits for fp16/bf16: a few units of their last place); PowerSGD orthonormalises
+    // differently (Householder on the CPU, Gram-Schmidt on the GPU: the same span).
+    double relative = 1e-5;
+    if (c.method == CompressionMethod::FP16)
+      relative = 4e-3;
+    else if (c.method == CompressionMethod::BF16)
+      relative = 3e-2;
+    else if (c.method == CompressionMethod::PowerSGD)
+      relative = 1e-3;
     RunResult host = runPlan(plan, false, 3), device = runPlan(plan, true, 3);
     for (size_t i = 0; i < host.gradients.size(); ++i) {
       for (size_t t = 0; t < host.gradients[i].size(); ++t)

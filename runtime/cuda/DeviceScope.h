@@ -1,0 +1,45 @@
+//===- DeviceScope.h - Make the runtime's CUDA device current (internal) ---===//
+//
+// The executor's device work runs on the progress thread and on the caller's
+// thread (mark_ready copies, waiters driving progress): switch to the runtime's
+// device for the call and give the caller its own current device back.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_CUDA_DEVICESCOPE_H
+#define ZENRT_CUDA_DEVICESCOPE_H
+
+#include "../lib/Backend.h"
+#include "zenrt/zenrt.h"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace zenrt {
+
+class DeviceScope {
+public:
+  explicit DeviceScope(int device) {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == device)
+      return;
+    cudaError_t code = cudaSetDevice(device);
+    if (code != cudaSuccess)
+      throw RuntimeError(ZENRT_ERR_BACKEND,
+                         std::string("cudaSetDevice: ") + cudaGetErrorString(code));
+    previous = current;
+  }
+  ~DeviceScope() {
+    if (previous >= 0)
+      cudaSetDevice(previous);
+  }
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+
+private:
+  int previous = -1;  // the device to restore, -1: nothing changed
+};
+
+}  // namespace zenrt
+
+#endif  // ZENRT_CUDA_DEVICESCOPE_H
