@@ -39,4 +39,23 @@ if [ "$gpus" -gt 1 ]; then
   "${mpirun[@]}" -np "$gpus" "$build/bin/ZenRuntimeCudaTests" \
     --gtest_filter='Nccl.*:DeviceExecutor.*'
 fi
+# End to end on device buffers: zenopt-run --device checks every method's numerics
+# (exact, bounded, error-feedback invariant) as the lit tests do on host buffers.
+plans=$(mktemp -d)
+trap 'rm -rf "$plans"' EXIT
+for ranks in 1 $([ "$gpus" -gt 1 ] && echo "$gpus"); do
+  for spec in "none all_reduce" "none rs_ag" "none a2a_ag" "none broadcast" \
+              "none rs_ag --decoupled" "fp16 all_reduce" "bf16 rs_ag" "int8 all_gather" \
+              "int8 all_reduce" "topk all_gather" "randomk all_gather" "randomk all_reduce" \
+              "sign all_gather" "powersgd all_reduce"; do
+    set -- $spec
+    plan="$plans/$1-$2$3-np$ranks.json"
+    python3 "$root/test/Runtime/Inputs/make_plan.py" --method "$1" --sequence "$2" $3 \
+      --ranks "$ranks" -o "$plan"
+    "${mpirun[@]}" -np "$ranks" "$build/bin/zenopt-run" "$plan" --device --iters 3 \
+      --timeout 60 --time-scale 0 | grep -q "numerics: ok" \
+      || { echo "gpu-checks: zenopt-run --device failed: $spec, $ranks rank(s)" >&2; exit 1; }
+  done
+done
+echo "gpu-checks: zenopt-run --device: every method ok"
 echo "gpu-checks: all GPU checks passed"

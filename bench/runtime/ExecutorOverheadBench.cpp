@@ -4,7 +4,9 @@
 //   mpirun -np 2 bench-runtime-overhead
 // Bare: MPI_Iallreduce in place + MPI_Test polling (with yield) on the caller's thread.
 // Runtime: a one-tensor, one-bucket plan: zenrt mark_ready + wait_all (fusion
-// copy in, all-reduce on the progress thread, average, copy back).
+// copy in, all-reduce started inside mark_ready for a small bucket or by the
+// progress thread, completed by the waiter driving progress or the progress
+// thread, average, copy back).
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 

@@ -1,12 +1,15 @@
 //===- zenopt-run - execute a plan under mpirun, check numerics, measure -===//
 //
 //   mpirun -np N zenopt-run PLAN.json [--iters N] [--json] [--time-scale X] [--timeout S]
+//                                     [--device]
 //
 // Every rank registers random gradients (seeded per rank and iteration), walks
 // the plan's schedule emulating compute tasks by sleeping their predicted
 // durations (times --time-scale), marks gradients ready as their producing
 // tasks finish, waits, and checks every bucket's result against a plain
-// MPI_Allreduce of the uncompressed inputs (see checkBucket). Exit codes:
+// MPI_Allreduce of the uncompressed inputs (see checkBucket). With --device the
+// gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied
+// in before and out after each iteration for the check. Exit codes:
 // 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan / ranks
 // disagree, 66 plan unreadable, 70 timeout or internal error.
 //
@@ -17,6 +20,9 @@
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 #include <nlohmann/json.hpp>
+#ifdef ZENRT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +30,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 namespace {
@@ -36,6 +43,77 @@ struct Options {
   double timeoutSeconds = 0;
   uint64_t seed = 1;
   int stallRank = -1;
+  bool device = false;
+};
+
+/// The gradients the runtime sees: host vectors, or (device) CUDA buffers mirrored by the
+/// host vectors, copied in before and out after an iteration.
+class GradientStore {
+public:
+  GradientStore(const zenrt::Plan &plan, bool device) : device(device) {
+    for (const zenrt::TensorInfo &tensor : plan.tensors)
+      host.emplace_back(size_t(tensor.elements));
+#ifdef ZENRT_HAVE_CUDA
+    for (size_t t = 0; device && t < host.size(); ++t) {
+      float *buffer = nullptr;
+      check(cudaMalloc(reinterpret_cast<void **>(&buffer), host[t].size() * sizeof(float) + 1),
+            "cudaMalloc");
+      onDevice.push_back(buffer);
+    }
+#else
+    if (device)  // the runtime refused already; keep this path honest
+      throw std::runtime_error("zenopt-run was built without CUDA: no --device");
+#endif
+  }
+  ~GradientStore() {
+#ifdef ZENRT_HAVE_CUDA
+    for (float *buffer : onDevice)
+      cudaFree(buffer);
+#endif
+  }
+  GradientStore(const GradientStore &) = delete;
+  GradientStore &operator=(const GradientStore &) = delete;
+
+  std::vector<float> &values(size_t t) { return host[t]; }
+  float *registered(size_t t) { return device ? onDevice[t] : host[t].data(); }
+  void copyIn() {
+    for (size_t t = 0; device && t < host.size(); ++t)
+      transfer(onDevice[t], host[t].data(), host[t].size(), true);
+  }
+  void copyOut() {
+    for (size_t t = 0; device && t < host.size(); ++t)
+      transfer(host[t].data(), onDevice[t], host[t].size(), false);
+  }
+  /// `count` floats of runtime memory (a debug view) as host values.
+  std::vector<float> fetch(const float *data, int64_t count) const {
+    std::vector<float> out(static_cast<size_t>(count));
+    if (device)
+      transfer(out.data(), data, out.size(), false);
+    else
+      std::copy(data, data + count, out.begin());
+    return out;
+  }
+
+private:
+  static void transfer(float *to, const float *from, size_t count, bool toDevice) {
+#ifdef ZENRT_HAVE_CUDA
+    check(cudaMemcpy(to, from, count * sizeof(float),
+                     toDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
+#else
+    (void)to, (void)from, (void)count, (void)toDevice;
+#endif
+  }
+#ifdef ZENRT_HAVE_CUDA
+  static void check(cudaError_t code, const char *what) {
+    if (code != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(code));
+  }
+#endif
+
+  bool device;
+  std::vector<std::vector<float>> host;
+  std::vector<float *> onDevice;
 };
 
 struct BucketCheck {
@@ -234,15 +312,16 @@ int run(const Options &options, int rank, int ranks) {
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
   runtimeOptions.keepSent = true;
+  runtimeOptions.deviceMemory = options.device;
   zenrt::Runtime runtime = zenrt::Runtime::fromFile(options.planPath, runtimeOptions);
   zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
 
   std::map<std::string, size_t> tensorIndex;
-  std::vector<std::vector<float>> gradients(plan.tensors.size()), inputs(plan.tensors.size());
+  GradientStore gradients(plan, options.device);
+  std::vector<std::vector<float>> inputs(plan.tensors.size());
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     tensorIndex[plan.tensors[t].name] = t;
-    gradients[t].resize(size_t(plan.tensors[t].elements));
-    runtime.registerGradient(plan.tensors[t].name, gradients[t].data(),
+    runtime.registerGradient(plan.tensors[t].name, gradients.registered(t),
                              plan.tensors[t].elements);
   }
   // Gradients no task produces become ready at the end of backward, in ready order.
@@ -271,15 +350,16 @@ int run(const Options &options, int rank, int ranks) {
                               uint64_t(iteration));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (size_t t = 0; t < plan.tensors.size(); ++t) {
-      for (float &value : gradients[t])
+      for (float &value : gradients.values(t))
         value = normal(generator);
-      inputs[t] = gradients[t];
+      inputs[t] = gradients.values(t);
     }
+    gradients.copyIn();
     std::vector<std::vector<float>> oldResiduals(plan.buckets.size());
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
       auto view = runtime.debugBucket(int(b));
       if (view.residual)
-        oldResiduals[b].assign(view.residual, view.residual + view.elements);
+        oldResiduals[b] = gradients.fetch(view.residual, view.elements);
     }
 
     MPI_Barrier(MPI_COMM_WORLD);
@@ -313,6 +393,7 @@ int run(const Options &options, int rank, int ranks) {
       runtime.wait(name);  // before the next forward
     iterationUs.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    gradients.copyOut();
 
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
       const zenrt::Bucket &bucket = plan.buckets[b];
@@ -324,12 +405,15 @@ int run(const Options &options, int rank, int ranks) {
         for (int64_t i = 0; i < entry.elements; ++i) {
           double old = oldResiduals[b].empty() ? 0.0 : oldResiduals[b][size_t(entry.offset + i)];
           data.input.push_back(double(inputs[t][size_t(i)]) + old);
-          data.result.push_back(gradients[t][size_t(i)]);
+          data.result.push_back(gradients.values(t)[size_t(i)]);
         }
       }
-      data.sent.assign(view.sent, view.sent + view.elements);
-      if (view.residual)
-        data.residual.assign(view.residual, view.residual + view.elements);
+      std::vector<float> sent = gradients.fetch(view.sent, view.elements);
+      data.sent.assign(sent.begin(), sent.end());
+      if (view.residual) {
+        std::vector<float> residual = gradients.fetch(view.residual, view.elements);
+        data.residual.assign(residual.begin(), residual.end());
+      }
       BucketCheck check = checkBucket(bucket, data, ranks);
       if (!check.ok)
         std::fprintf(stderr, "zenopt-run: rank %d: iteration %d: bucket %zu (%s): %s\n", rank,
@@ -418,6 +502,9 @@ int main(int argc, char **argv) {
   app.add_option("--seed", options.seed, "Base seed of the random gradients");
   app.add_option("--fault-stall-rank", options.stallRank,
                  "Fault injection: this rank never reaches its collectives");
+  app.add_flag("--device", options.device,
+               "Gradients in CUDA device memory: CUDA kernels and NCCL (needs libzenrt built "
+               "with CUDA and a GPU per rank)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
