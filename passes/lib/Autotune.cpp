@@ -1,7 +1,7 @@
 //===- Autotune.cpp - joint search over the four planning decisions --------===//
 //
-// 1. Seeds: every baseline as reported (with compression allowed: the best of
-//    the allowed compressors applied to every bucket) and uncompressed.
+// 1. Seeds: every baseline with each allowed compressor applied to every
+//    bucket, and uncompressed.
 // 2. Dynamic programming over bucket boundaries in ready order, with the
 //    per-bucket choice of compression (method, device) or decomposition made
 //    inside the recurrence. Its model is the communication stream as a FIFO:
@@ -18,9 +18,25 @@
 //    communication path dominates, so both seed the local search.
 //    A window bounds how far back a bucket reaches, which keeps it linear.
 // 3. Local search with the full simulator: merge/split neighbours, move a
-//    boundary, flip compression, decomposition and chunks, and the stream count.
-// Every candidate is scored by the simulator and the best is kept, so the
-// result is never worse than a seed.
+//    boundary (on along the same way while that keeps improving), flip
+//    compression, decomposition and chunks, and the stream count.
+//
+// Allowing more compressors must never plan worse, but neither the DP's model
+// nor hill climbing is monotone in the options it may use: the DP can prefer a
+// compressor the simulator then finds worse, and a climb with more moves can
+// end on a lower hill. So the search is organised by families of compression
+// options: none; with several allowed, each compressor alone; and all of
+// them. Every seed is credited to each family containing the compressors it
+// was made from, and the DP runs once per family. Then, narrowest family
+// first, the local search runs within each family from the family's best
+// seed and, when a narrower family's result is better still, once more from
+// that result; every result is credited like a seed. A run allowing a subset
+// of the compressors makes exactly the searches of its own families, and the
+// answer is the best result of all families, so allowing more never plans
+// worse -- exactly so while the evaluation budget, which the families share,
+// does not cut a search short (below a few thousand tensors). Every
+// candidate is scored by the simulator, so the result is never worse than a
+// seed.
 //
 //===----------------------------------------------------------------------===//
 #include "zen/Passes/Planning.h"
@@ -59,6 +75,42 @@ struct Frontier {
   double hostFreeUs = -kInfinity;  // the CPU compression worker is free
 };
 
+/// A scored plan and the stream count its schedule uses.
+struct Candidate {
+  PlanChoice choice;
+  Evaluation evaluation;
+  int streams = 1;
+};
+
+/// A set of allowed compressors and the search's best plans using only them.
+struct Family {
+  std::vector<int> compressors;       // ascending indices into AutotuneOptions::compressors
+  std::vector<CompressionSpec> specs;  // none first, then each member's placements
+  std::optional<Candidate> seed;       // the best seed (baseline or DP result)
+  std::optional<Candidate> best;       // the best seed or local-search result
+};
+
+bool sameSpec(const CompressionSpec &a, const CompressionSpec &b) {
+  return a.method == b.method && a.device == b.device && a.ratio == b.ratio && a.rank == b.rank;
+}
+
+bool sameChoice(const PlanChoice &a, const PlanChoice &b) {
+  return a.afterBackward == b.afterBackward && a.fused == b.fused &&
+         std::equal(a.buckets.begin(), a.buckets.end(), b.buckets.begin(), b.buckets.end(),
+                    [](const BucketChoice &x, const BucketChoice &y) {
+                      return x.begin == y.begin && x.end == y.end &&
+                             x.decomposed == y.decomposed && x.chunks == y.chunks &&
+                             x.stream == y.stream && x.priority == y.priority &&
+                             x.gatherStream == y.gatherStream &&
+                             x.gatherPriority == y.gatherPriority &&
+                             sameSpec(x.compression, y.compression);
+                    });
+}
+
+bool better(const Evaluation &candidate, const Evaluation &incumbent) {
+  return candidate.iterationUs < incumbent.iterationUs * (1 - 1e-9);
+}
+
 class Searcher {
 public:
   Searcher(const Problem &problem, const cost::CostModel &model, const AutotuneOptions &options)
@@ -71,20 +123,36 @@ public:
       prefixElements_[g + 1] = prefixElements_[g] + problem.gradients[g].elements;
     }
     ready_ = readyTimesAlone(backwardEndUs_);
-    specs_.push_back(CompressionSpec{});
-    for (const CompressionSpec &allowed : options.compressors)
-      for (const CompressionSpec &placed : placements(allowed))
-        specs_.push_back(placed);
+    // Narrowest first: none; each compressor alone (when there are several); all.
+    const int allowed = static_cast<int>(options.compressors.size());
+    if (allowed > 0)
+      addFamily({});
+    if (allowed > 1)
+      for (int c = 0; c < allowed; ++c)
+        addFamily({c});
+    std::vector<int> all(allowed);
+    for (int c = 0; c < allowed; ++c)
+      all[c] = c;
+    addFamily(std::move(all));
   }
 
   AutotuneResult run();
 
 private:
+  void addFamily(std::vector<int> compressors);
+  /// Credits `candidate` to every family containing the compressors it was
+  /// made from: as a seed, or as a local-search result.
+  void offer(const Candidate &candidate, const std::vector<int> &madeFrom, bool isSeed);
+  /// Scores `choice`, reusing the score of an identical DP result.
+  Evaluation evaluateSeed(const PlanChoice &choice);
+  void seedBaselines(AutotuneResult &result);
+  void seedDynamicPrograms();
   std::vector<double> readyTimesAlone(double &backwardEndUs) const;
-  void price(int begin, int end, bool decompose, std::vector<Priced> &out) const;
-  PlanChoice dynamicProgram(bool decompose, bool computeAware) const;
-  bool consider(PlanChoice candidate);
-  void localSearch();
+  void price(int begin, int end, bool decompose, const std::vector<CompressionSpec> &specs,
+             std::vector<Priced> &out) const;
+  PlanChoice dynamicProgram(const std::vector<CompressionSpec> &specs, bool decompose,
+                            bool computeAware) const;
+  Candidate localSearch(const Family &family, Candidate current, int64_t budget);
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
 
   const Problem &problem_;
@@ -94,14 +162,40 @@ private:
   std::vector<int64_t> prefixElements_;
   std::vector<double> ready_;
   double backwardEndUs_ = 0;  // forward + backward, compute alone
-  std::vector<CompressionSpec> specs_;  // [0] = none; then each allowed method's placements
-
-  PlanChoice best_;
-  Evaluation bestEval_;
-  double bestUs_ = kInfinity;
-  int streams_ = 1;
+  std::vector<Family> families_;  // narrowest first; the last allows every compressor
+  std::vector<Candidate> dynamicSeeds_;  // DP results scored so far
   int64_t evaluations_ = 0;
 };
+
+void Searcher::addFamily(std::vector<int> compressors) {
+  Family family;
+  family.specs.push_back(CompressionSpec{});
+  for (int c : compressors)
+    for (const CompressionSpec &placed : placements(options_.compressors[c]))
+      family.specs.push_back(placed);
+  family.compressors = std::move(compressors);
+  families_.push_back(std::move(family));
+}
+
+void Searcher::offer(const Candidate &candidate, const std::vector<int> &madeFrom, bool isSeed) {
+  for (Family &family : families_) {
+    if (!std::includes(family.compressors.begin(), family.compressors.end(), madeFrom.begin(),
+                       madeFrom.end()))
+      continue;
+    if (isSeed && (!family.seed || better(candidate.evaluation, family.seed->evaluation)))
+      family.seed = candidate;
+    if (!family.best || better(candidate.evaluation, family.best->evaluation))
+      family.best = candidate;
+  }
+}
+
+Evaluation Searcher::evaluateSeed(const PlanChoice &choice) {
+  for (const Candidate &seen : dynamicSeeds_)
+    if (sameChoice(seen.choice, choice))
+      return seen.evaluation;
+  ++evaluations_;
+  return evaluate(problem_, choice, model_);
+}
 
 std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
   double clock = 0;
@@ -122,11 +216,12 @@ std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
   return ready;
 }
 
-void Searcher::price(int begin, int end, bool decompose, std::vector<Priced> &out) const {
+void Searcher::price(int begin, int end, bool decompose,
+                     const std::vector<CompressionSpec> &specs, std::vector<Priced> &out) const {
   out.clear();
   const double bytes = prefixBytes_[end] - prefixBytes_[begin];
   const int64_t elements = prefixElements_[end] - prefixElements_[begin];
-  for (const CompressionSpec &spec : specs_) {
+  for (const CompressionSpec &spec : specs) {
     Priced priced;
     priced.spec = spec;
     if (spec.method == CompressionMethod::None) {
@@ -165,7 +260,8 @@ void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
     bucket.chunks = 1;
 }
 
-PlanChoice Searcher::dynamicProgram(bool decompose, bool computeAware) const {
+PlanChoice Searcher::dynamicProgram(const std::vector<CompressionSpec> &specs, bool decompose,
+                                    bool computeAware) const {
   const int count = static_cast<int>(problem_.gradients.size());
   std::vector<Frontier> state(count + 1);
   std::vector<int> from(count + 1, 0);
@@ -176,7 +272,7 @@ PlanChoice Searcher::dynamicProgram(bool decompose, bool computeAware) const {
     Frontier &best = state[j];
     best.scoreUs = best.finishUs = kInfinity;
     for (int i = j - 1; i >= std::max(0, j - kWindow); --i) {
-      price(i, j, decompose, options);
+      price(i, j, decompose, specs, options);
       const Frontier &previous = state[i];
       const double ready = readyAlone + previous.gpuDelayUs;
       double cheapestTail = kInfinity;
@@ -223,49 +319,93 @@ PlanChoice Searcher::dynamicProgram(bool decompose, bool computeAware) const {
   return choice;
 }
 
-/// Keeps `candidate` when the simulator scores it strictly better than the best so far.
-bool Searcher::consider(PlanChoice candidate) {
-  Evaluation evaluation = evaluate(problem_, candidate, model_);
-  ++evaluations_;
-  if (!(evaluation.iterationUs < bestUs_ * (1 - 1e-9)))
-    return false;
-  bestUs_ = evaluation.iterationUs;
-  bestEval_ = std::move(evaluation);
-  best_ = std::move(candidate);
-  best_.strategy = "auto";
-  return true;
+void Searcher::seedBaselines(AutotuneResult &result) {
+  std::vector<std::string> names = baselineNames();
+  if (!options_.baseline.manualBuckets.empty())
+    names.push_back("manual");
+  const bool compressed = !options_.compressors.empty();
+  for (const std::string &name : names) {
+    // As reported: each allowed compressor on every bucket, the best kept.
+    std::string error;
+    std::vector<BaselineResult> candidates;
+    std::optional<BaselineResult> reported = bestBaseline(
+        name, problem_, model_, options_.baseline, options_.compressors, error, &candidates);
+    if (!reported)
+      continue;
+    result.baselineUs[name] = reported->evaluation.iterationUs;
+    evaluations_ += static_cast<int64_t>(candidates.size());
+    for (size_t c = 0; c < candidates.size(); ++c)
+      offer(Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
+            compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{}, true);
+  }
+  if (!compressed)
+    return;
+  for (const std::string &name : names) {
+    BaselineOptions uncompressed = options_.baseline;
+    uncompressed.compression.reset();
+    std::string error;
+    std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
+    if (!choice)
+      continue;
+    Evaluation evaluation = evaluate(problem_, *choice, model_);
+    ++evaluations_;
+    offer(Candidate{std::move(*choice), std::move(evaluation), 1}, {}, true);
+  }
 }
 
-void Searcher::localSearch() {
-  const double tasks = static_cast<double>(
-      problem_.forward.size() + problem_.backward.size() + 4 * best_.buckets.size() + 1);
-  const int64_t budget =
-      evaluations_ + std::max<int64_t>(64, static_cast<int64_t>(options_.localSearchWork / tasks));
-  auto withSchedule = [&](PlanChoice choice) {
-    assignSchedule(choice, streams_);
-    return choice;
+void Searcher::seedDynamicPrograms() {
+  for (size_t f = 0; f < families_.size(); ++f)
+    for (auto [decompose, computeAware] :
+         {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
+          std::pair{true, true}}) {
+      if (decompose && !options_.allowDecomposition)
+        continue;
+      if (computeAware && families_[f].compressors.empty())
+        continue;  // without compression there is no GPU kernel to charge
+      PlanChoice planned = dynamicProgram(families_[f].specs, decompose, computeAware);
+      // With and without chosen chunks; decoupled all-gathers on one stream or their own.
+      for (int streams : {1, 2}) {
+        if (streams == 2 && !decompose)
+          continue;
+        assignSchedule(planned, streams);
+        PlanChoice chunked = planned;
+        chooseChunks(problem_, chunked, model_);
+        for (PlanChoice *choice : {&planned, &chunked}) {
+          Candidate candidate{*choice, evaluateSeed(*choice), streams};
+          offer(candidate, families_[f].compressors, true);
+          dynamicSeeds_.push_back(std::move(candidate));
+        }
+      }
+    }
+}
+
+Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t budget) {
+  auto consider = [&](PlanChoice choice, int streams) {
+    assignSchedule(choice, streams);
+    Evaluation evaluation = evaluate(problem_, choice, model_);
+    ++evaluations_;
+    if (!better(evaluation, current.evaluation))
+      return false;
+    current = Candidate{std::move(choice), std::move(evaluation), streams};
+    return true;
   };
+  const std::vector<CompressionSpec> &specs = family.specs;
   bool improved = true;
   while (improved && evaluations_ < budget) {
     improved = false;
     // Global move: a separate stream for the decoupled all-gathers.
-    if (std::any_of(best_.buckets.begin(), best_.buckets.end(),
-                    [](const BucketChoice &bucket) { return bucket.decomposed; })) {
-      int previous = streams_;
-      streams_ = streams_ == 1 ? 2 : 1;
-      if (consider(withSchedule(best_)))
-        improved = true;
-      else
-        streams_ = previous;
-    }
-    for (size_t b = 0; b < best_.buckets.size() && evaluations_ < budget; ++b) {
+    if (std::any_of(current.choice.buckets.begin(), current.choice.buckets.end(),
+                    [](const BucketChoice &bucket) { return bucket.decomposed; }) &&
+        consider(current.choice, current.streams == 1 ? 2 : 1))
+      improved = true;
+    for (size_t b = 0; b < current.choice.buckets.size() && evaluations_ < budget; ++b) {
       auto tryMove = [&](auto &&edit) {
-        if (evaluations_ >= budget || b >= best_.buckets.size())
+        if (evaluations_ >= budget || b >= current.choice.buckets.size())
           return false;
-        PlanChoice candidate = best_;
+        PlanChoice candidate = current.choice;
         if (!edit(candidate.buckets))
           return false;
-        if (consider(withSchedule(std::move(candidate)))) {
+        if (consider(std::move(candidate), current.streams)) {
           improved = true;
           return true;
         }
@@ -294,9 +434,10 @@ void Searcher::localSearch() {
         buckets.insert(buckets.begin() + b + 1, right);
         return true;
       });
-      // Move the boundary with the next bucket by one gradient either way.
+      // Move the boundary with the next bucket by one gradient either way,
+      // and on along the same way while that keeps improving.
       for (int delta : {-1, 1})
-        tryMove([&](std::vector<BucketChoice> &buckets) {
+        while (tryMove([&](std::vector<BucketChoice> &buckets) {
           if (b + 1 >= buckets.size())
             return false;
           int boundary = buckets[b].end + delta;
@@ -305,7 +446,8 @@ void Searcher::localSearch() {
           buckets[b].end = boundary;
           buckets[b + 1].begin = boundary;
           return true;
-        });
+        })) {
+        }
       // Flip decomposition.
       if (options_.allowDecomposition)
         tryMove([&](std::vector<BucketChoice> &buckets) {
@@ -316,13 +458,11 @@ void Searcher::localSearch() {
           return true;
         });
       // Every other compression option.
-      for (size_t s = 0; s < specs_.size(); ++s)
+      for (size_t s = 0; s < specs.size(); ++s)
         tryMove([&](std::vector<BucketChoice> &buckets) {
           BucketChoice &bucket = buckets[b];
-          const CompressionSpec &spec = specs_[s];
-          if (spec.method == bucket.compression.method &&
-              spec.device == bucket.compression.device && spec.ratio == bucket.compression.ratio &&
-              spec.rank == bucket.compression.rank)
+          const CompressionSpec &spec = specs[s];
+          if (sameSpec(spec, bucket.compression))
             return false;
           setOption(bucket, spec, false);
           return true;
@@ -341,76 +481,38 @@ void Searcher::localSearch() {
         });
     }
   }
+  return current;
 }
 
 AutotuneResult Searcher::run() {
   AutotuneResult result;
   result.lowerBoundUs = lowerBoundUs(problem_, model_);
+  seedBaselines(result);
+  seedDynamicPrograms();
 
-  // Seeds: the baselines as reported (each allowed compressor applied to every
-  // bucket, the best kept) and, with compression allowed, their uncompressed
-  // versions as well.
-  std::vector<std::string> seeds = baselineNames();
-  if (!options_.baseline.manualBuckets.empty())
-    seeds.push_back("manual");
-  auto seed = [&](PlanChoice choice, Evaluation evaluation) {
-    if (evaluation.iterationUs < bestUs_) {
-      bestUs_ = evaluation.iterationUs;
-      bestEval_ = std::move(evaluation);
-      best_ = std::move(choice);
-    }
-  };
-  for (const std::string &name : seeds) {
-    std::string error;
-    std::optional<BaselineResult> reported =
-        bestBaseline(name, problem_, model_, options_.baseline, options_.compressors, error);
-    if (!reported)
-      continue;
-    evaluations_ += std::max<int64_t>(1, static_cast<int64_t>(options_.compressors.size()));
-    result.baselineUs[name] = reported->evaluation.iterationUs;
-    seed(std::move(reported->choice), std::move(reported->evaluation));
+  // Per family, narrowest first: a search from its best seed, then, when a
+  // narrower family's search ended better, one more from there. Families
+  // share the budget evenly; what one leaves unused passes on. The widest
+  // family holds every result: the answer.
+  const Candidate &seed = *families_.back().seed;
+  const double tasks = static_cast<double>(problem_.forward.size() + problem_.backward.size() +
+                                           4 * seed.choice.buckets.size() + 1);
+  const int64_t end =
+      evaluations_ + std::max<int64_t>(64, static_cast<int64_t>(options_.localSearchWork / tasks));
+  for (size_t f = 0; f < families_.size(); ++f) {
+    const int64_t budget =
+        evaluations_ + (end - evaluations_) / static_cast<int64_t>(families_.size() - f);
+    const Family &family = families_[f];
+    Candidate searched = localSearch(family, *family.seed, budget);
+    offer(searched, family.compressors, false);
+    if (better(family.best->evaluation, searched.evaluation))
+      offer(localSearch(family, *family.best, budget), family.compressors, false);
   }
-  if (!options_.compressors.empty())
-    for (const std::string &name : seeds) {
-      BaselineOptions uncompressed = options_.baseline;
-      uncompressed.compression.reset();
-      std::string error;
-      std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
-      if (!choice)
-        continue;
-      Evaluation evaluation = evaluate(problem_, *choice, model_);
-      ++evaluations_;
-      seed(std::move(*choice), std::move(evaluation));
-    }
 
-  // Dynamic programming, with and without decomposition, plain and compute-aware,
-  // with chosen chunks and without.
-  for (auto [decompose, computeAware] :
-       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
-        std::pair{true, true}}) {
-    if (decompose && !options_.allowDecomposition)
-      continue;
-    if (computeAware && options_.compressors.empty())
-      continue;  // without compression there is no GPU kernel to charge
-    PlanChoice planned = dynamicProgram(decompose, computeAware);
-    for (int streams : {1, 2}) {
-      if (streams == 2 && !decompose)
-        continue;
-      assignSchedule(planned, streams);
-      if (consider(planned))
-        streams_ = streams;
-      PlanChoice chunked = planned;
-      chooseChunks(problem_, chunked, model_);
-      if (consider(std::move(chunked)))
-        streams_ = streams;
-    }
-  }
-  best_.strategy = "auto";
-  localSearch();
-
-  result.best = best_;
+  const Candidate &best = *families_.back().best;
+  result.best = best.choice;
   result.best.strategy = "auto";
-  result.bestEval = bestEval_;
+  result.bestEval = best.evaluation;
   result.evaluations = evaluations_;
   return result;
 }

@@ -460,18 +460,21 @@ std::optional<BaselineResult> bestBaseline(const std::string &name, const Proble
                                            const cost::CostModel &model,
                                            const BaselineOptions &options,
                                            const std::vector<CompressionSpec> &allowed,
-                                           std::string &error) {
-  std::vector<std::optional<CompressionSpec>> candidates(allowed.begin(), allowed.end());
-  if (candidates.empty())
-    candidates.push_back(std::nullopt);
+                                           std::string &error,
+                                           std::vector<BaselineResult> *candidates) {
+  std::vector<std::optional<CompressionSpec>> compressions(allowed.begin(), allowed.end());
+  if (compressions.empty())
+    compressions.push_back(std::nullopt);
   std::optional<BaselineResult> best;
-  for (const std::optional<CompressionSpec> &compression : candidates) {
+  for (const std::optional<CompressionSpec> &compression : compressions) {
     BaselineOptions applied = options;
     applied.compression = compression;
     std::optional<PlanChoice> choice = baselineChoice(name, problem, model, applied, error);
     if (!choice)
       return std::nullopt;
     Evaluation evaluation = evaluate(problem, *choice, model);
+    if (candidates)
+      candidates->push_back(BaselineResult{*choice, evaluation});
     if (!best || evaluation.iterationUs < best->evaluation.iterationUs)
       best = BaselineResult{std::move(*choice), std::move(evaluation)};
   }

@@ -378,6 +378,32 @@ TEST(Autotune, OffloadsCompressionToTheCpuWhenComputeBound) {
       EXPECT_EQ(task.device, cost::Device::CPU) << task.name;
 }
 
+/// Allowing more compressors never plans worse: auto with every compressor
+/// allowed is at least as fast as auto with any one of them, or none. (The
+/// DP's FIFO model can prefer a compressor the simulator finds worse, and a
+/// local search with more moves can end on a lower hill.)
+TEST(Autotune, MoreCompressorsNeverPlanWorse) {
+  const std::string all = "fp16,int8,topk:0.01,powersgd:4";
+  for (const char *cluster : {"a100x64", "h100x256", "v100x16-10gbe"})
+    for (int tensors : {6, 20})
+      for (uint64_t seed : {1, 2, 3, 4, 5}) {
+        SCOPED_TRACE(std::string(cluster) + " n=" + std::to_string(tensors) +
+                     " seed=" + std::to_string(seed));
+        cost::CostModel model = modelOf(cluster);
+        Problem problem =
+            syntheticProblem(tensors, seed * 1000 + tensors, model, model.worldGroup());
+        auto autoUs = [&](const std::string &compressors) {
+          AutotuneOptions options;
+          std::string error;
+          options.compressors = *parseCompressors(compressors, error);
+          return autotune(problem, model, options).bestEval.iterationUs;
+        };
+        const double withAll = autoUs(all);
+        for (const char *subset : {"", "fp16", "int8", "topk:0.01", "powersgd:4"})
+          EXPECT_LE(withAll, autoUs(subset) * (1 + 1e-9)) << "{" << subset << "}";
+      }
+}
+
 TEST(Autotune, EmptyProblem) {
   cost::CostModel model = modelOf("a100x8");
   Problem problem = syntheticProblem(0, 1, model, model.worldGroup());

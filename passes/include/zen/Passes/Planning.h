@@ -166,12 +166,14 @@ struct BaselineResult {
 /// communication hooks do, keeping the fastest (the earlier on ties), so a
 /// baseline is never judged by a compressor that does not suit the model.
 /// Replaces options.compression; runs one evaluation per allowed compressor
-/// (one when none is). Errors as baselineChoice.
+/// (one when none is). `candidates`, when given, receives every plan it
+/// scored, in `allowed` order. Errors as baselineChoice.
 std::optional<BaselineResult> bestBaseline(const std::string &name, const Problem &problem,
                                            const cost::CostModel &model,
                                            const BaselineOptions &options,
                                            const std::vector<cost::CompressionSpec> &allowed,
-                                           std::string &error);
+                                           std::string &error,
+                                           std::vector<BaselineResult> *candidates = nullptr);
 
 /// Sets chunks to the cost model's fastest chunk count for each bucket.
 void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model);
@@ -200,7 +202,9 @@ struct AutotuneResult {
 /// Searches bucketing, compression, chunks, decomposition and schedule jointly
 /// with the simulator as the objective. The reported baselines (bestBaseline
 /// with options.compressors) and their uncompressed versions are seeds, so the
-/// result is never worse than any of them.
+/// result is never worse than any of them. Allowing more compressors never
+/// gives a worse plan than allowing one of them or none (exactly so while
+/// the local-search budget does not bind, i.e. below a few thousand tensors).
 AutotuneResult autotune(const Problem &problem, const cost::CostModel &model,
                         const AutotuneOptions &options);
 
