@@ -88,6 +88,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
   out.cluster.spec = nlohmann::json::parse(cost::writeCluster(model.cluster())).dump();
   out.strategy = stringAttr(module, "zen.strategy", choice.strategy);
   out.compressor = compressor.empty() ? "none" : compressor;
+  out.computeDtype = cost::toString(problem.computeDtype);
 
   for (size_t i = 0; i < problem.gradients.size(); ++i) {
     const plan::GradientTensor &g = problem.gradients[i];

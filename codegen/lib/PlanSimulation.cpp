@@ -39,8 +39,10 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
         65, fmt::format("/cluster/world_size: the plan needs {} ranks but cluster '{}' has {}",
                         plan.cluster.worldSize, model.cluster().name,
                         model.cluster().worldSize()));
-  // On the plan's own cluster the recorded work is exact; elsewhere it is re-costed.
+  // On the plan's own cluster the recorded work is exact; elsewhere it is re-costed,
+  // forward and backward at the plan's compute precision, optimizer steps at fp32.
   const bool sameCluster = model.cluster().name == plan.cluster.name;
+  const cost::DType computeDtype = cost::parseDType(plan.computeDtype).value_or(cost::DType::F32);
   const cost::Group group = model.groupOf(plan.cluster.worldSize);
   std::vector<size_t> collectivesSeen(plan.buckets.size(), 0);
 
@@ -57,9 +59,14 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     switch (task.kind) {
     case zenrt::TaskKind::Compute:
       sim.kind = cost::TaskKind::Compute;
-      sim.durationUs = sameCluster ? task.workUs
-                                   : model.computeUs(static_cast<double>(task.flops),
-                                                     static_cast<double>(task.bytes));
+      sim.durationUs =
+          sameCluster ? task.workUs
+                      : model.computeUs(static_cast<double>(task.flops),
+                                        static_cast<double>(task.bytes),
+                                        task.phase == zenrt::Phase::Forward ||
+                                                task.phase == zenrt::Phase::Backward
+                                            ? computeDtype
+                                            : cost::DType::F32);
       break;
     case zenrt::TaskKind::Compress:
     case zenrt::TaskKind::Decompress: {

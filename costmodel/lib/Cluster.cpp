@@ -197,7 +197,7 @@ GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string
   gpu.name = reader.string(reader.required(value, path, "name"), path + "/name");
   const std::string peakPath = path + "/peak_tflops";
   const json &peak = reader.required(value, path, "peak_tflops");
-  reader.object(peak, peakPath, {"fp32", "fp16", "bf16", "int8"});
+  reader.object(peak, peakPath, {"fp32", "tf32", "fp16", "bf16", "int8"});
   reader.required(peak, peakPath, "fp32");
   for (auto it = peak.begin(); it != peak.end(); ++it)
     gpu.peakTflops[*parseDType(it.key())] = reader.positive(*it, peakPath + "/" + it.key());
@@ -336,6 +336,7 @@ const char *toString(DType dtype) {
   case DType::F16: return "fp16";
   case DType::BF16: return "bf16";
   case DType::I8: return "int8";
+  case DType::TF32: return "tf32";
   }
   return "fp32";
 }
@@ -345,6 +346,7 @@ std::optional<DType> parseDType(const std::string &name) {
   if (name == "fp16" || name == "f16") return DType::F16;
   if (name == "bf16") return DType::BF16;
   if (name == "int8" || name == "i8") return DType::I8;
+  if (name == "tf32") return DType::TF32;
   return std::nullopt;
 }
 

@@ -31,11 +31,27 @@ int64_t elementBytes(RankedTensorType type) {
   return std::max<int64_t>(1, (type.getElementTypeBitWidth() + 7) / 8);
 }
 
-double computeOpUs(ComputeOp op, const cost::CostModel &model) {
+/// The work of one compute op at the precision it runs at.
+struct OpWork {
+  cost::DType dtype = cost::DType::F32;
+  int64_t flops = 0;
+  int64_t bytes = 0;
+};
+
+/// Ops run at their own element type, except that fp32 forward and backward
+/// ops run at the mixed-precision `computeDtype`; at fp16/bf16 they move half
+/// the bytes (tf32 keeps fp32 storage). The optimizer step stays fp32.
+OpWork workOf(ComputeOp op, cost::DType computeDtype) {
   Type typed = op->getNumResults() ? op->getResult(0).getType()
                : op.getInputs().empty() ? Type() : op.getInputs().front().getType();
-  return model.computeUs(static_cast<double>(op.getFlops()), static_cast<double>(op.getBytes()),
-                         typed ? dtypeOf(typed) : cost::DType::F32);
+  OpWork work{typed ? dtypeOf(typed) : cost::DType::F32, op.getFlopsAttr().getInt(),
+              op.getBytesAttr().getInt()};
+  if (work.dtype == cost::DType::F32 && op.getPhase() != Phase::optimizer) {
+    work.dtype = computeDtype;
+    if (computeDtype == cost::DType::F16 || computeDtype == cost::DType::BF16)
+      work.bytes /= 2;
+  }
+  return work;
 }
 
 std::string segmentName(ComputeOp op) {
@@ -252,12 +268,20 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
 
   TrainingFunction training;
   training.func = candidates.front();
-  auto addCost = [](ComputeSegment &segment, ComputeOp compute, double us) {
-    segment.durationUs += us;
-    segment.flops += compute.getFlopsAttr().getInt();
-    segment.bytes += compute.getBytesAttr().getInt();
-  };
   Problem &problem = training.problem;
+  if (Attribute attr = module->getAttr(kComputeDtypeAttr)) {
+    auto name = dyn_cast<StringAttr>(attr);
+    std::optional<cost::DType> dtype = name ? parseComputeDtype(name.str()) : std::nullopt;
+    if (!dtype)
+      return module.emitError(kComputeDtypeAttr)
+             << " must be \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got " << attr;
+    problem.computeDtype = *dtype;
+  }
+  auto addCost = [](ComputeSegment &segment, const OpWork &work, double us) {
+    segment.durationUs += us;
+    segment.flops += work.flops;
+    segment.bytes += work.bytes;
+  };
   DenseMap<Value, int> firstForwardUse;
   DenseMap<Value, double> optimizerUs;
   std::optional<ComputeSegment> forward, backward;
@@ -273,7 +297,9 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     auto compute = dyn_cast<ComputeOp>(op);
     if (!compute)
       continue;
-    double us = computeOpUs(compute, model);
+    const OpWork work = workOf(compute, problem.computeDtype);
+    const double us = model.computeUs(static_cast<double>(work.flops),
+                                      static_cast<double>(work.bytes), work.dtype);
     switch (compute.getPhase()) {
     case Phase::forward: {
       bool readsNewParam = llvm::any_of(compute.getInputs(), [&](Value input) {
@@ -283,7 +309,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         problem.forward.push_back(*std::exchange(forward, std::nullopt));
       if (!forward)
         forward = ComputeSegment{segmentName(compute), 0};
-      addCost(*forward, compute, us);
+      addCost(*forward, work, us);
       for (Value input : compute.getInputs())
         if (input.getDefiningOp<ParamOp>())
           firstForwardUse.try_emplace(input, static_cast<int>(problem.forward.size()));
@@ -292,7 +318,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     case Phase::backward:
       if (!backward)
         backward = ComputeSegment{segmentName(compute), 0};
-      addCost(*backward, compute, us);
+      addCost(*backward, work, us);
       break;
     case Phase::optimizer: {
       SmallVector<Value> params;

@@ -250,6 +250,13 @@ double lowerBoundUs(const Problem &problem, const cost::CostModel &model) {
                   model.bandwidthOptimalAllReduceUs(problem.totalGradientBytes(), problem.group));
 }
 
+std::optional<cost::DType> parseComputeDtype(const std::string &name) {
+  std::optional<cost::DType> dtype = cost::parseDType(name);
+  if (!dtype || *dtype == cost::DType::I8 || name != cost::toString(*dtype))
+    return std::nullopt;
+  return dtype;
+}
+
 //===----------------------------------------------------------------------===//
 // Compressor lists
 //===----------------------------------------------------------------------===//

@@ -283,6 +283,8 @@ Plan decodePlan(const Node &root) {
     });
     plan.strategy = n.field("strategy").asString();
     plan.compressor = n.field("compressor").asString();
+    if (auto dtype = n.optionalField("compute_dtype"))
+      plan.computeDtype = dtype->asString();
     for (const Node &t : n.field("tensors").elements())
       readObject(t, [&](const Node &t) {
         TensorInfo tensor;
@@ -389,6 +391,10 @@ public:
     }
     nonEmpty("/strategy", plan.strategy);
     nonEmpty("/compressor", plan.compressor);
+    static const std::set<std::string> computeDtypes = {"fp32", "tf32", "bf16", "fp16"};
+    if (!computeDtypes.count(plan.computeDtype))
+      error("/compute_dtype",
+            "unknown value '" + plan.computeDtype + "' (expected fp32|tf32|bf16|fp16)");
     checkTensors();
     checkBuckets();
     checkSchedule();
@@ -671,6 +677,7 @@ ordered_json encodePlan(const Plan &plan) {
     root["cluster"]["spec"] = json::parse(plan.cluster.spec);
   root["strategy"] = plan.strategy;
   root["compressor"] = plan.compressor;
+  root["compute_dtype"] = plan.computeDtype;
   root["tensors"] = ordered_json::array();
   for (const TensorInfo &t : plan.tensors)
     root["tensors"].push_back({{"name", t.name},

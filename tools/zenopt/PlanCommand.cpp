@@ -10,6 +10,7 @@
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Importer/ZenImporter.h"
+#include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Passes/Planning.h"
 
@@ -38,6 +39,7 @@ struct PlanOptions {
   std::string strategy = "auto";
   std::vector<int64_t> buckets;
   std::string compressor;
+  std::string precision = "fp32";
   std::string output;
   std::string trace;
   std::string timelineSvg;
@@ -151,6 +153,10 @@ int runPlan(const PlanOptions &options) {
   if (!module)
     throw CommandError(ExitSoftware, options.model + ": the imported IR failed to verify: " +
                                          diagnostics.messages);
+  // Mixed precision: every pass and codegen price fp32 compute at this precision.
+  if (options.precision != "fp32")
+    (*module)->setAttr(plan::kComputeDtypeAttr,
+                       mlir::StringAttr::get(&context, options.precision));
 
   AutotuneOptions passOptions;
   passOptions.cluster = options.cluster;
@@ -217,6 +223,11 @@ CommandRegistration registration(
       app.add_option("--compressor", options->compressor,
                      "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
                      "sign, powersgd:RANK (default: none, training stays exact)");
+      app.add_option("--precision", options->precision,
+                     "Compute precision of fp32 models' forward and backward (mixed precision, "
+                     "AMP): fp32, tf32, bf16, fp16; gradients stay fp32 on the wire")
+          ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+          ->capture_default_str();
       app.add_option("-o,--output", options->output, "Write the plan file here");
       app.add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of one iteration");
       app.add_option("--timeline-svg", options->timelineSvg, "Write an SVG timeline picture");

@@ -154,6 +154,10 @@ struct Plan {
   ClusterInfo cluster;
   std::string strategy;    // auto | nooverlap | wfbp | ddp | horovod | mgwfbp | ...
   std::string compressor;  // the compression policy the planner ran with, e.g. "auto", "none"
+  /// The precision fp32 forward/backward compute was priced at (mixed
+  /// precision): "fp32", "tf32", "bf16" or "fp16". Optional in the file
+  /// (absent = "fp32"); opaque to the runtime, which never computes.
+  std::string computeDtype = "fp32";
   std::vector<TensorInfo> tensors;
   std::vector<Bucket> buckets;
   std::vector<Task> schedule;

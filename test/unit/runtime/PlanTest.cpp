@@ -295,6 +295,28 @@ TEST(Plan, RejectsBadDependencies) {
             "plan.json: /schedule/3/id: duplicate task id 1");
 }
 
+TEST(Plan, ComputeDtypeIsOptionalAndChecked) {
+  // Written always; fp32 when a file (written before the field existed) has none.
+  Plan mixed = samplePlan();
+  mixed.computeDtype = "bf16";
+  std::string text = zenrt::writePlan(mixed);
+  EXPECT_NE(text.find("\"compressor\": \"auto\",\n  \"compute_dtype\": \"bf16\","),
+            std::string::npos);
+  EXPECT_EQ(zenrt::parsePlan(text, "plan.json").computeDtype, "bf16");
+  EXPECT_NE(zenrt::planHash(mixed), zenrt::planHash(samplePlan()));
+  EXPECT_EQ(errorAfterEdit([](json &j) { j.erase("compute_dtype"); }), "");
+  json document = json::parse(zenrt::writePlan(samplePlan()));
+  document.erase("compute_dtype");
+  EXPECT_EQ(zenrt::parsePlan(document.dump(), "plan.json").computeDtype, "fp32");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["compute_dtype"] = "int8"; }),
+            "plan.json: /compute_dtype: unknown value 'int8' (expected fp32|tf32|bf16|fp16)");
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["compute_dtype"] = 16; }),
+            "plan.json: /compute_dtype: must be a string");
+  Plan bad = samplePlan();
+  bad.computeDtype = "fp64";
+  EXPECT_THROW(zenrt::writePlan(bad), PlanError);
+}
+
 TEST(Plan, RejectsBadEnumsAndCompressionParameters) {
   EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["compression"]["method"] = "zip"; }),
             "plan.json: /buckets/0/compression/method: unknown value 'zip' (expected "

@@ -17,7 +17,8 @@ namespace zen::codegen {
 
 /// One SimTask per schedule task, in schedule order (ids are positions).
 /// Compute tasks keep their recorded duration on the plan's own cluster and are
-/// re-costed from their FLOPs and bytes on another one.
+/// re-costed from their FLOPs and bytes on another one: forward and backward
+/// tasks at the plan's compute_dtype, optimizer steps at fp32.
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model);
 
 /// Simulates `plan` on `model`, writes every task's start and duration and the

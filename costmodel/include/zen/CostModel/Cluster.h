@@ -25,8 +25,9 @@ struct ClusterError : std::runtime_error {
   int exitCode;
 };
 
-enum class DType { F32, F16, BF16, I8 };
-const char *toString(DType dtype);  // "fp32", "fp16", "bf16", "int8" (cluster JSON keys)
+/// TF32: fp32 data through the tensor cores at reduced mantissa (Ampere and later).
+enum class DType { F32, F16, BF16, I8, TF32 };
+const char *toString(DType dtype);  // "fp32", "fp16", "bf16", "int8", "tf32" (cluster JSON keys)
 /// Accepts the cluster spellings and the dialect's ("f32", "f16", "bf16", "i8").
 std::optional<DType> parseDType(const std::string &name);
 

@@ -23,6 +23,9 @@ namespace zen::plan {
 /// Discardable attribute names the passes write.
 inline constexpr const char *kBucketAttr = "bucket";
 inline constexpr const char *kAfterBackwardAttr = "after_backward";
+/// Module attribute: the precision of fp32 forward/backward compute
+/// ("fp32" when absent, "tf32", "bf16", "fp16"); see Problem::computeDtype.
+inline constexpr const char *kComputeDtypeAttr = "zen.compute_dtype";
 
 /// The training function with its problem; `gradients` parallels problem.gradients.
 struct TrainingFunction {
@@ -32,8 +35,9 @@ struct TrainingFunction {
 };
 
 /// Finds the one function with zen.gradient ops in `module` and extracts its
-/// problem, pricing compute with `model`. Emits an error and fails when there
-/// is none or more than one.
+/// problem, pricing compute with `model` at the module's kComputeDtypeAttr.
+/// Emits an error and fails when there is none or more than one, or when the
+/// compute precision is not one parseComputeDtype accepts.
 mlir::FailureOr<TrainingFunction> extractTraining(mlir::ModuleOp module,
                                                   const cost::CostModel &model);
 

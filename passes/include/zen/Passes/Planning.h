@@ -53,6 +53,10 @@ struct Problem {
   std::vector<ComputeSegment> backward;
   std::vector<GradientTensor> gradients;
   cost::Group group;       // the data-parallel ranks
+  /// The precision fp32 forward and backward ops were priced at: F32, or
+  /// TF32/BF16/F16 for mixed-precision training (AMP). Gradients stay fp32 on
+  /// the wire and the optimizer step stays fp32.
+  cost::DType computeDtype = cost::DType::F32;
 
   double totalComputeUs() const;
   double totalGradientBytes() const;
@@ -122,6 +126,9 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost
 /// max(total compute, bandwidth-optimal all-reduce of every gradient byte once,
 /// uncompressed, over the data-parallel group problem.group).
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
+
+/// A compute precision: "fp32", "tf32", "bf16" or "fp16"; nullopt otherwise.
+std::optional<cost::DType> parseComputeDtype(const std::string &name);
 
 /// Parses a comma-separated compressor list in cost::parseCompressionSpec's
 /// spelling ("fp16", "topk:0.01", "powersgd:4", optionally "@gpu"/"@cpu");
