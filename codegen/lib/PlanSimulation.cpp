@@ -145,13 +145,18 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
                       ? model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks).timeUs
                       : sim.durationUs;
   }
+  // The bound takes the model's compute alone: neither the slowdown overlap causes nor
+  // compression kernels, which are costs of the plan, not of the model.
+  double modelComputeUs = 0;
+  for (const cost::SimTask &sim : tasks)
+    if (sim.kind == cost::TaskKind::Compute)
+      modelComputeUs += sim.durationUs;
   plan.cluster.name = model.cluster().name;
   plan.predictions.iterationUs = result.iterationUs;
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
   plan.predictions.commBoundUs = commBoundUs(plan, model);
-  // The bound takes compute alone: overlap slowdown is a cost of the plan, not of the model.
-  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, result.computeAloneUs);
+  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, modelComputeUs);
   return result;
 }
 

@@ -169,6 +169,7 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   json["gradient_tensors"] = static_cast<int64_t>(plan.tensors.size());
   json["gradient_bytes"] = gradientBytes(plan);
   json["compression"] = compressionUsed(plan);
+  json["compute_dtype"] = plan.computeDtype;
   ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
   for (const auto &[name, us] : plan.baselines) {
     baselines[name] = us;
@@ -187,6 +188,8 @@ std::string summaryText(const zenrt::Plan &plan) {
   out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
                      plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
+  if (plan.computeDtype != "fp32")
+    out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);
   out += fmt::format("  predicted iteration   {:10.3f} ms\n", ms(p.iterationUs));
   out += fmt::format("  compute               {:10.3f} ms\n", ms(p.computeUs));
   out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));

@@ -152,6 +152,10 @@ TEST(PlanSimulation, CpuCompressionRunsBesideTheComputeStream) {
   cost::SimResult gpu = codegen::simulatePlan(onGpu, model);
   EXPECT_DOUBLE_EQ(find(onGpu, "backward.0").startUs, find(onGpu, "compress.b0").startUs + 500);
   EXPECT_GT(gpu.iterationUs, cpu.iterationUs);
+  // The lower bound is the model's: compression kernels on the compute stream do not raise it.
+  EXPECT_GT(gpu.computeAloneUs, 5100);
+  EXPECT_DOUBLE_EQ(onGpu.predictions.lowerBoundUs, std::max(5100.0, onGpu.predictions.commBoundUs));
+  EXPECT_DOUBLE_EQ(onGpu.predictions.lowerBoundUs, offloaded.predictions.lowerBoundUs);
 
   // Re-costed on another cluster as the planner prices it: on the CPU, with error feedback.
   cost::CostModel h100(cost::loadCluster("h100x256"));
