@@ -74,6 +74,26 @@ FailureOr<Planned> loadPlanned(ModuleOp module, const std::string &cluster, Stri
   return planned;
 }
 
+/// A priced training function whose problem runs over the group a `dp` option names.
+struct Priced {
+  std::optional<cost::CostModel> model;
+  TrainingFunction training;
+};
+
+FailureOr<Priced> loadPriced(ModuleOp module, const std::string &cluster, int64_t dp) {
+  Priced priced;
+  priced.model = costModelFor(module, cluster);
+  if (!priced.model)
+    return failure();
+  std::optional<cost::Group> group = groupForOption(module, *priced.model, dp);
+  FailureOr<TrainingFunction> training = extractTraining(module, *priced.model);
+  if (!group || failed(training))
+    return failure();
+  priced.training = std::move(*training);
+  priced.training.problem.group = *group;
+  return priced;
+}
+
 std::optional<std::vector<cost::CompressionSpec>> compressorsOption(Operation *op,
                                                                     const std::string &text) {
   std::string error;
@@ -113,23 +133,19 @@ struct InsertGradSyncPass : impl::InsertGradSyncBase<InsertGradSyncPass> {
   using InsertGradSyncBase::InsertGradSyncBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<cost::CostModel> model = costModelFor(module, cluster);
-    if (!model)
+    FailureOr<Priced> priced = loadPriced(module, cluster, dp);
+    if (failed(priced))
       return signalPassFailure();
-    std::optional<cost::Group> group = groupForOption(module, *model, dp);
-    FailureOr<TrainingFunction> training = extractTraining(module, *model);
-    if (!group || failed(training))
-      return signalPassFailure();
-    training->problem.group = *group;
+    TrainingFunction &training = priced->training;
     std::string error;
     std::optional<PlanChoice> choice =
-        baselineChoice("wfbp", training->problem, *model, BaselineOptions{}, error);
+        baselineChoice("wfbp", training.problem, *priced->model, BaselineOptions{}, error);
     if (!choice) {
       module.emitError(error);
       return signalPassFailure();
     }
     choice->fused = false;
-    if (failed(materializePlan(*training, *choice, *group)))
+    if (failed(materializePlan(training, *choice, training.problem.group)))
       return signalPassFailure();
   }
 };
@@ -278,15 +294,12 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
         compressorsOption(module, compressor);
     if (!allowed)
       return signalPassFailure();
-    std::optional<cost::CostModel> model = costModelFor(module, cluster);
-    if (!model)
+    FailureOr<Priced> priced = loadPriced(module, cluster, dp);
+    if (failed(priced))
       return signalPassFailure();
-    std::optional<cost::Group> group = groupForOption(module, *model, dp);
-    FailureOr<TrainingFunction> training = extractTraining(module, *model);
-    if (!group || failed(training))
-      return signalPassFailure();
-    Problem &problem = training->problem;
-    problem.group = *group;
+    const cost::CostModel &model = *priced->model;
+    TrainingFunction &training = priced->training;
+    Problem &problem = training.problem;
 
     plan::AutotuneOptions options;
     options.compressors = *allowed;
@@ -297,7 +310,7 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
     Evaluation evaluation;
     std::map<std::string, double> baselineUs;
     if (strategy == "auto") {
-      AutotuneResult result = autotune(problem, *model, options);
+      AutotuneResult result = autotune(problem, model, options);
       choice = std::move(result.best);
       evaluation = std::move(result.bestEval);
       baselineUs = std::move(result.baselineUs);
@@ -305,7 +318,7 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
       // A baseline with compressors allowed: the best of them, as the report compares.
       std::string error;
       std::optional<BaselineResult> baseline =
-          bestBaseline(strategy, problem, *model, options.baseline, *allowed, error);
+          bestBaseline(strategy, problem, model, options.baseline, *allowed, error);
       if (!baseline) {
         module.emitError("zen-autotune: ") << error;
         return signalPassFailure();
@@ -314,21 +327,21 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
       evaluation = std::move(baseline->evaluation);
       for (const std::string &name : baselineNames())
         baselineUs[name] =
-            bestBaseline(name, problem, *model, options.baseline, *allowed, error)
+            bestBaseline(name, problem, model, options.baseline, *allowed, error)
                 ->evaluation.iterationUs;
     }
-    if (failed(materializePlan(*training, choice, *group)))
+    if (failed(materializePlan(training, choice, problem.group)))
       return signalPassFailure();
 
     Builder builder(module.getContext());
     module->setAttr("zen.strategy", builder.getStringAttr(choice.strategy));
-    module->setAttr("zen.cluster", builder.getStringAttr(model->cluster().name));
-    module->setAttr("zen.world_size", builder.getI64IntegerAttr(group->ranks));
+    module->setAttr("zen.cluster", builder.getStringAttr(model.cluster().name));
+    module->setAttr("zen.world_size", builder.getI64IntegerAttr(problem.group.ranks));
     module->setAttr("zen.predicted",
                     timesAttr(builder, {{"iteration_us", evaluation.iterationUs},
                                         {"compute_us", evaluation.computeUs},
                                         {"exposed_comm_us", evaluation.exposedCommUs},
-                                        {"lower_bound_us", lowerBoundUs(problem, *model)}}));
+                                        {"lower_bound_us", lowerBoundUs(problem, model)}}));
     module->setAttr("zen.baselines", timesAttr(builder, baselineUs));
   }
 };
