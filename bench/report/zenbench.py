@@ -358,12 +358,12 @@ def cli_times(ctx, models, names, reps):
 def passes_bench(ctx, reps):
     """The planner's own benchmark (synthetic problems without IR): autotune time by tensor count."""
     entries = google_benchmark(
-        [ctx.tool("zen-passes-bench"), "--benchmark_filter=^BM_Autotune/"],
+        [ctx.tool("zen-planner-bench"), "--benchmark_filter=^BM_Autotune/"],
         os.path.join(ctx.work, "passes_bench.json"), reps, ctx.profile.min_time_s)
     result = {}
     for entry in entries:
         if entry["error"]:
-            raise BenchError(f"zen-passes-bench {entry['name']}: {entry['error']}")
+            raise BenchError(f"zen-planner-bench {entry['name']}: {entry['error']}")
         result.setdefault(int(entry["name"].split("/")[1]), []).append(entry["wall"])
     return result
 
@@ -596,7 +596,7 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
     if synthetic:
         sx = sorted(synthetic)
         ks, _ = loglog_fit(sx, [median(synthetic[n]) for n in sx])
-        rep.add(f"The planner's own benchmark (`zen-passes-bench` BM_Autotune: synthetic problems, "
+        rep.add(f"The planner's own benchmark (`zen-planner-bench` BM_Autotune: synthetic problems, "
                 f"autotune only, no IR) gives "
                 + ", ".join(f"{n} tensors {fmt_s(median(synthetic[n]))}" for n in sx)
                 + f": exponent **{ks:.2f}**.")
@@ -847,7 +847,7 @@ def measure(ctx, skip_runtime):
         raw["growth"] = phase_bench(ctx, [models[n] for n in GROWTH_MODELS],
                                     ctx.profile.growth_reps, "growth")
         raw["synthetic"] = passes_bench(ctx, ctx.profile.growth_reps) \
-            if os.access(os.path.join(ctx.bin, "zen-passes-bench"), os.X_OK) else {}
+            if os.access(os.path.join(ctx.bin, "zen-planner-bench"), os.X_OK) else {}
     raw["runtime"], raw["runtime_error"] = {}, "left out with --skip-runtime"
     if not skip_runtime:
         with Section(ctx, "3. runtime"):

@@ -12,7 +12,7 @@
 #include "zen/Importer/ZenImporter.h"
 #include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Passes.h"
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"

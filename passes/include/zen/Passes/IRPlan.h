@@ -11,7 +11,7 @@
 #define ZEN_PASSES_IRPLAN_H
 
 #include "zen/Dialect/ZenDialect.h"
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -10,8 +10,8 @@
 // All times are microseconds, all sizes bytes.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZEN_PASSES_PLANNING_H
-#define ZEN_PASSES_PLANNING_H
+#ifndef ZEN_PLANNER_PLANNING_H
+#define ZEN_PLANNER_PLANNING_H
 
 #include "zen/CostModel/CostModel.h"
 #include "zen/CostModel/Simulator.h"
@@ -224,4 +224,4 @@ Problem syntheticProblem(int tensors, uint64_t seed, const cost::CostModel &mode
 
 } // namespace zen::plan
 
-#endif // ZEN_PASSES_PLANNING_H
+#endif // ZEN_PLANNER_PLANNING_H

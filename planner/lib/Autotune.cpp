@@ -39,7 +39,7 @@
 // seed.
 //
 //===----------------------------------------------------------------------===//
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include <algorithm>
 #include <cmath>

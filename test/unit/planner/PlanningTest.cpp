@@ -1,5 +1,5 @@
 //===- PlanningTest.cpp - baselines, simulator tasks and the autotuner ----===//
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include <gtest/gtest.h>
 

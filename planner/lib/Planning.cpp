@@ -1,5 +1,5 @@
 //===- Planning.cpp - problems, plan choices, simulator tasks, baselines ---===//
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include <algorithm>
 #include <cmath>

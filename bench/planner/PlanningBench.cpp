@@ -7,7 +7,7 @@
 // gpt2_small's tensor count.
 //
 //===----------------------------------------------------------------------===//
-#include "zen/Passes/Planning.h"
+#include "zen/Planner/Planning.h"
 
 #include <benchmark/benchmark.h>
 
