@@ -44,23 +44,6 @@ std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::String
   return fallback.str();
 }
 
-/// The bucket a task name ends in (".b<N>"), or -1. Planning.h fixes the names.
-int64_t bucketOfTaskName(const std::string &name) {
-  size_t dot = name.rfind(".b");
-  if (dot == std::string::npos || dot + 2 >= name.size())
-    return -1;
-  int64_t bucket = 0;
-  for (size_t i = dot + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9')
-      return -1;
-    bucket = bucket * 10 + (name[i] - '0');
-  }
-  return bucket;
-}
-
-bool startsWith(const std::string &text, const char *prefix) {
-  return text.rfind(prefix, 0) == 0;
-}
 } // namespace
 
 mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
@@ -124,7 +107,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     zenrt::Task task;
     task.id = static_cast<int64_t>(i);
     task.name = sim.name;
-    task.bucket = bucketOfTaskName(sim.name);
+    task.bucket = sim.bucket;
     task.workUs = sim.durationUs;
     task.priority = sim.priority;
     for (int dep : sim.deps)
@@ -132,7 +115,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     switch (sim.kind) {
     case cost::TaskKind::Compute:
       task.kind = zenrt::TaskKind::Compute;
-      if (startsWith(sim.name, "bwd.")) {
+      if (sim.phase == cost::TaskPhase::Backward) {
         task.phase = zenrt::Phase::Backward;
         task.flops = problem.backward.at(backwardSegment).flops;
         task.bytes = problem.backward.at(backwardSegment).bytes;
@@ -140,10 +123,10 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
           if (g.readyAfterSegment == backwardSegment)
             task.produces.push_back(g.name);
         ++backwardSegment;
-      } else if (startsWith(sim.name, "optimizer.")) {
+      } else if (sim.phase == cost::TaskPhase::Optimizer) {
         // A decoupled bucket's optimizer step runs while the next forward does.
         task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Optimizer;
-        const plan::BucketChoice &bucket = choice.buckets.at(bucketOfTaskName(sim.name));
+        const plan::BucketChoice &bucket = choice.buckets.at(sim.bucket);
         for (int g = bucket.begin; g < bucket.end; ++g) {
           task.flops += plan::optimizerFlops(problem.gradients[g].elements);
           task.bytes += plan::optimizerBytes(problem.gradients[g].elements, 4);
@@ -157,8 +140,8 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
       task.bucket = -1; // compute tasks belong to no bucket, optimizer steps included
       break;
     case cost::TaskKind::Compression:
-      task.kind = startsWith(sim.name, "decompress.") ? zenrt::TaskKind::Decompress
-                                                      : zenrt::TaskKind::Compress;
+      task.kind = sim.phase == cost::TaskPhase::Decompress ? zenrt::TaskKind::Decompress
+                                                           : zenrt::TaskKind::Compress;
       task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
       break;
     case cost::TaskKind::Collective: {

@@ -158,3 +158,20 @@ LogicalResult CompressedType::verify(function_ref<InFlightDiagnostic()> emitErro
     return emitError() << "compression method 'none' has no compressed form";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// PredictionAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult PredictionAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     FloatAttr iterationUs, FloatAttr computeUs,
+                                     FloatAttr exposedCommUs, FloatAttr lowerBoundUs) {
+  for (auto [name, time] : {std::pair{"iteration_us", iterationUs}, {"compute_us", computeUs},
+                            {"exposed_comm_us", exposedCommUs}, {"lower_bound_us", lowerBoundUs}}) {
+    double value = time.getValueAsDouble();
+    if (!time.getType().isF64() || !std::isfinite(value) || value < 0)
+      return emitError() << "prediction " << name
+                         << " must be a finite, non-negative f64, got " << time;
+  }
+  return success();
+}

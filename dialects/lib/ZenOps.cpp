@@ -78,11 +78,11 @@ static LogicalResult verifyBucket(Operation *op, RankedTensorType bucket, TypeRa
 }
 
 LogicalResult PackOp::verify() {
-  return verifyBucket(*this, getBucket().getType(), getInputs().getTypes());
+  return verifyBucket(*this, getResult().getType(), getInputs().getTypes());
 }
 
 LogicalResult UnpackOp::verify() {
-  return verifyBucket(*this, getBucket().getType(), getOutputs().getTypes());
+  return verifyBucket(*this, getInput().getType(), getOutputs().getTypes());
 }
 
 LogicalResult AllReduceOp::verify() {
@@ -174,3 +174,16 @@ LogicalResult DecompressOp::verify() {
 
 #define GET_OP_CLASSES
 #include "zen/Dialect/ZenOps.cpp.inc"
+
+int64_t zen::payloadBytes(Operation *op) {
+  Type payload = op->getNumOperands() ? op->getOperand(0).getType() : op->getResult(0).getType();
+  if (auto compressed = dyn_cast<CompressedType>(payload)) {
+    RankedTensorType original = compressed.getOriginal();
+    int64_t rows = original.getRank() ? original.getDimSize(0) : 1;
+    return compressed.getMethod().compressedBytes(original.getNumElements(), rows);
+  }
+  auto dense = cast<RankedTensorType>(payload);
+  return dense.getNumElements() * std::max<int64_t>(1, (dense.getElementTypeBitWidth() + 7) / 8);
+}
+
+#include "zen/Dialect/ZenInterfaces.cpp.inc"

@@ -12,52 +12,8 @@ using namespace mlir;
 
 namespace zen::plan {
 
-namespace {
-
-cost::DType dtypeOf(Type type) {
-  Type element = type;
-  if (auto shaped = dyn_cast<ShapedType>(type))
-    element = shaped.getElementType();
-  if (element.isF16())
-    return cost::DType::F16;
-  if (element.isBF16())
-    return cost::DType::BF16;
-  if (element.isInteger(8))
-    return cost::DType::I8;
-  return cost::DType::F32;
-}
-
 int64_t elementBytes(RankedTensorType type) {
   return std::max<int64_t>(1, (type.getElementTypeBitWidth() + 7) / 8);
-}
-
-/// The work of one compute op at the precision it runs at.
-struct OpWork {
-  cost::DType dtype = cost::DType::F32;
-  int64_t flops = 0;
-  int64_t bytes = 0;
-};
-
-/// Ops run at their own element type, except that fp32 forward and backward
-/// ops run at the mixed-precision `computeDtype`; at fp16/bf16 they move half
-/// the bytes (tf32 keeps fp32 storage). The optimizer step stays fp32.
-OpWork workOf(ComputeOp op, cost::DType computeDtype) {
-  Type typed = op->getNumResults() ? op->getResult(0).getType()
-               : op.getInputs().empty() ? Type() : op.getInputs().front().getType();
-  OpWork work{typed ? dtypeOf(typed) : cost::DType::F32, op.getFlopsAttr().getInt(),
-              op.getBytesAttr().getInt()};
-  if (work.dtype == cost::DType::F32 && op.getPhase() != Phase::optimizer) {
-    work.dtype = computeDtype;
-    if (computeDtype == cost::DType::F16 || computeDtype == cost::DType::BF16)
-      work.bytes /= 2;
-  }
-  return work;
-}
-
-std::string segmentName(ComputeOp op) {
-  if (auto node = op.getNode())
-    return node->str();
-  return op.getOpType().str();
 }
 
 bool isOptimizer(Operation *op) {
@@ -93,15 +49,50 @@ CompressionMethod toDialect(cost::CompressionMethod method) {
   return CompressionMethod::none;
 }
 
-/// One materialised bucket: its settings, its ops (in IR order) and the
-/// synchronised values that replace each member gradient.
-struct Chain {
-  BucketChoice bucket;
-  SmallVector<Operation *> ops;
-  SmallVector<Value> synced;
-  bool packed = false;
-  bool afterBackward = false;
+
+namespace {
+
+cost::DType dtypeOf(Type type) {
+  Type element = type;
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    element = shaped.getElementType();
+  if (element.isF16())
+    return cost::DType::F16;
+  if (element.isBF16())
+    return cost::DType::BF16;
+  if (element.isInteger(8))
+    return cost::DType::I8;
+  return cost::DType::F32;
+}
+
+/// The work of one compute op at the precision it runs at.
+struct OpWork {
+  cost::DType dtype = cost::DType::F32;
+  int64_t flops = 0;
+  int64_t bytes = 0;
 };
+
+/// Ops run at their own element type, except that fp32 forward and backward
+/// ops run at the mixed-precision `computeDtype`; at fp16/bf16 they move half
+/// the bytes (tf32 keeps fp32 storage). The optimizer step stays fp32.
+OpWork workOf(ComputeOp op, cost::DType computeDtype) {
+  Type typed = op->getNumResults() ? op->getResult(0).getType()
+               : op.getInputs().empty() ? Type() : op.getInputs().front().getType();
+  OpWork work{typed ? dtypeOf(typed) : cost::DType::F32, op.getFlopsAttr().getInt(),
+              op.getBytesAttr().getInt()};
+  if (work.dtype == cost::DType::F32 && op.getPhase() != Phase::optimizer) {
+    work.dtype = computeDtype;
+    if (computeDtype == cost::DType::F16 || computeDtype == cost::DType::BF16)
+      work.bytes /= 2;
+  }
+  return work;
+}
+
+std::string segmentName(ComputeOp op) {
+  if (auto node = op.getNode())
+    return node->str();
+  return op.getOpType().str();
+}
 
 /// The only user of `value`, or null.
 Operation *soleUser(Value value) {
@@ -116,9 +107,9 @@ void readSchedule(CollectiveOp op, int &stream, int64_t &priority) {
   }
 }
 
-FailureOr<Chain> readChain(Operation *head, const DenseMap<Value, int> &gradientIndex,
+FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gradientIndex,
                            cost::Group &group) {
-  Chain chain;
+  BucketOps chain;
   SmallVector<int> members;
   Value value;
   auto memberOf = [&](Value operand) -> LogicalResult {
@@ -135,7 +126,7 @@ FailureOr<Chain> readChain(Operation *head, const DenseMap<Value, int> &gradient
         return failure();
     chain.packed = true;
     chain.ops.push_back(pack);
-    value = pack.getBucket();
+    value = pack.getResult();
     op = soleUser(value);
   } else {
     if (failed(memberOf(head->getOperand(0))))
@@ -146,12 +137,12 @@ FailureOr<Chain> readChain(Operation *head, const DenseMap<Value, int> &gradient
   };
   if (auto compress = dyn_cast_or_null<CompressOp>(op)) {
     CompressionAttr method = compress.getResult().getType().getMethod();
-    chain.bucket.compression.method = toCost(method.getMethod());
-    chain.bucket.compression.ratio = method.getRatioValue();
-    chain.bucket.compression.rank = method.getRank();
-    chain.bucket.compression.device =
+    chain.settings.compression.method = toCost(method.getMethod());
+    chain.settings.compression.ratio = method.getRatioValue();
+    chain.settings.compression.rank = method.getRank();
+    chain.settings.compression.device =
         compress.getDevice() == Device::cpu ? cost::Device::CPU : cost::Device::GPU;
-    chain.bucket.compression.errorFeedback = compress.getErrorFeedback();
+    chain.settings.compression.errorFeedback = compress.getErrorFeedback();
     chain.ops.push_back(compress);
     value = compress.getResult();
     op = soleUser(value);
@@ -161,37 +152,37 @@ FailureOr<Chain> readChain(Operation *head, const DenseMap<Value, int> &gradient
     group.nodes = attr.getNodes();
   };
   if (auto allReduce = dyn_cast_or_null<AllReduceOp>(op)) {
-    chain.bucket.chunks = allReduce.getChunks();
-    readSchedule(allReduce, chain.bucket.stream, chain.bucket.priority);
-    chain.afterBackward = allReduce->hasAttr(kAfterBackwardAttr);
+    chain.settings.chunks = allReduce.getChunks();
+    readSchedule(allReduce, chain.settings.stream, chain.settings.priority);
+    chain.afterBackward = allReduce.getAfterBackward();
     noteGroup(allReduce.getGroup());
     value = allReduce.getResult();
   } else if (auto scatter = dyn_cast_or_null<ReduceScatterOp>(op)) {
-    chain.bucket.decomposed = true;
-    chain.bucket.chunks = scatter.getChunks();
-    readSchedule(scatter, chain.bucket.stream, chain.bucket.priority);
-    chain.afterBackward = scatter->hasAttr(kAfterBackwardAttr);
+    chain.settings.decomposed = true;
+    chain.settings.chunks = scatter.getChunks();
+    readSchedule(scatter, chain.settings.stream, chain.settings.priority);
+    chain.afterBackward = scatter.getAfterBackward();
     noteGroup(scatter.getGroup());
     chain.ops.push_back(scatter);
     op = soleUser(scatter.getResult());
     auto gather = dyn_cast_or_null<AllGatherOp>(op);
     if (!gather)
       return expect("a zen.all_gather after the zen.reduce_scatter");
-    readSchedule(gather, chain.bucket.gatherStream, chain.bucket.gatherPriority);
+    readSchedule(gather, chain.settings.gatherStream, chain.settings.gatherPriority);
     value = gather.getResult();
   } else if (auto gather = dyn_cast_or_null<AllGatherOp>(op)) {
-    if (chain.bucket.compression.method == cost::CompressionMethod::None)
+    if (chain.settings.compression.method == cost::CompressionMethod::None)
       return expect("a compressed payload before a zen.all_gather");
-    chain.bucket.chunks = gather.getChunks();
-    readSchedule(gather, chain.bucket.stream, chain.bucket.priority);
-    chain.afterBackward = gather->hasAttr(kAfterBackwardAttr);
+    chain.settings.chunks = gather.getChunks();
+    readSchedule(gather, chain.settings.stream, chain.settings.priority);
+    chain.afterBackward = gather.getAfterBackward();
     noteGroup(gather.getGroup());
     value = gather.getResult();
   } else {
     return expect("a collective");
   }
   chain.ops.push_back(op);
-  if (chain.bucket.compression.method != cost::CompressionMethod::None) {
+  if (chain.settings.compression.method != cost::CompressionMethod::None) {
     op = soleUser(value);
     auto decompress = dyn_cast_or_null<DecompressOp>(op);
     if (!decompress)
@@ -212,19 +203,21 @@ FailureOr<Chain> readChain(Operation *head, const DenseMap<Value, int> &gradient
   for (size_t k = 0; k < members.size(); ++k)
     if (members[k] != members.front() + static_cast<int>(k))
       return head->emitError("bucket gradients must be consecutive in ready order");
-  chain.bucket.begin = members.front();
-  chain.bucket.end = members.front() + static_cast<int>(members.size());
+  chain.settings.begin = members.front();
+  chain.settings.end = members.front() + static_cast<int>(members.size());
   return chain;
 }
 
-/// Every bucket chain in the function, ordered by first gradient.
-FailureOr<std::vector<Chain>> readChains(const TrainingFunction &training, cost::Group &group) {
+} // namespace
+
+FailureOr<std::vector<BucketOps>> readBuckets(const TrainingFunction &training,
+                                              cost::Group &group) {
   DenseMap<Value, int> gradientIndex;
   for (size_t g = 0; g < training.gradients.size(); ++g) {
     GradientOp gradient = training.gradients[g];
     gradientIndex[gradient.getResult()] = static_cast<int>(g);
   }
-  std::vector<Chain> chains;
+  std::vector<BucketOps> chains;
   llvm::SmallPtrSet<Operation *, 16> heads;
   for (GradientOp gradient : training.gradients)
     for (Operation *user : gradient.getResult().getUsers()) {
@@ -234,27 +227,25 @@ FailureOr<std::vector<Chain>> readChains(const TrainingFunction &training, cost:
         return user->emitError("gradient of '")
                << training.problem.gradients[gradientIndex[gradient.getResult()]].name
                << "' is used by an op the planner does not know";
-      FailureOr<Chain> chain = readChain(user, gradientIndex, group);
+      FailureOr<BucketOps> chain = readBucket(user, gradientIndex, group);
       if (failed(chain))
         return failure();
       chains.push_back(std::move(*chain));
     }
   std::sort(chains.begin(), chains.end(),
-            [](const Chain &a, const Chain &b) { return a.bucket.begin < b.bucket.begin; });
+            [](const BucketOps &a, const BucketOps &b) { return a.settings.begin < b.settings.begin; });
   int next = 0;
-  for (const Chain &chain : chains) {
-    if (chain.bucket.begin != next)
+  for (const BucketOps &chain : chains) {
+    if (chain.settings.begin != next)
       return chain.ops.front()->emitError("gradient '")
              << training.problem.gradients[next].name
              << "' is not synchronised while others are (or is synchronised twice)";
-    next = chain.bucket.end;
+    next = chain.settings.end;
   }
   if (!chains.empty() && next != static_cast<int>(training.gradients.size()))
     return training.gradients[next]->emitError("gradient is not synchronised while others are");
   return chains;
 }
-
-} // namespace
 
 FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostModel &model) {
   SmallVector<func::FuncOp> candidates;
@@ -269,11 +260,11 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
   TrainingFunction training;
   training.func = candidates.front();
   Problem &problem = training.problem;
-  if (Attribute attr = module->getAttr(kComputeDtypeAttr)) {
+  if (Attribute attr = module->getAttr(ZenDialect::ComputeDtypeAttrHelper::getNameStr())) {
     auto name = dyn_cast<StringAttr>(attr);
     std::optional<cost::DType> dtype = name ? parseComputeDtype(name.str()) : std::nullopt;
     if (!dtype)
-      return module.emitError(kComputeDtypeAttr)
+      return module.emitError(ZenDialect::ComputeDtypeAttrHelper::getNameStr())
              << " must be \"fp32\", \"tf32\", \"bf16\" or \"fp16\", got " << attr;
     problem.computeDtype = *dtype;
   }
@@ -367,7 +358,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
 
 FailureOr<std::optional<PlanChoice>> readPlan(const TrainingFunction &training,
                                               cost::Group &group) {
-  FailureOr<std::vector<Chain>> chains = readChains(training, group);
+  FailureOr<std::vector<BucketOps>> chains = readBuckets(training, group);
   if (failed(chains))
     return failure();
   if (chains->empty())
@@ -375,215 +366,12 @@ FailureOr<std::optional<PlanChoice>> readPlan(const TrainingFunction &training,
   PlanChoice choice;
   choice.strategy = "ir";
   choice.fused = false;
-  for (Chain &chain : *chains) {
+  for (BucketOps &chain : *chains) {
     choice.fused |= chain.packed;
     choice.afterBackward |= chain.afterBackward;
-    choice.buckets.push_back(chain.bucket);
+    choice.buckets.push_back(chain.settings);
   }
   return std::optional<PlanChoice>(std::move(choice));
-}
-
-LogicalResult materializePlan(TrainingFunction &training, const PlanChoice &choice,
-                              cost::Group group) {
-  func::FuncOp func = training.func;
-  if (std::string problem = validateChoice(training.problem, choice); !problem.empty())
-    return func.emitError("invalid plan: ") << problem;
-
-  // Strip the current synchronisation: optimizer steps read raw gradients again.
-  cost::Group existingGroup;
-  FailureOr<std::vector<Chain>> chains = readChains(training, existingGroup);
-  if (failed(chains))
-    return failure();
-  for (Chain &chain : *chains) {
-    for (int g = chain.bucket.begin; g < chain.bucket.end; ++g)
-      chain.synced[g - chain.bucket.begin].replaceAllUsesWith(training.gradients[g].getResult());
-    for (Operation *op : llvm::reverse(chain.ops)) {
-      if (!op->use_empty())
-        return op->emitError("synchronised gradient is used outside the optimizer step");
-      op->erase();
-    }
-  }
-
-  MLIRContext *context = func.getContext();
-  OpBuilder builder(context);
-  Block &body = func.getBody().front();
-
-  // Optimizer steps (SGD per parameter) for gradients that have none yet.
-  llvm::SmallPtrSet<Operation *, 16> optimized;
-  for (Operation &op : body)
-    if (isOptimizer(&op))
-      for (Value input : op.getOperands())
-        if (auto param = input.getDefiningOp<ParamOp>())
-          optimized.insert(param);
-  builder.setInsertionPoint(body.getTerminator());
-  for (size_t g = 0; g < training.gradients.size(); ++g) {
-    GradientOp gradient = training.gradients[g];
-    auto param = gradient.getParam().getDefiningOp<ParamOp>();
-    if (optimized.contains(param))
-      continue;
-    auto type = cast<RankedTensorType>(gradient.getType());
-    int64_t elements = type.getNumElements();
-    builder.create<ComputeOp>(
-        gradient.getLoc(), TypeRange{type}, "SGD", Phase::optimizer,
-        ValueRange{gradient.getParam(), gradient.getResult()},
-        static_cast<uint64_t>(optimizerFlops(elements)),
-        static_cast<uint64_t>(optimizerBytes(elements, elementBytes(type))),
-        builder.getStringAttr("sgd." + param.getName()));
-  }
-
-  // Issue order: every collective ranked by priority (ties by bucket).
-  struct Issue {
-    int64_t priority;
-    size_t bucket;
-    bool gather;
-  };
-  std::vector<Issue> issues;
-  for (size_t b = 0; b < choice.buckets.size(); ++b) {
-    issues.push_back({choice.buckets[b].priority, b, false});
-    if (choice.buckets[b].decomposed)
-      issues.push_back({choice.buckets[b].gatherPriority, b, true});
-  }
-  std::stable_sort(issues.begin(), issues.end(), [](const Issue &a, const Issue &b) {
-    return std::tie(a.priority, a.bucket, a.gather) < std::tie(b.priority, b.bucket, b.gather);
-  });
-  std::vector<int64_t> mainOrder(choice.buckets.size()), gatherOrder(choice.buckets.size());
-  for (size_t i = 0; i < issues.size(); ++i)
-    (issues[i].gather ? gatherOrder : mainOrder)[issues[i].bucket] = static_cast<int64_t>(i);
-
-  Operation *lastBackward = nullptr;
-  for (Operation &op : body)
-    if (isa<GradientOp>(op) ||
-        (isa<ComputeOp>(op) && cast<ComputeOp>(op).getPhase() == Phase::backward))
-      lastBackward = &op;
-
-  auto groupAttr = ProcessGroupAttr::get(context, group.ranks, group.nodes);
-  Operation *afterBackwardPoint = lastBackward;
-  for (size_t b = 0; b < choice.buckets.size(); ++b) {
-    const BucketChoice &bucket = choice.buckets[b];
-    IntegerAttr bucketId = builder.getI64IntegerAttr(static_cast<int64_t>(b));
-    Operation *after = training.gradients[bucket.begin];
-    for (int g = bucket.begin; g < bucket.end; ++g)
-      if (after->isBeforeInBlock(training.gradients[g]))
-        after = training.gradients[g];
-    if (choice.afterBackward)
-      after = afterBackwardPoint;
-    builder.setInsertionPointAfter(after);
-    Location loc = training.gradients[bucket.end - 1].getLoc();
-
-    SmallVector<Value> members;
-    SmallVector<Type> memberTypes;
-    int64_t elements = 0;
-    Type elementType = cast<RankedTensorType>(training.gradients[bucket.begin].getType())
-                           .getElementType();
-    for (int g = bucket.begin; g < bucket.end; ++g) {
-      auto type = cast<RankedTensorType>(training.gradients[g].getType());
-      if (type.getElementType() != elementType)
-        return training.gradients[g].emitError("cannot bucket gradients of element types ")
-               << elementType << " and " << type.getElementType();
-      members.push_back(training.gradients[g].getResult());
-      memberTypes.push_back(type);
-      elements += type.getNumElements();
-    }
-
-    const bool packed = choice.fused || bucket.decomposed;
-    if (!packed && bucket.size() != 1)
-      return func.emitError("an unfused plan needs one gradient per bucket");
-    Value value = members.front();
-    if (packed) {
-      auto pack = builder.create<PackOp>(loc, RankedTensorType::get({elements}, elementType),
-                                         members);
-      pack->setAttr(kBucketAttr, bucketId);
-      value = pack.getBucket();
-    }
-    auto dense = cast<RankedTensorType>(value.getType());
-    const bool compressed = bucket.compression.method != cost::CompressionMethod::None;
-    Device device =
-        bucket.compression.device == cost::Device::CPU ? Device::cpu : Device::gpu;
-    if (compressed) {
-      auto method = CompressionAttr::get(context, toDialect(bucket.compression.method),
-                                         bucket.compression.ratio, bucket.compression.rank);
-      auto compress = builder.create<CompressOp>(loc, CompressedType::get(context, dense, method),
-                                                 value, device, bucket.compression.errorFeedback,
-                                                 ScheduleAttr());
-      compress->setAttr(kBucketAttr, bucketId);
-      value = compress.getResult();
-    }
-    auto schedule = ScheduleAttr::get(context, bucket.stream, bucket.priority, mainOrder[b]);
-    Operation *collective = nullptr;
-    switch (mainCollective(bucket)) {
-    case cost::CollectiveKind::AllGather:
-      collective = builder.create<AllGatherOp>(loc, value.getType(), value, false, groupAttr,
-                                               CollectiveAlgorithmAttr(), bucket.chunks, schedule);
-      break;
-    case cost::CollectiveKind::ReduceScatter: {
-      int64_t shard = (elements + group.ranks - 1) / group.ranks;
-      auto scatter = builder.create<ReduceScatterOp>(
-          loc, RankedTensorType::get({shard}, elementType), ReductionKind::avg, value, groupAttr,
-          CollectiveAlgorithmAttr(), bucket.chunks, schedule);
-      scatter->setAttr(kBucketAttr, bucketId);
-      if (choice.afterBackward)
-        scatter->setAttr(kAfterBackwardAttr, builder.getUnitAttr());
-      collective = builder.create<AllGatherOp>(
-          loc, RankedTensorType::get({shard * group.ranks}, elementType), scatter.getResult(),
-          true, groupAttr, CollectiveAlgorithmAttr(), 1,
-          ScheduleAttr::get(context, bucket.gatherStream, bucket.gatherPriority, gatherOrder[b]));
-      break;
-    }
-    default:
-      collective = builder.create<AllReduceOp>(loc, value.getType(), ReductionKind::avg, value,
-                                               groupAttr, CollectiveAlgorithmAttr(),
-                                               bucket.chunks, schedule);
-      break;
-    }
-    collective->setAttr(kBucketAttr, bucketId);
-    if (choice.afterBackward && !bucket.decomposed)
-      collective->setAttr(kAfterBackwardAttr, builder.getUnitAttr());
-    value = collective->getResult(0);
-    if (compressed) {
-      auto decompress = builder.create<DecompressOp>(loc, dense, value, device, ScheduleAttr());
-      decompress->setAttr(kBucketAttr, bucketId);
-      value = decompress.getResult();
-    }
-    SmallVector<Value> synced;
-    if (packed) {
-      auto unpack = builder.create<UnpackOp>(loc, memberTypes, value);
-      unpack->setAttr(kBucketAttr, bucketId);
-      llvm::append_range(synced, unpack.getOutputs());
-      afterBackwardPoint = unpack;
-    } else {
-      synced.push_back(value);
-      afterBackwardPoint = value.getDefiningOp();
-    }
-    for (size_t k = 0; k < synced.size(); ++k)
-      members[k].replaceUsesWithIf(synced[k], [](OpOperand &use) {
-        return isOptimizer(use.getOwner());
-      });
-  }
-  return success();
-}
-
-std::optional<cost::Cluster> loadClusterOption(Operation *op, const std::string &cluster) {
-  try {
-    return cost::loadCluster(cluster);
-  } catch (const cost::ClusterError &error) {
-    op->emitError("cannot load cluster '") << cluster << "': " << error.what();
-  } catch (const std::exception &error) {
-    op->emitError("cannot load cluster '") << cluster << "': " << error.what();
-  }
-  return std::nullopt;
-}
-
-std::optional<cost::Group> groupForOption(Operation *op, const cost::CostModel &model,
-                                          int64_t dp) {
-  int64_t world = model.cluster().worldSize();
-  if (dp == 0)
-    return model.worldGroup();
-  if (dp < 1 || dp > world) {
-    op->emitError("dp = ") << dp << " does not fit cluster '" << model.cluster().name << "' of "
-                           << world << " GPUs";
-    return std::nullopt;
-  }
-  return model.groupOf(dp);
 }
 
 } // namespace zen::plan

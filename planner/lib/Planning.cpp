@@ -14,6 +14,7 @@ using cost::CompressionMethod;
 using cost::CompressionSpec;
 using cost::SimTask;
 using cost::TaskKind;
+using cost::TaskPhase;
 
 double Problem::totalComputeUs() const {
   double total = 0;
@@ -102,11 +103,13 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
 
   // Compute-stream priorities follow the intended serial order: forward, then
   // each backward segment followed by the encodes it enables, then the tail.
-  auto addCompute = [&](std::string name, TaskKind kind, double duration, int64_t priority,
-                        std::vector<int> deps) {
+  auto addCompute = [&](std::string name, TaskKind kind, TaskPhase phase, int64_t bucket,
+                        double duration, int64_t priority, std::vector<int> deps) {
     SimTask task;
     task.name = std::move(name);
     task.kind = kind;
+    task.phase = phase;
+    task.bucket = bucket;
     task.durationUs = duration;
     task.priority = priority;
     task.deps = std::move(deps);
@@ -121,7 +124,7 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     if (previous >= 0)
       deps.push_back(previous);
     previous = addCompute("fwd." + problem.forward[k].name, TaskKind::Compute,
-                          problem.forward[k].durationUs, k, std::move(deps));
+                          TaskPhase::Forward, -1, problem.forward[k].durationUs, k, std::move(deps));
     forwardTask[k] = previous;
   }
   const int forwardEnd = previous;
@@ -131,7 +134,7 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     if (previous >= 0)
       deps.push_back(previous);
     previous = addCompute("bwd." + problem.backward[k].name, TaskKind::Compute,
-                          problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
+                          TaskPhase::Backward, -1, problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
     backwardTask[k] = previous;
   }
   const int backwardEnd = previous;
@@ -139,6 +142,7 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
 
   for (size_t b = 0; b < choice.buckets.size(); ++b) {
     const BucketChoice &bucket = choice.buckets[b];
+    const int64_t bucketId = static_cast<int64_t>(b);
     const std::string suffix = ".b" + std::to_string(b);
     int64_t elements = 0;
     double bytes = 0, optimizerUs = 0;
@@ -172,13 +176,16 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
                                    : tailPriority - 1;
-      before = addCompute("compress" + suffix, TaskKind::Compression, compression.encodeUs,
+      before = addCompute("compress" + suffix, TaskKind::Compression, TaskPhase::Compress,
+                          bucketId, compression.encodeUs,
                           encodePriority, readyDeps);
       tasks[before].device = bucket.compression.device;
     }
 
     SimTask collective;
     collective.kind = TaskKind::Collective;
+    collective.phase = TaskPhase::Communicate;
+    collective.bucket = bucketId;
     collective.collective = mainCollective(bucket);
     collective.name = kindName(collective.collective) + suffix;
     // Gathered compressed payloads: every rank's payload lands everywhere.
@@ -198,6 +205,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     if (bucket.decomposed) {
       SimTask gather;
       gather.kind = TaskKind::Collective;
+      gather.phase = TaskPhase::Communicate;
+      gather.bucket = bucketId;
       gather.collective = CollectiveKind::AllGather;
       gather.name = kindName(CollectiveKind::AllGather) + suffix;
       gather.bytes = bytes;
@@ -211,7 +220,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       nextIteration = true;
     }
     if (compressed) {
-      done = addCompute("decompress" + suffix, TaskKind::Compression, compression.decodeUs,
+      done = addCompute("decompress" + suffix, TaskKind::Compression, TaskPhase::Decompress,
+                        bucketId, compression.decodeUs,
                         tailPriority + 2 * static_cast<int64_t>(b), {done});
       tasks[done].device = bucket.compression.device;
     }
@@ -219,7 +229,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     std::vector<int> optimizerDeps = {done};
     if (backwardEnd >= 0 && backwardEnd != done)
       optimizerDeps.push_back(backwardEnd);
-    int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, optimizerUs,
+    int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, TaskPhase::Optimizer,
+                               bucketId, optimizerUs,
                                tailPriority + 2 * static_cast<int64_t>(b) + 1,
                                std::move(optimizerDeps));
     if (nextIteration) {

@@ -9,7 +9,7 @@
 
 // CHECK: module attributes {zen.baselines = {ddp = {{[-+.e0-9]+}} : f64, horovod = {{[-+.e0-9]+}} : f64, mgwfbp = {{[-+.e0-9]+}} : f64, nooverlap = {{[-+.e0-9]+}} : f64, wfbp = {{[-+.e0-9]+}} : f64}
 // CHECK-SAME: zen.cluster = "a100x64"
-// CHECK-SAME: zen.predicted = {compute_us = {{[-+.e0-9]+}} : f64, exposed_comm_us = {{[-+.e0-9]+}} : f64, iteration_us = {{[-+.e0-9]+}} : f64, lower_bound_us = {{[-+.e0-9]+}} : f64}
+// CHECK-SAME: zen.predicted = #zen.prediction<iteration_us = {{[-+.e0-9]+}} : f64, compute_us = {{[-+.e0-9]+}} : f64, exposed_comm_us = {{[-+.e0-9]+}} : f64, lower_bound_us = {{[-+.e0-9]+}} : f64>
 // CHECK-SAME: zen.strategy = "auto", zen.world_size = 64 : i64
 // CHECK-LABEL: func.func @train_step
 // CHECK: zen.pack

@@ -12,5 +12,6 @@
 
 // Anything else is an error naming the attribute.
 // RUN: sed 's/zen.batch_mode = "scaled"/&, zen.compute_dtype = "int8"/' %S/Inputs/mlp.mlir | not zenopt-opt --zen-print-timeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: sed 's/zen.batch_mode = "scaled"/&, zen.compute_dtype = 16 : i64/' %S/Inputs/mlp.mlir | not zenopt-opt --zen-print-timeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: sed 's/zen.batch_mode = "scaled"/&, zen.compute_dtype = 16 : i64/' %S/Inputs/mlp.mlir | not zenopt-opt --zen-print-timeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=UNTYPED
 // BAD: error: zen.compute_dtype must be "fp32", "tf32", "bf16" or "fp16", got
+// UNTYPED: error: 'zen.compute_dtype' must be a string, got 16 : i64

@@ -16,8 +16,8 @@
 // DP: error: dp = 65 does not fit cluster 'a100x64' of 64 GPUs
 // UNSYNCED: error: gradients are not synchronised; run zen-insert-grad-sync before zen-fuse-gradients
 // MANUAL: error: zen-fuse-gradients: manual buckets cover 2 of the 3 gradient tensors
-// STRATEGY: error: zen-autotune: unknown strategy 'fastest'
-// SPLIT: error: zen-decompose: split must be none, all or auto, got 'half'
+// STRATEGY: for the --strategy option: Cannot find option named 'fastest'!
+// SPLIT: for the --split option: Cannot find option named 'half'!
 // STREAMS: error: zen-schedule-overlap: streams must be 1 or 2, got 3
 
 // expected-error @+1 {{invalid compressor option}}

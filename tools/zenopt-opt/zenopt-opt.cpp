@@ -13,6 +13,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
 #ifdef ZEN_HAVE_PASSES
   zen::registerZenPasses();
+  zen::registerPlanPipeline();
 #endif
   mlir::DialectRegistry registry;
   registry.insert<zen::ZenDialect, mlir::func::FuncDialect>();

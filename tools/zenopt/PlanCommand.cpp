@@ -155,17 +155,18 @@ int runPlan(const PlanOptions &options) {
                                          diagnostics.messages);
   // Mixed precision: every pass and codegen price fp32 compute at this precision.
   if (options.precision != "fp32")
-    (*module)->setAttr(plan::kComputeDtypeAttr,
-                       mlir::StringAttr::get(&context, options.precision));
+    ZenDialect::ComputeDtypeAttrHelper(&context)
+        .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
-  AutotuneOptions passOptions;
-  passOptions.cluster = options.cluster;
-  passOptions.dp = options.dp;
-  passOptions.compressor = options.compressor;
-  passOptions.strategy = options.strategy;
-  passOptions.buckets = options.buckets;
+  PlanPipelineOptions pipelineOptions;
+  pipelineOptions.cluster = options.cluster;
+  pipelineOptions.dp = options.dp;
+  pipelineOptions.compressor = options.compressor;
+  // --strategy is checked against the same names on the command line.
+  pipelineOptions.strategy = *parsePlanStrategy(options.strategy);
+  pipelineOptions.buckets = options.buckets;
   mlir::PassManager pipeline(&context);
-  pipeline.addPass(createAutotune(passOptions));
+  buildPlanPipeline(pipeline, pipelineOptions);
   {
     ProgressLine progress("planning " + graph.modelName, !options.quiet);
     if (mlir::failed(pipeline.run(*module)))

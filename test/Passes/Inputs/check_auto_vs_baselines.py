@@ -13,8 +13,10 @@ compressors = ["", "fp16,topk:0.01,powersgd:4"]
 number = r"([-+.e0-9]+) : f64"
 
 
-def dictionary(text, name):
-    body = re.search(name + r" = \{([^}]*)\}", text).group(1)
+def fields(text, name, opening, closing):
+    """The `key = value : f64` fields of attribute `name` (a dictionary or #zen.prediction)."""
+    body = re.search(re.escape(name) + r" = " + opening + r"([^" + closing + r"]*)" + closing,
+                     text).group(1)
     return {key: float(value) for key, value in re.findall(r"(\w+) = " + number, body)}
 
 
@@ -28,8 +30,8 @@ for model in models:
             planned = subprocess.run(["zenopt-opt", option], input=ir, check=True,
                                      capture_output=True, text=True).stdout
             header = planned.splitlines()[0]
-            predicted = dictionary(header, "zen.predicted")
-            baselines = dictionary(header, "zen.baselines")
+            predicted = fields(header, "zen.predicted", r"#zen\.prediction<", ">")
+            baselines = fields(header, "zen.baselines", r"\{", "}")
             auto = predicted["iteration_us"]
             best = min(baselines.values())
             ok = auto <= best and len(baselines) == 5

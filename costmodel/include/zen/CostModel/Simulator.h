@@ -18,10 +18,16 @@
 namespace zen::cost {
 
 enum class TaskKind { Compute, Collective, Compression };
+/// What a task does in the training iteration, for those that lower or report
+/// a task graph (codegen): the simulator itself schedules by kind alone.
+enum class TaskPhase { Forward, Backward, Optimizer, Compress, Communicate, Decompress };
 
 struct SimTask {
   std::string name;
   TaskKind kind = TaskKind::Compute;
+  TaskPhase phase = TaskPhase::Forward;
+  /// The gradient bucket a compression, collective or optimizer task serves; -1 for none.
+  int64_t bucket = -1;
   /// Compute tasks and GPU compression tasks run on the compute stream;
   /// collectives on communication stream `stream` (0-based).
   int stream = 0;

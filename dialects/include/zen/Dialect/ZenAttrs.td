@@ -78,4 +78,30 @@ def Zen_ScheduleAttr : Zen_Attr<"Schedule", "schedule"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_PredictionAttr : Zen_Attr<"Prediction", "prediction"> {
+  let summary = "The simulator's prediction for the planned iteration";
+  let description = [{
+    Times in microseconds: the steady-state iteration, the compute stream's
+    busy time, the communication left exposed, and the lower bound
+    max(compute, cheapest way to move the gradient bytes). zen-autotune writes
+    it on the module as `zen.predicted`.
+
+    ```mlir
+    module attributes {zen.predicted = #zen.prediction<iteration_us = 1.2e4 : f64,
+        compute_us = 1.1e4 : f64, exposed_comm_us = 1.0e3 : f64, lower_bound_us = 1.1e4 : f64>} {}
+    ```
+  }];
+  let parameters = (ins "::mlir::FloatAttr":$iteration_us, "::mlir::FloatAttr":$compute_us,
+                        "::mlir::FloatAttr":$exposed_comm_us, "::mlir::FloatAttr":$lower_bound_us);
+  let builders = [
+    AttrBuilder<(ins "double":$iterationUs, "double":$computeUs, "double":$exposedCommUs,
+                     "double":$lowerBoundUs), [{
+      auto f64 = [&](double us) { return ::mlir::FloatAttr::get(::mlir::Float64Type::get($_ctxt), us); };
+      return $_get($_ctxt, f64(iterationUs), f64(computeUs), f64(exposedCommUs), f64(lowerBoundUs));
+    }]>
+  ];
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // ZEN_ATTRS_TD

@@ -19,6 +19,16 @@ def Zen_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
+  // Module attributes the planning passes read and write, declared with their types
+  // (ZenDialect::verifyOperationAttribute checks them).
+  let discardableAttrs = (ins
+    "::mlir::StringAttr":$cluster,
+    "::mlir::StringAttr":$compute_dtype,
+    "::mlir::StringAttr":$strategy,
+    "::mlir::IntegerAttr":$world_size,
+    "::zen::PredictionAttr":$predicted,
+    "::mlir::DictionaryAttr":$baselines);
+  let hasOperationAttrVerify = 1;
 }
 
 //===----------------------------------------------------------------------===//

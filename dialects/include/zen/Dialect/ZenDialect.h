@@ -9,14 +9,26 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "zen/Dialect/ZenDialect.h.inc"
+#include <optional>
+
+// Attributes first: the dialect declares typed module attributes of these classes.
 #include "zen/Dialect/ZenEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "zen/Dialect/ZenAttrs.h.inc"
 
+#include "zen/Dialect/ZenDialect.h.inc"
+
 #define GET_TYPEDEF_CLASSES
 #include "zen/Dialect/ZenTypes.h.inc"
+
+namespace zen {
+/// Bytes of the payload an op moves: its first operand's (or, with none, its
+/// first result's) tensor bytes, or the wire size of a compressed payload.
+int64_t payloadBytes(mlir::Operation *op);
+} // namespace zen
+
+#include "zen/Dialect/ZenInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "zen/Dialect/ZenOps.h.inc"

@@ -3,6 +3,7 @@
 #define ZEN_OPS_TD
 
 include "zen/Dialect/ZenTypes.td"
+include "zen/Dialect/ZenInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -82,9 +83,9 @@ def Zen_PackOp : Zen_Op<"pack", [Pure]> {
     %b = zen.pack %g0, %g1 : tensor<64x3xf32>, tensor<64xf32> -> tensor<256xf32>
     ```
   }];
-  let arguments = (ins Variadic<Zen_Tensor>:$inputs);
-  let results = (outs Zen_Tensor:$bucket);
-  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($bucket)";
+  let arguments = (ins Variadic<Zen_Tensor>:$inputs, OptionalAttr<I64Attr>:$bucket);
+  let results = (outs Zen_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
 }
 
 def Zen_UnpackOp : Zen_Op<"unpack", [Pure]> {
@@ -97,21 +98,25 @@ def Zen_UnpackOp : Zen_Op<"unpack", [Pure]> {
     %g0, %g1 = zen.unpack %b : tensor<256xf32> -> tensor<64x3xf32>, tensor<64xf32>
     ```
   }];
-  let arguments = (ins Zen_Tensor:$bucket);
+  let arguments = (ins Zen_Tensor:$input, OptionalAttr<I64Attr>:$bucket);
   let results = (outs Variadic<Zen_Tensor>:$outputs);
-  let assemblyFormat = "$bucket attr-dict `:` type($bucket) `->` type($outputs)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($outputs)";
 }
 
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
 
+// `bucket` names the gradient bucket a collective synchronises; `after_backward`
+// holds it until the whole backward pass is done (the no-overlap baseline).
 class Zen_CollectiveOp<string mnemonic, list<Trait> traits = []>
-    : Zen_Op<mnemonic, traits> {
+    : Zen_Op<mnemonic, !listconcat(traits, [Zen_CollectiveOpInterface])> {
   dag collectiveArgs = (ins Zen_ProcessGroupAttr:$group,
                             OptionalAttr<Zen_CollectiveAlgorithmAttr>:$algorithm,
                             DefaultValuedAttr<I64Attr, "1">:$chunks,
-                            OptionalAttr<Zen_ScheduleAttr>:$schedule);
+                            OptionalAttr<Zen_ScheduleAttr>:$schedule,
+                            OptionalAttr<I64Attr>:$bucket,
+                            UnitAttr:$after_backward);
 }
 
 def Zen_AllReduceOp : Zen_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
@@ -236,7 +241,7 @@ def Zen_CompressOp : Zen_Op<"compress"> {
     ```
   }];
   let arguments = (ins Zen_Tensor:$input, Zen_DeviceAttr:$device, UnitAttr:$error_feedback,
-                       OptionalAttr<Zen_ScheduleAttr>:$schedule);
+                       OptionalAttr<Zen_ScheduleAttr>:$schedule, OptionalAttr<I64Attr>:$bucket);
   let results = (outs Zen_CompressedType:$result);
   let assemblyFormat = "$input `on` $device attr-dict `:` type($input) `->` qualified(type($result))";
 }
@@ -253,7 +258,7 @@ def Zen_DecompressOp : Zen_Op<"decompress"> {
     ```
   }];
   let arguments = (ins Zen_CompressedType:$input, Zen_DeviceAttr:$device,
-                       OptionalAttr<Zen_ScheduleAttr>:$schedule);
+                       OptionalAttr<Zen_ScheduleAttr>:$schedule, OptionalAttr<I64Attr>:$bucket);
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = "$input `on` $device attr-dict `:` qualified(type($input)) `->` type($result)";
 }

@@ -1,10 +1,10 @@
-//===- IRPlan.h - between the zen dialect and planning choices --*- C++ -*-===//
+//===- IRPlan.h - reading plans out of the zen dialect ----------*- C++ -*-===//
 //
-// Extracts the planning Problem from a training function, reads back the plan
-// already materialised in it (buckets, compression, chunks, decomposition,
-// schedule), and materialises a PlanChoice: every gradient goes through
-// [zen.pack] -> [zen.compress] -> collective(s) -> [zen.decompress] ->
-// [zen.unpack] into the optimizer step. Ops of bucket N carry `bucket = N : i64`.
+// Extracts the planning Problem from a training function and reads back the
+// plan already in it (buckets, compression, chunks, decomposition, schedule).
+// A synchronised gradient goes through [zen.pack] -> [zen.compress] ->
+// collective(s) -> [zen.decompress] -> [zen.unpack] into the optimizer step;
+// ops of bucket N carry `bucket = N`. BucketRewrites.h edits that IR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_PASSES_IRPLAN_H
@@ -20,12 +20,14 @@
 
 namespace zen::plan {
 
-/// Discardable attribute names the passes write.
-inline constexpr const char *kBucketAttr = "bucket";
-inline constexpr const char *kAfterBackwardAttr = "after_backward";
-/// Module attribute: the precision of fp32 forward/backward compute
-/// ("fp32" when absent, "tf32", "bf16", "fp16"); see Problem::computeDtype.
-inline constexpr const char *kComputeDtypeAttr = "zen.compute_dtype";
+
+/// Bytes per element of a gradient tensor.
+int64_t elementBytes(mlir::RankedTensorType type);
+/// True for an optimizer-phase zen.compute.
+bool isOptimizer(mlir::Operation *op);
+/// The dialect's compression enum and the planner's, one to one.
+cost::CompressionMethod toCost(CompressionMethod method);
+CompressionMethod toDialect(cost::CompressionMethod method);
 
 /// The training function with its problem; `gradients` parallels problem.gradients.
 struct TrainingFunction {
@@ -41,25 +43,26 @@ struct TrainingFunction {
 mlir::FailureOr<TrainingFunction> extractTraining(mlir::ModuleOp module,
                                                   const cost::CostModel &model);
 
+/// One bucket's synchronisation as it stands in the IR.
+struct BucketOps {
+  BucketChoice settings;             // begin/end index problem.gradients
+  bool packed = false;               // goes through zen.pack / zen.unpack
+  bool afterBackward = false;        // waits for the end of backward
+  llvm::SmallVector<mlir::Operation *> ops;  // in IR order
+  llvm::SmallVector<mlir::Value> synced;     // replaces each member gradient
+};
+
+/// Every bucket in the function, ordered by first gradient; `group` receives
+/// the collectives' process group. Fails (with an error) on a partial or
+/// non-consecutive synchronisation.
+mlir::FailureOr<std::vector<BucketOps>> readBuckets(const TrainingFunction &training,
+                                                    cost::Group &group);
+
 /// The gradient synchronisation already in the IR, or nullopt when gradients
 /// are not synchronised yet. `group` receives the collectives' process group.
 /// Fails (with an error) on a partial or non-consecutive synchronisation.
 mlir::FailureOr<std::optional<PlanChoice>> readPlan(const TrainingFunction &training,
                                                     cost::Group &group);
-
-/// Replaces any existing synchronisation with `choice` (which must satisfy
-/// validateChoice) over `group`; creates the optimizer steps when missing.
-mlir::LogicalResult materializePlan(TrainingFunction &training, const PlanChoice &choice,
-                                    cost::Group group);
-
-/// Loads the cluster named by a pass option; emits an error on `op` and
-/// returns nullopt when it cannot be loaded (ClusterError never escapes).
-std::optional<cost::Cluster> loadClusterOption(mlir::Operation *op, const std::string &cluster);
-
-/// The data-parallel group for a `dp` option (0 = every GPU); emits an error
-/// when it does not fit the cluster.
-std::optional<cost::Group> groupForOption(mlir::Operation *op, const cost::CostModel &model,
-                                          int64_t dp);
 
 } // namespace zen::plan
 

@@ -3,9 +3,11 @@
 #define ZEN_PASSES_PASSES_H
 
 #include "zen/Dialect/ZenDialect.h"
+#include "zen/Passes/PassOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 #include <memory>
 
@@ -16,6 +18,26 @@ namespace zen {
 
 #define GEN_PASS_REGISTRATION
 #include "zen/Passes/Passes.h.inc"
+
+/// Options of zen-plan-pipeline: what `zenopt MODEL.onnx` plans with.
+struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
+  Option<std::string> cluster{*this, "cluster",
+                              llvm::cl::desc("Cluster preset or JSON file (default: the "
+                                             "module's zen.cluster, else a100x64)")};
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel ranks (0 = every GPU)"),
+                     llvm::cl::init(0)};
+  Option<std::string> compressor{*this, "compressor",
+                                 llvm::cl::desc("Allowed compression methods, comma-separated")};
+  Option<PlanStrategy> strategy{*this, "strategy", llvm::cl::desc("auto or a baseline"),
+                                llvm::cl::init(PlanStrategy::automatic), planStrategyValues()};
+  ListOption<int64_t> buckets{*this, "buckets",
+                              llvm::cl::desc("Bucket sizes in tensors (strategy manual)")};
+};
+
+/// Adds the planning pipeline to `pm` (a module pass manager).
+void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options);
+/// Registers zen-plan-pipeline for zenopt-opt.
+void registerPlanPipeline();
 
 } // namespace zen
 

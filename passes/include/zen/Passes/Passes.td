@@ -4,9 +4,12 @@
 
 include "mlir/Pass/PassBase.td"
 
-// Every planning pass prices its decisions against a cluster.
-defvar clusterOption = Option<"cluster", "cluster", "std::string", "\"a100x64\"",
-    "Cluster preset name (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file">;
+// Every planning pass prices its decisions against a cluster: the option, when
+// given, is recorded as the module's `zen.cluster`; otherwise that attribute, or
+// the default preset a100x64, applies. The cost model is a cached analysis.
+defvar clusterOption = Option<"cluster", "cluster", "std::string", "\"\"",
+    "Cluster preset name (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file; "
+    "default: the module's zen.cluster, else a100x64">;
 defvar dpOption = Option<"dp", "dp", "int64_t", "0",
     "Data-parallel ranks (0 = every GPU of the cluster)">;
 
@@ -35,8 +38,15 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     clusterOption,
-    Option<"strategy", "strategy", "std::string", "\"ddp\"",
-           "wfbp, ddp, horovod, mgwfbp, threshold, manual or nooverlap">,
+    Option<"strategy", "strategy", "::zen::FusionStrategy", "::zen::FusionStrategy::ddp",
+           "Bucketing rule", [{::llvm::cl::values(
+             clEnumValN(::zen::FusionStrategy::wfbp, "wfbp", "one bucket per tensor"),
+             clEnumValN(::zen::FusionStrategy::ddp, "ddp", "PyTorch DDP: 25 MiB, first bucket 1 MiB"),
+             clEnumValN(::zen::FusionStrategy::horovod, "horovod", "Horovod: 64 MiB fusion buffer"),
+             clEnumValN(::zen::FusionStrategy::mgwfbp, "mgwfbp", "merge while the wait is shorter than the start-up time"),
+             clEnumValN(::zen::FusionStrategy::threshold, "threshold", "close at threshold-bytes"),
+             clEnumValN(::zen::FusionStrategy::manual, "manual", "bucket sizes from `buckets`"),
+             clEnumValN(::zen::FusionStrategy::nooverlap, "nooverlap", "per tensor, after backward"))}]>,
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size at which `threshold` closes a bucket">,
     ListOption<"buckets", "buckets", "int64_t",
@@ -61,7 +71,10 @@ def PlaceCompression : Pass<"zen-place-compression", "mlir::ModuleOp"> {
     clusterOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
            "Allowed methods, comma-separated: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:RANK, each optionally @gpu or @cpu">,
-    Option<"mode", "mode", "std::string", "\"auto\"", "auto or all">
+    Option<"mode", "mode", "::zen::CompressionMode", "::zen::CompressionMode::automatic",
+           "Where compression goes", [{::llvm::cl::values(
+             clEnumValN(::zen::CompressionMode::automatic, "auto", "where the simulator says it pays"),
+             clEnumValN(::zen::CompressionMode::all, "all", "the first allowed method on every bucket"))}]>
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }
@@ -78,7 +91,11 @@ def Decompose : Pass<"zen-decompose", "mlir::ModuleOp"> {
   let options = [
     clusterOption,
     Option<"chunks", "chunks", "int64_t", "0", "Chunks per collective (0 = cost-model choice)">,
-    Option<"split", "split", "std::string", "\"auto\"", "none, all or auto">
+    Option<"split", "split", "::zen::SplitMode", "::zen::SplitMode::automatic",
+           "Which all-reduces become reduce-scatter + all-gather", [{::llvm::cl::values(
+             clEnumValN(::zen::SplitMode::none, "none", "keep every all-reduce"),
+             clEnumValN(::zen::SplitMode::all, "all", "split every dense bucket"),
+             clEnumValN(::zen::SplitMode::automatic, "auto", "where the simulator says it pays"))}]>
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }
@@ -107,14 +124,15 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     to every bucket in turn and keeps the fastest. `strategy` other than
     `auto` materialises that baseline.
     Records `zen.strategy`, `zen.cluster`, `zen.world_size`, `zen.predicted`
-    and `zen.baselines` on the module.
+    (a `#zen.prediction`) and `zen.baselines` on the module. The chosen plan is
+    applied with the same bucket rewrites the individual passes use.
   }];
   let options = [
     clusterOption, dpOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
            "Allowed compression methods, comma-separated, each optionally @gpu or @cpu (none by default)">,
-    Option<"strategy", "strategy", "std::string", "\"auto\"",
-           "auto, nooverlap, wfbp, ddp, horovod, mgwfbp, threshold or manual">,
+    Option<"strategy", "strategy", "::zen::PlanStrategy", "::zen::PlanStrategy::automatic",
+           "The joint search, or a baseline to materialise", [{::zen::planStrategyValues()}]>,
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size for strategy threshold">,
     ListOption<"buckets", "buckets", "int64_t",
@@ -130,6 +148,10 @@ def PrintTimeline : Pass<"zen-print-timeline", "mlir::ModuleOp"> {
     `task <name> start <us> end <us>`, then `iteration <us>`.
   }];
   let options = [clusterOption];
+  let dependentDialects = ["::zen::ZenDialect"];
 }
+
+// zen-plan-pipeline (passes/lib/Pipeline.cpp) runs zen-autotune with these
+// options; `zenopt MODEL.onnx` builds the same pipeline.
 
 #endif // ZEN_PASSES_TD

@@ -110,7 +110,8 @@ std::string validateChoice(const Problem &problem, const PlanChoice &choice);
 /// compression, collective(s), decompression and the optimizer step. A
 /// bucket's compress/decompress tasks run on its compression device (CPU
 /// offload: the simulator's host compression worker).
-/// Task names: "fwd.<node>", "bwd.<node>", "compress.b<N>", "all_reduce.b<N>",
+/// Every task carries its phase and bucket; names (for traces and reports only):
+/// "fwd.<node>", "bwd.<node>", "compress.b<N>", "all_reduce.b<N>",
 /// "reduce_scatter.b<N>", "all_gather.b<N>", "decompress.b<N>", "optimizer.b<N>".
 std::vector<cost::SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
                                          const cost::CostModel &model);

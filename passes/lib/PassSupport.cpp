@@ -1,0 +1,100 @@
+//===- PassSupport.cpp - what every planning pass starts from -------------===//
+#include "PassSupport.h"
+
+#include "zen/Passes/PassOptions.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace zen {
+
+StringRef strategyName(FusionStrategy strategy) {
+  switch (strategy) {
+  case FusionStrategy::wfbp: return "wfbp";
+  case FusionStrategy::ddp: return "ddp";
+  case FusionStrategy::horovod: return "horovod";
+  case FusionStrategy::mgwfbp: return "mgwfbp";
+  case FusionStrategy::threshold: return "threshold";
+  case FusionStrategy::manual: return "manual";
+  case FusionStrategy::nooverlap: return "nooverlap";
+  }
+  return "ddp";
+}
+
+StringRef strategyName(PlanStrategy strategy) {
+  switch (strategy) {
+  case PlanStrategy::automatic: return "auto";
+  case PlanStrategy::nooverlap: return "nooverlap";
+  case PlanStrategy::wfbp: return "wfbp";
+  case PlanStrategy::ddp: return "ddp";
+  case PlanStrategy::horovod: return "horovod";
+  case PlanStrategy::mgwfbp: return "mgwfbp";
+  case PlanStrategy::threshold: return "threshold";
+  case PlanStrategy::manual: return "manual";
+  }
+  return "auto";
+}
+
+std::optional<PlanStrategy> parsePlanStrategy(StringRef name) {
+  for (PlanStrategy strategy :
+       {PlanStrategy::automatic, PlanStrategy::nooverlap, PlanStrategy::wfbp, PlanStrategy::ddp,
+        PlanStrategy::horovod, PlanStrategy::mgwfbp, PlanStrategy::threshold, PlanStrategy::manual})
+    if (strategyName(strategy) == name)
+      return strategy;
+  return std::nullopt;
+}
+
+namespace detail {
+
+FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOption,
+                                         CostModelAnalysis &analysis, std::optional<int64_t> dp,
+                                         std::optional<StringRef> requiredBy) {
+  if (!clusterOption.empty())
+    ZenDialect::ClusterAttrHelper(module.getContext())
+        .setAttr(module, StringAttr::get(module.getContext(), clusterOption));
+  if (analysis.cluster() != CostModelAnalysis::clusterOf(module))
+    analysis = CostModelAnalysis(module);
+  if (!analysis.model())
+    return module.emitError(analysis.error());
+
+  PlanningState state;
+  state.model = analysis.model();
+  FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, *state.model);
+  if (failed(training))
+    return failure();
+  state.training = std::move(*training);
+  state.group = state.model->worldGroup();
+  FailureOr<std::optional<plan::PlanChoice>> existing =
+      plan::readPlan(state.training, state.group);
+  if (failed(existing))
+    return failure();
+  state.existing = std::move(*existing);
+  if (requiredBy && !state.existing)
+    return module.emitError("gradients are not synchronised; run zen-insert-grad-sync before ")
+           << *requiredBy;
+  if (dp && *dp != 0) {
+    int64_t world = state.model->cluster().worldSize();
+    if (*dp < 1 || *dp > world)
+      return module.emitError("dp = ") << *dp << " does not fit cluster '"
+                                       << state.model->cluster().name << "' of " << world
+                                       << " GPUs";
+    state.group = state.model->groupOf(*dp);
+  } else if (dp) {
+    state.group = state.model->worldGroup();
+  }
+  state.training.problem.group = state.group;
+  return state;
+}
+
+std::optional<std::vector<cost::CompressionSpec>> compressorsOption(Operation *op,
+                                                                    const std::string &text) {
+  std::string error;
+  std::optional<std::vector<cost::CompressionSpec>> specs = plan::parseCompressors(text, error);
+  if (!specs)
+    op->emitError("invalid compressor option: ") << error;
+  return specs;
+}
+
+} // namespace detail
+} // namespace zen
