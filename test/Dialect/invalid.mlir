@@ -383,3 +383,28 @@ func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 
   %0 = zen.decompress %x on cpu : !zen.compressed<tensor<16xf32>, #zen.compression<topk, ratio = 0.1>> -> tensor<8xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{prediction compute_us must be a finite, non-negative f64, got -1.000000e+00 : f64}}
+module attributes {zen.predicted = #zen.prediction<iteration_us = 1.0 : f64, compute_us = -1.0 : f64, exposed_comm_us = 0.0 : f64, lower_bound_us = 1.0 : f64>} {}
+
+// -----
+
+// expected-error @+1 {{'zen.cluster' must be a string, got 8 : i64}}
+module attributes {zen.cluster = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.world_size' must be a positive integer, got 0 : i64}}
+module attributes {zen.world_size = 0 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.predicted' must be a #zen.prediction, got 1.000000e+00 : f64}}
+module attributes {zen.predicted = 1.0 : f64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.baselines' must be a dictionary of non-negative f64 times, got {ddp = "fast"}}}
+module attributes {zen.baselines = {ddp = "fast"}} {}

@@ -22,3 +22,28 @@
 // CHECK-NOT: zen.all_reduce
 
 // DP16-COUNT-3: group = #zen.group<size = 16, nodes = 2>
+
+// RUN: zenopt-opt %s --zen-insert-grad-sync=cluster=a100x8 | FileCheck %s --check-prefix=LOCAL
+// LOCAL: module attributes {zen.cluster = "a100x8"}
+// LOCAL-LABEL: func.func @train_step
+// LOCAL: %[[G2:.*]] = zen.gradient %{{.*}} {ready_order = 0 : i64}
+// LOCAL-NEXT: %[[R2:.*]] = zen.all_reduce avg %[[G2]] {bucket = 0 : i64, group = #zen.group<size = 8, nodes = 1>
+// LOCAL: %[[G1:.*]] = zen.gradient %{{.*}} {ready_order = 1 : i64}
+// LOCAL-NEXT: %[[R1:.*]] = zen.all_reduce avg %[[G1]] {bucket = 1 : i64
+// LOCAL: zen.compute "SGD" optimizer(%{{.*}}, %[[R2]]) {{.*}}node = "sgd.w2"
+// LOCAL-NEXT: zen.compute "SGD" optimizer(%{{.*}}, %[[R1]]) {{.*}}node = "sgd.w1"
+module {
+  func.func @train_step(%x: tensor<64xf32>) {
+    %w0 = zen.param "w0" : tensor<1024xf32>
+    %w1 = zen.param "w1" : tensor<4096xf32>
+    %w2 = zen.param "w2" : tensor<256xf32>
+    %y = zen.compute "Mul" forward (%x, %w0) {flops = 4096 : i64, bytes = 8192 : i64} : (tensor<64xf32>, tensor<1024xf32>) -> tensor<64xf32>
+    %d2 = zen.compute "MulGrad" backward (%y) {flops = 512 : i64, bytes = 2048 : i64} : (tensor<64xf32>) -> tensor<256xf32>
+    %g2 = zen.gradient %w2, %d2 {ready_order = 0 : i64} : tensor<256xf32>
+    %d1 = zen.compute "MulGrad" backward (%y) {flops = 8192 : i64, bytes = 32768 : i64} : (tensor<64xf32>) -> tensor<4096xf32>
+    %g1 = zen.gradient %w1, %d1 {ready_order = 1 : i64} : tensor<4096xf32>
+    %d0 = zen.compute "MulGrad" backward (%y) {flops = 2048 : i64, bytes = 8192 : i64} : (tensor<64xf32>) -> tensor<1024xf32>
+    %g0 = zen.gradient %w0, %d0 {ready_order = 2 : i64} : tensor<1024xf32>
+    return
+  }
+}
