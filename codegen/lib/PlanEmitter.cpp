@@ -26,16 +26,16 @@ zenrt::CompressionMethod planMethod(cost::CompressionMethod method) {
   return zenrt::CompressionMethod::None;
 }
 
-zenrt::CollectiveOp planCollective(cost::CollectiveKind kind) {
+zenrt::CollectiveKind planCollective(cost::CollectiveKind kind) {
   switch (kind) {
-  case cost::CollectiveKind::ReduceScatter: return zenrt::CollectiveOp::ReduceScatter;
-  case cost::CollectiveKind::AllGather: return zenrt::CollectiveOp::AllGather;
-  case cost::CollectiveKind::AllToAll: return zenrt::CollectiveOp::AllToAll;
-  case cost::CollectiveKind::Broadcast: return zenrt::CollectiveOp::Broadcast;
+  case cost::CollectiveKind::ReduceScatter: return zenrt::CollectiveKind::ReduceScatter;
+  case cost::CollectiveKind::AllGather: return zenrt::CollectiveKind::AllGather;
+  case cost::CollectiveKind::AllToAll: return zenrt::CollectiveKind::AllToAll;
+  case cost::CollectiveKind::Broadcast: return zenrt::CollectiveKind::Broadcast;
   case cost::CollectiveKind::AllReduce:
   case cost::CollectiveKind::SendRecv: break;
   }
-  return zenrt::CollectiveOp::AllReduce;
+  return zenrt::CollectiveKind::AllReduce;
 }
 
 std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef fallback) {
