@@ -38,7 +38,7 @@ std::string onePlan(int64_t elements, int ranks) {
   bucket.tensors = {{"g", 0, elements}};
   bucket.elements = elements;
   bucket.bytes = elements * 4;
-  bucket.collectives = {{CollectiveOp::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
+  bucket.collectives = {{CollectiveKind::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
   plan.buckets = {bucket};
   Task backward;
   backward.name = "backward";

@@ -12,32 +12,6 @@
 namespace zen::codegen {
 namespace {
 
-zenrt::CompressionMethod planMethod(cost::CompressionMethod method) {
-  switch (method) {
-  case cost::CompressionMethod::None: return zenrt::CompressionMethod::None;
-  case cost::CompressionMethod::FP16: return zenrt::CompressionMethod::FP16;
-  case cost::CompressionMethod::BF16: return zenrt::CompressionMethod::BF16;
-  case cost::CompressionMethod::Int8: return zenrt::CompressionMethod::Int8;
-  case cost::CompressionMethod::TopK: return zenrt::CompressionMethod::TopK;
-  case cost::CompressionMethod::RandomK: return zenrt::CompressionMethod::RandomK;
-  case cost::CompressionMethod::Sign: return zenrt::CompressionMethod::Sign;
-  case cost::CompressionMethod::PowerSGD: return zenrt::CompressionMethod::PowerSGD;
-  }
-  return zenrt::CompressionMethod::None;
-}
-
-zenrt::CollectiveOp planCollective(cost::CollectiveKind kind) {
-  switch (kind) {
-  case cost::CollectiveKind::ReduceScatter: return zenrt::CollectiveOp::ReduceScatter;
-  case cost::CollectiveKind::AllGather: return zenrt::CollectiveOp::AllGather;
-  case cost::CollectiveKind::AllToAll: return zenrt::CollectiveOp::AllToAll;
-  case cost::CollectiveKind::Broadcast: return zenrt::CollectiveOp::Broadcast;
-  case cost::CollectiveKind::AllReduce:
-  case cost::CollectiveKind::SendRecv: break;
-  }
-  return zenrt::CollectiveOp::AllReduce;
-}
-
 std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef fallback) {
   if (auto attr = module->getAttrOfType<mlir::StringAttr>(name))
     return attr.str();
@@ -88,14 +62,11 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     }
     bucket.bytes = 4 * bucket.elements;
     const cost::CompressionSpec &spec = choiceBucket.compression;
-    bucket.compression.method = planMethod(spec.method);
-    bool sparse = spec.method == cost::CompressionMethod::TopK ||
-                  spec.method == cost::CompressionMethod::RandomK;
-    bucket.compression.ratio = sparse ? spec.ratio : 1.0;
-    bucket.compression.rank = spec.method == cost::CompressionMethod::PowerSGD ? spec.rank : 0;
-    bucket.compression.errorFeedback = plan::wantsErrorFeedback(spec.method);
-    bucket.compression.device = spec.device == cost::Device::GPU ? zenrt::Device::GPU
-                                                                 : zenrt::Device::CPU;
+    bucket.compression.method = spec.method;
+    bucket.compression.ratio = vocab::takesRatio(spec.method) ? spec.ratio : 1.0;
+    bucket.compression.rank = vocab::takesRank(spec.method) ? spec.rank : 0;
+    bucket.compression.errorFeedback = vocab::wantsErrorFeedback(spec.method);
+    bucket.compression.device = spec.device;
     out.buckets.push_back(std::move(bucket));
   }
 
@@ -152,7 +123,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
         return module.emitError("planner produced collective task '")
                << sim.name << "' without a valid bucket";
       zenrt::Collective collective;
-      collective.op = planCollective(sim.collective);
+      collective.op = sim.collective;
       collective.algorithm =
           cost::toString(model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks)
                              .algorithm);

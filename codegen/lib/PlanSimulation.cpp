@@ -3,35 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace zen::codegen {
-namespace {
-cost::CollectiveKind collectiveKindOf(zenrt::CollectiveOp op) {
-  switch (op) {
-  case zenrt::CollectiveOp::AllReduce: return cost::CollectiveKind::AllReduce;
-  case zenrt::CollectiveOp::ReduceScatter: return cost::CollectiveKind::ReduceScatter;
-  case zenrt::CollectiveOp::AllGather: return cost::CollectiveKind::AllGather;
-  case zenrt::CollectiveOp::AllToAll: return cost::CollectiveKind::AllToAll;
-  case zenrt::CollectiveOp::Broadcast: return cost::CollectiveKind::Broadcast;
-  }
-  return cost::CollectiveKind::AllReduce;
-}
-
-cost::CompressionMethod compressionMethodOf(zenrt::CompressionMethod method) {
-  switch (method) {
-  case zenrt::CompressionMethod::None: return cost::CompressionMethod::None;
-  case zenrt::CompressionMethod::FP16: return cost::CompressionMethod::FP16;
-  case zenrt::CompressionMethod::BF16: return cost::CompressionMethod::BF16;
-  case zenrt::CompressionMethod::Int8: return cost::CompressionMethod::Int8;
-  case zenrt::CompressionMethod::TopK: return cost::CompressionMethod::TopK;
-  case zenrt::CompressionMethod::RandomK: return cost::CompressionMethod::RandomK;
-  case zenrt::CompressionMethod::Sign: return cost::CompressionMethod::Sign;
-  case zenrt::CompressionMethod::PowerSGD: return cost::CompressionMethod::PowerSGD;
-  }
-  return cost::CompressionMethod::None;
-}
-} // namespace
 
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.cluster.worldSize > model.cluster().worldSize())
@@ -73,21 +45,20 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.kind = cost::TaskKind::Compression;
       const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
       // CPU offload runs on the simulator's host compression worker, as planned.
-      sim.device = bucket.compression.device == zenrt::Device::CPU ? cost::Device::CPU
-                                                                   : cost::Device::GPU;
+      sim.device = bucket.compression.device;
       if (sameCluster) {
         sim.durationUs = task.workUs;
         break;
       }
       cost::CompressionSpec spec;
-      spec.method = compressionMethodOf(bucket.compression.method);
+      spec.method = bucket.compression.method;
       spec.ratio = bucket.compression.ratio;
       spec.rank = bucket.compression.rank;
       spec.device = sim.device;
       spec.errorFeedback = bucket.compression.errorFeedback;
       // Sparse and sign payloads are all-gathered: one decode consumes every rank's.
       const bool gathered = !bucket.collectives.empty() &&
-                            bucket.collectives.front().op == zenrt::CollectiveOp::AllGather;
+                            bucket.collectives.front().op == zenrt::CollectiveKind::AllGather;
       cost::CompressionCost cost =
           model.compression(spec, bucket.elements, gathered ? group.ranks : 1);
       sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
@@ -97,7 +68,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
       const zenrt::Collective &collective = bucket.collectives.at(collectivesSeen[task.bucket]++);
       sim.kind = cost::TaskKind::Collective;
-      sim.collective = collectiveKindOf(collective.op);
+      sim.collective = collective.op;
       sim.bytes = static_cast<double>(collective.bytes);
       sim.group = group;
       sim.chunks = collective.chunks;
@@ -117,17 +88,7 @@ double gradientBytes(const zenrt::Plan &plan) {
     bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
   return bytes;
 }
-
-/// Every gradient byte all-reduced once, uncompressed, over the plan's data-parallel group.
-double commBoundUs(const zenrt::Plan &plan, const cost::CostModel &model) {
-  return model.bandwidthOptimalAllReduceUs(gradientBytes(plan),
-                                           model.groupOf(plan.cluster.worldSize));
-}
 } // namespace
-
-double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, double computeUs) {
-  return std::max(computeUs, commBoundUs(plan, model));
-}
 
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   std::vector<cost::SimTask> tasks = planToSimTasks(plan, model);
@@ -155,8 +116,11 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   plan.predictions.iterationUs = result.iterationUs;
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
-  plan.predictions.commBoundUs = commBoundUs(plan, model);
-  plan.predictions.lowerBoundUs = lowerBoundUs(plan, model, modelComputeUs);
+  // Every gradient byte all-reduced once, uncompressed, over the plan's data-parallel group.
+  const double bytes = gradientBytes(plan);
+  const cost::Group group = model.groupOf(plan.cluster.worldSize);
+  plan.predictions.commBoundUs = model.bandwidthOptimalAllReduceUs(bytes, group);
+  plan.predictions.lowerBoundUs = model.lowerBoundUs(modelComputeUs, bytes, group);
   return result;
 }
 

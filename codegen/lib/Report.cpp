@@ -19,9 +19,9 @@ std::string compressionUsed(const zenrt::Plan &plan) {
   for (const zenrt::Bucket &bucket : plan.buckets) {
     const zenrt::Compression &c = bucket.compression;
     std::string name = zenrt::toString(c.method);
-    if (c.method == zenrt::CompressionMethod::TopK || c.method == zenrt::CompressionMethod::RandomK)
+    if (vocab::takesRatio(c.method))
       name += fmt::format(":{:g}", c.ratio);
-    else if (c.method == zenrt::CompressionMethod::PowerSGD)
+    else if (vocab::takesRank(c.method))
       name += fmt::format(":{}", c.rank);
     if (c.method != zenrt::CompressionMethod::None && c.device == zenrt::Device::CPU)
       name += "@cpu";

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <sstream>
 
 namespace zen::cost {
@@ -243,10 +244,14 @@ CollectiveKind readCollectiveKind(const SchemaReader &reader, const json &value,
                                   const std::string &path) {
   std::string name = reader.string(value, path);
   std::optional<CollectiveKind> kind = parseCollectiveKind(name);
-  if (!kind)
-    reader.fail(path, "unknown collective \"" + name +
-                          "\" (expected all_reduce, reduce_scatter, all_gather, all_to_all, "
-                          "broadcast or send_recv)");
+  if (!kind) {
+    std::string expected;
+    const size_t count = std::size(vocab::kCollectiveKinds);
+    for (size_t i = 0; i < count; ++i)
+      expected += std::string(i == 0 ? "" : i + 1 == count ? " or " : ", ") +
+                  vocab::kCollectiveKinds[i].spelling;
+    reader.fail(path, "unknown collective \"" + name + "\" (expected " + expected + ")");
+  }
   return *kind;
 }
 
@@ -350,18 +355,6 @@ std::optional<DType> parseDType(const std::string &name) {
   return std::nullopt;
 }
 
-const char *toString(CollectiveKind kind) {
-  switch (kind) {
-  case CollectiveKind::AllReduce: return "all_reduce";
-  case CollectiveKind::ReduceScatter: return "reduce_scatter";
-  case CollectiveKind::AllGather: return "all_gather";
-  case CollectiveKind::AllToAll: return "all_to_all";
-  case CollectiveKind::Broadcast: return "broadcast";
-  case CollectiveKind::SendRecv: return "send_recv";
-  }
-  return "all_reduce";
-}
-
 const char *toString(Algorithm algorithm) {
   switch (algorithm) {
   case Algorithm::Ring: return "ring";
@@ -370,39 +363,6 @@ const char *toString(Algorithm algorithm) {
   case Algorithm::Direct: return "direct";
   }
   return "ring";
-}
-
-const char *toString(CompressionMethod method) {
-  switch (method) {
-  case CompressionMethod::None: return "none";
-  case CompressionMethod::FP16: return "fp16";
-  case CompressionMethod::BF16: return "bf16";
-  case CompressionMethod::Int8: return "int8";
-  case CompressionMethod::TopK: return "topk";
-  case CompressionMethod::RandomK: return "randomk";
-  case CompressionMethod::Sign: return "sign";
-  case CompressionMethod::PowerSGD: return "powersgd";
-  }
-  return "none";
-}
-
-std::optional<CollectiveKind> parseCollectiveKind(const std::string &name) {
-  for (CollectiveKind kind :
-       {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
-        CollectiveKind::AllToAll, CollectiveKind::Broadcast, CollectiveKind::SendRecv})
-    if (name == toString(kind))
-      return kind;
-  return std::nullopt;
-}
-
-std::optional<CompressionMethod> parseCompressionMethod(const std::string &name) {
-  for (CompressionMethod method :
-       {CompressionMethod::None, CompressionMethod::FP16, CompressionMethod::BF16,
-        CompressionMethod::Int8, CompressionMethod::TopK, CompressionMethod::RandomK,
-        CompressionMethod::Sign, CompressionMethod::PowerSGD})
-    if (name == toString(method))
-      return method;
-  return std::nullopt;
 }
 
 Cluster parseCluster(const std::string &jsonText, const std::string &source) {

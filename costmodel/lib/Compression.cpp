@@ -160,25 +160,26 @@ std::optional<CompressionSpec> parseCompressionSpec(const std::string &text, std
   std::string body = text;
   size_t at = body.find('@');
   if (at != std::string::npos) {
-    std::string device = body.substr(at + 1);
-    if (device == "gpu")
-      spec.device = Device::GPU;
-    else if (device == "cpu")
-      spec.device = Device::CPU;
-    else
+    std::optional<Device> device = vocab::parseDevice(body.substr(at + 1));
+    if (!device)
       return fail("device must be gpu or cpu");
+    spec.device = *device;
     spec.deviceFixed = true;
     body = body.substr(0, at);
   }
   size_t colon = body.find(':');
   std::string name = body.substr(0, colon);
   std::optional<CompressionMethod> method = parseCompressionMethod(name);
-  if (!method)
-    return fail("unknown method (expected none, fp16, bf16, int8, topk:R, randomk:R, sign, "
-                "powersgd:K)");
+  if (!method) {
+    std::string expected;
+    for (const vocab::CompressionTraits &entry : vocab::kCompressionMethods)
+      expected += std::string(expected.empty() ? "" : ", ") + entry.spelling +
+                  (entry.takesRatio ? ":R" : entry.takesRank ? ":K" : "");
+    return fail("unknown method (expected " + expected + ")");
+  }
   spec.method = *method;
-  bool sparse = spec.method == CompressionMethod::TopK || spec.method == CompressionMethod::RandomK;
-  bool lowRank = spec.method == CompressionMethod::PowerSGD;
+  const bool sparse = vocab::takesRatio(spec.method);
+  const bool lowRank = vocab::takesRank(spec.method);
   if (colon == std::string::npos) {
     if (sparse)
       return fail(name + " needs a kept ratio, e.g. " + name + ":0.01");

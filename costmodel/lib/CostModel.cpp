@@ -456,4 +456,8 @@ double CostModel::bandwidthOptimalAllReduceUs(double bytes) const {
   return bandwidthOptimalAllReduceUs(bytes, worldGroup());
 }
 
+double CostModel::lowerBoundUs(double computeUs, double gradientBytes, Group group) const {
+  return std::max(computeUs, bandwidthOptimalAllReduceUs(gradientBytes, group));
+}
+
 } // namespace zen::cost

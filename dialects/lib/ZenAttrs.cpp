@@ -13,7 +13,7 @@ using namespace zen;
 //===----------------------------------------------------------------------===//
 
 static bool takesRatio(CompressionMethod method) {
-  return method == CompressionMethod::topk || method == CompressionMethod::randomk;
+  return vocab::takesRatio(toVocabulary(method));
 }
 
 Attribute CompressionAttr::parse(AsmParser &parser, Type) {
@@ -68,7 +68,7 @@ LogicalResult CompressionAttr::verify(function_ref<InFlightDiagnostic()> emitErr
     return emitError() << "compression method '" << stringifyCompressionMethod(method)
                        << "' takes no ratio";
   }
-  if (method == CompressionMethod::powersgd) {
+  if (vocab::takesRank(toVocabulary(method))) {
     if (rank < 1)
       return emitError() << "powersgd rank must be at least 1, got " << rank;
   } else if (rank != 0) {
@@ -79,22 +79,10 @@ LogicalResult CompressionAttr::verify(function_ref<InFlightDiagnostic()> emitErr
 }
 
 bool CompressionAttr::isAllReducible() const {
-  switch (getMethod()) {
-  case CompressionMethod::none:
-  case CompressionMethod::fp16:
-  case CompressionMethod::bf16:
-  case CompressionMethod::int8:
-  case CompressionMethod::powersgd:
-    return true;
-  case CompressionMethod::topk:
-  case CompressionMethod::randomk:
-  case CompressionMethod::sign:
-    return false;
-  }
-  return false;
+  return vocab::isAllReducible(toVocabulary(getMethod()));
 }
 
-bool CompressionAttr::isLossy() const { return getMethod() != CompressionMethod::none; }
+bool CompressionAttr::isLossy() const { return vocab::isLossy(toVocabulary(getMethod())); }
 
 int64_t CompressionAttr::compressedBytes(int64_t elements, int64_t rows) const {
   switch (getMethod()) {

@@ -5,6 +5,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <iterator>
+
 using namespace mlir;
 using namespace zen;
 
@@ -16,6 +18,33 @@ using namespace zen;
 
 #define GET_TYPEDEF_CLASSES
 #include "zen/Dialect/ZenTypes.cpp.inc"
+
+// Same enumerators in the same order: a conversion is a cast, checked here once.
+#define ZEN_SAME_ENUMERATOR(dialect, vocabulary)                                              \
+  static_assert(static_cast<int>(dialect) == static_cast<int>(vocabulary),                   \
+                #dialect " and " #vocabulary " differ")
+ZEN_SAME_ENUMERATOR(CompressionMethod::none, vocab::CompressionMethod::None);
+ZEN_SAME_ENUMERATOR(CompressionMethod::fp16, vocab::CompressionMethod::FP16);
+ZEN_SAME_ENUMERATOR(CompressionMethod::bf16, vocab::CompressionMethod::BF16);
+ZEN_SAME_ENUMERATOR(CompressionMethod::int8, vocab::CompressionMethod::Int8);
+ZEN_SAME_ENUMERATOR(CompressionMethod::topk, vocab::CompressionMethod::TopK);
+ZEN_SAME_ENUMERATOR(CompressionMethod::randomk, vocab::CompressionMethod::RandomK);
+ZEN_SAME_ENUMERATOR(CompressionMethod::sign, vocab::CompressionMethod::Sign);
+ZEN_SAME_ENUMERATOR(CompressionMethod::powersgd, vocab::CompressionMethod::PowerSGD);
+ZEN_SAME_ENUMERATOR(Device::gpu, vocab::Device::GPU);
+ZEN_SAME_ENUMERATOR(Device::cpu, vocab::Device::CPU);
+#undef ZEN_SAME_ENUMERATOR
+static_assert(std::size(vocab::kCompressionMethods) == 8 && std::size(vocab::kDevices) == 2,
+              "the vocabulary gained a case the dialect lacks");
+
+vocab::CompressionMethod zen::toVocabulary(CompressionMethod method) {
+  return static_cast<vocab::CompressionMethod>(method);
+}
+CompressionMethod zen::fromVocabulary(vocab::CompressionMethod method) {
+  return static_cast<CompressionMethod>(method);
+}
+vocab::Device zen::toVocabulary(Device device) { return static_cast<vocab::Device>(device); }
+Device zen::fromVocabulary(vocab::Device device) { return static_cast<Device>(device); }
 
 void ZenDialect::initialize() {
   addAttributes<

@@ -131,9 +131,9 @@ LogicalResult emitBucket(TrainingFunction &training, const BucketChoice &bucket,
                 .getResult();
   auto dense = cast<RankedTensorType>(value.getType());
   const bool compressed = bucket.compression.method != cost::CompressionMethod::None;
-  Device device = bucket.compression.device == cost::Device::CPU ? Device::cpu : Device::gpu;
+  Device device = fromVocabulary(bucket.compression.device);
   if (compressed) {
-    auto method = CompressionAttr::get(context, toDialect(bucket.compression.method),
+    auto method = CompressionAttr::get(context, fromVocabulary(bucket.compression.method),
                                        bucket.compression.ratio, bucket.compression.rank);
     value = builder
                 .create<CompressOp>(loc, CompressedType::get(context, dense, method), value,

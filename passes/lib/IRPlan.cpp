@@ -21,35 +21,6 @@ bool isOptimizer(Operation *op) {
   return compute && compute.getPhase() == Phase::optimizer;
 }
 
-cost::CompressionMethod toCost(CompressionMethod method) {
-  switch (method) {
-  case CompressionMethod::none: return cost::CompressionMethod::None;
-  case CompressionMethod::fp16: return cost::CompressionMethod::FP16;
-  case CompressionMethod::bf16: return cost::CompressionMethod::BF16;
-  case CompressionMethod::int8: return cost::CompressionMethod::Int8;
-  case CompressionMethod::topk: return cost::CompressionMethod::TopK;
-  case CompressionMethod::randomk: return cost::CompressionMethod::RandomK;
-  case CompressionMethod::sign: return cost::CompressionMethod::Sign;
-  case CompressionMethod::powersgd: return cost::CompressionMethod::PowerSGD;
-  }
-  return cost::CompressionMethod::None;
-}
-
-CompressionMethod toDialect(cost::CompressionMethod method) {
-  switch (method) {
-  case cost::CompressionMethod::None: return CompressionMethod::none;
-  case cost::CompressionMethod::FP16: return CompressionMethod::fp16;
-  case cost::CompressionMethod::BF16: return CompressionMethod::bf16;
-  case cost::CompressionMethod::Int8: return CompressionMethod::int8;
-  case cost::CompressionMethod::TopK: return CompressionMethod::topk;
-  case cost::CompressionMethod::RandomK: return CompressionMethod::randomk;
-  case cost::CompressionMethod::Sign: return CompressionMethod::sign;
-  case cost::CompressionMethod::PowerSGD: return CompressionMethod::powersgd;
-  }
-  return CompressionMethod::none;
-}
-
-
 namespace {
 
 cost::DType dtypeOf(Type type) {
@@ -137,11 +108,10 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
   };
   if (auto compress = dyn_cast_or_null<CompressOp>(op)) {
     CompressionAttr method = compress.getResult().getType().getMethod();
-    chain.settings.compression.method = toCost(method.getMethod());
+    chain.settings.compression.method = toVocabulary(method.getMethod());
     chain.settings.compression.ratio = method.getRatioValue();
     chain.settings.compression.rank = method.getRank();
-    chain.settings.compression.device =
-        compress.getDevice() == Device::cpu ? cost::Device::CPU : cost::Device::GPU;
+    chain.settings.compression.device = toVocabulary(compress.getDevice());
     chain.settings.compression.errorFeedback = compress.getErrorFeedback();
     chain.ops.push_back(compress);
     value = compress.getResult();

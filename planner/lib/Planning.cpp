@@ -39,27 +39,6 @@ int64_t optimizerBytes(int64_t elements, int64_t elementBytes) {
   return 5 * elements * elementBytes;
 }
 
-bool isAllReducible(CompressionMethod method) {
-  switch (method) {
-  case CompressionMethod::None:
-  case CompressionMethod::FP16:
-  case CompressionMethod::BF16:
-  case CompressionMethod::Int8:
-  case CompressionMethod::PowerSGD:
-    return true;
-  case CompressionMethod::TopK:
-  case CompressionMethod::RandomK:
-  case CompressionMethod::Sign:
-    return false;
-  }
-  return true;
-}
-
-bool wantsErrorFeedback(CompressionMethod method) {
-  return method != CompressionMethod::None && method != CompressionMethod::FP16 &&
-         method != CompressionMethod::BF16;
-}
-
 CollectiveKind mainCollective(const BucketChoice &bucket) {
   if (!isAllReducible(bucket.compression.method))
     return CollectiveKind::AllGather;
@@ -257,8 +236,7 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
 }
 
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model) {
-  return std::max(problem.totalComputeUs(),
-                  model.bandwidthOptimalAllReduceUs(problem.totalGradientBytes(), problem.group));
+  return model.lowerBoundUs(problem.totalComputeUs(), problem.totalGradientBytes(), problem.group);
 }
 
 std::optional<cost::DType> parseComputeDtype(const std::string &name) {
@@ -296,12 +274,12 @@ std::optional<std::vector<CompressionSpec>> parseCompressors(const std::string &
 std::string compressorName(const CompressionSpec &spec) {
   std::string name = cost::toString(spec.method);
   std::ostringstream parameter;
-  if (spec.method == CompressionMethod::TopK || spec.method == CompressionMethod::RandomK)
+  if (vocab::takesRatio(spec.method))
     parameter << ":" << spec.ratio;
-  else if (spec.method == CompressionMethod::PowerSGD)
+  else if (vocab::takesRank(spec.method))
     parameter << ":" << spec.rank;
   if (spec.deviceFixed)
-    parameter << "@" << (spec.device == cost::Device::CPU ? "cpu" : "gpu");
+    parameter << "@" << vocab::toString(spec.device);
   return name + parameter.str();
 }
 

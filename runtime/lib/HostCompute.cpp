@@ -63,17 +63,11 @@ public:
     kernels::selectTopK(in, n, k, indices, values, topKScratch);
   }
   void gather(const float *in, const uint32_t *indices, size_t k, float *values) override {
-    for (size_t i = 0; i < k; ++i)
-      values[i] = in[indices[i]];
+    kernels::gather(in, indices, k, values);
   }
   void scatter(const float *values, const uint32_t *indices, size_t k, float *out,
                bool accumulate) override {
-    if (accumulate)
-      for (size_t i = 0; i < k; ++i)
-        out[indices[i]] += values[i];
-    else
-      for (size_t i = 0; i < k; ++i)
-        out[indices[i]] = values[i];
+    kernels::scatter(values, indices, k, out, accumulate);
   }
   void scale(float *data, size_t n, float factor) override { kernels::scale(data, n, factor); }
   void subtract(const float *a, const float *b, float *out, size_t n) override {

@@ -304,6 +304,19 @@ void randomKIndices(uint64_t seed, size_t n, size_t k, uint32_t *indices,
       indices[out++] = uint32_t(word * 64 + size_t(__builtin_ctzll(bits)));
 }
 
+void gather(const float *in, const uint32_t *indices, size_t k, float *values) {
+  for (size_t i = 0; i < k; ++i)
+    values[i] = in[indices[i]];
+}
+void scatter(const float *values, const uint32_t *indices, size_t k, float *out, bool accumulate) {
+  if (accumulate)
+    for (size_t i = 0; i < k; ++i)
+      out[indices[i]] += values[i];
+  else
+    for (size_t i = 0; i < k; ++i)
+      out[indices[i]] = values[i];
+}
+
 ZENRT_VECTOR_CLONES
 void compressSign(const float *in, size_t n, uint8_t *payload) {
   // Eight independent double lanes: a reduction the compiler vectorises without

@@ -24,43 +24,55 @@ constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxStream = 255;
 constexpr int64_t kMaxWorldSize = 1 << 20;
 
-template <typename Enum> struct EnumNames;
-#define ZENRT_ENUM_NAMES(Enum, ...)                                                      \
-  template <> struct EnumNames<Enum> {                                                   \
-    static constexpr std::pair<Enum, const char *> table[] = {__VA_ARGS__};              \
+/// How the file spells each enum: the shared vocabulary's tables
+/// (zen/Vocabulary.h) and, for the format's own enums, these.
+template <typename Enum> struct Spelling {
+  Enum value;
+  const char *spelling;
+};
+constexpr Spelling<TaskKind> kTaskKinds[] = {{TaskKind::Compute, "compute"},
+                                             {TaskKind::Compress, "compress"},
+                                             {TaskKind::Collective, "collective"},
+                                             {TaskKind::Decompress, "decompress"}};
+constexpr Spelling<Phase> kPhases[] = {{Phase::Forward, "forward"},
+                                       {Phase::Backward, "backward"},
+                                       {Phase::Optimizer, "optimizer"},
+                                       {Phase::NextForward, "next_forward"}};
+
+template <typename Enum> struct SpellingTable;
+#define ZENRT_SPELLING_TABLE(Enum, Table)                                                \
+  template <> struct SpellingTable<Enum> {                                               \
+    static constexpr const auto &entries = Table;                                        \
   };
-ZENRT_ENUM_NAMES(CompressionMethod, {CompressionMethod::None, "none"},
-                 {CompressionMethod::FP16, "fp16"}, {CompressionMethod::BF16, "bf16"},
-                 {CompressionMethod::Int8, "int8"}, {CompressionMethod::TopK, "topk"},
-                 {CompressionMethod::RandomK, "randomk"}, {CompressionMethod::Sign, "sign"},
-                 {CompressionMethod::PowerSGD, "powersgd"})
-ZENRT_ENUM_NAMES(Device, {Device::GPU, "gpu"}, {Device::CPU, "cpu"})
-ZENRT_ENUM_NAMES(CollectiveOp, {CollectiveOp::AllReduce, "all_reduce"},
-                 {CollectiveOp::ReduceScatter, "reduce_scatter"},
-                 {CollectiveOp::AllGather, "all_gather"}, {CollectiveOp::AllToAll, "all_to_all"},
-                 {CollectiveOp::Broadcast, "broadcast"})
-ZENRT_ENUM_NAMES(TaskKind, {TaskKind::Compute, "compute"}, {TaskKind::Compress, "compress"},
-                 {TaskKind::Collective, "collective"}, {TaskKind::Decompress, "decompress"})
-ZENRT_ENUM_NAMES(Phase, {Phase::Forward, "forward"}, {Phase::Backward, "backward"},
-                 {Phase::Optimizer, "optimizer"}, {Phase::NextForward, "next_forward"})
-#undef ZENRT_ENUM_NAMES
+ZENRT_SPELLING_TABLE(CompressionMethod, zen::vocab::kCompressionMethods)
+ZENRT_SPELLING_TABLE(Device, zen::vocab::kDevices)
+ZENRT_SPELLING_TABLE(CollectiveKind, zen::vocab::kCollectiveKinds)
+ZENRT_SPELLING_TABLE(TaskKind, kTaskKinds)
+ZENRT_SPELLING_TABLE(Phase, kPhases)
+#undef ZENRT_SPELLING_TABLE
+
+/// Values the format has: all but the point-to-point send_recv, which no plan
+/// collective uses (docs/plan-format.md, "Buckets").
+template <typename Enum> constexpr bool inFormat(Enum) { return true; }
+constexpr bool inFormat(CollectiveKind kind) { return kind != CollectiveKind::SendRecv; }
 
 template <typename Enum> const char *enumName(Enum value) {
-  for (const auto &[v, name] : EnumNames<Enum>::table)
-    if (v == value)
-      return name;
+  for (const auto &entry : SpellingTable<Enum>::entries)
+    if (entry.value == value)
+      return entry.spelling;
   return "?";
 }
 template <typename Enum> std::optional<Enum> enumParse(const std::string &text) {
-  for (const auto &[v, name] : EnumNames<Enum>::table)
-    if (text == name)
-      return v;
+  for (const auto &entry : SpellingTable<Enum>::entries)
+    if (inFormat(entry.value) && text == entry.spelling)
+      return entry.value;
   return std::nullopt;
 }
 template <typename Enum> std::string enumChoices() {
   std::string out;
-  for (const auto &[v, name] : EnumNames<Enum>::table)
-    out += (out.empty() ? "" : "|") + std::string(name);
+  for (const auto &entry : SpellingTable<Enum>::entries)
+    if (inFormat(entry.value))
+      out += (out.empty() ? "" : "|") + std::string(entry.spelling);
   return out;
 }
 
@@ -318,7 +330,7 @@ Plan decodePlan(const Node &root) {
         for (const Node &c : b.field("collectives").elements())
           readObject(c, [&](const Node &c) {
             Collective collective;
-            collective.op = c.field("op").asEnum<CollectiveOp>();
+            collective.op = c.field("op").asEnum<CollectiveKind>();
             collective.algorithm = c.field("algorithm").asString();
             collective.chunks = c.field("chunks").asInt();
             collective.stream = c.field("stream").asInt();
@@ -484,14 +496,14 @@ private:
   }
 
   void checkCompression(const std::string &path, const Compression &c) const {
-    bool sparse = c.method == CompressionMethod::TopK || c.method == CompressionMethod::RandomK;
+    const bool takesRatio = zen::vocab::takesRatio(c.method);
     if (!std::isfinite(c.ratio))
       error(path + "/ratio", "must be a finite number");
-    if (sparse && !(c.ratio > 0 && c.ratio <= 1))
+    if (takesRatio && !(c.ratio > 0 && c.ratio <= 1))
       error(path + "/ratio", "must be in (0, 1] for " + std::string(toString(c.method)));
-    if (!sparse && c.ratio != 1)
+    if (!takesRatio && c.ratio != 1)
       error(path + "/ratio", "must be 1 for " + std::string(toString(c.method)));
-    if (c.method == CompressionMethod::PowerSGD)
+    if (zen::vocab::takesRank(c.method))
       inRange(path + "/rank", c.rank, 1, 1 << 16);
     else if (c.rank != 0)
       error(path + "/rank", "must be 0 for " + std::string(toString(c.method)));
@@ -501,8 +513,8 @@ private:
 
   /// The collective sequences the executor implements for each method
   /// (docs/plan-format.md, "Buckets").
-  static std::vector<std::vector<CollectiveOp>> allowedSequences(CompressionMethod method) {
-    using Op = CollectiveOp;
+  static std::vector<std::vector<CollectiveKind>> allowedSequences(CompressionMethod method) {
+    using Op = CollectiveKind;
     switch (method) {
     case CompressionMethod::None:
       return {{Op::AllReduce}, {Op::ReduceScatter, Op::AllGather}, {Op::AllToAll, Op::AllGather},
@@ -523,7 +535,7 @@ private:
   }
 
   void checkCollectives(const std::string &path, const Bucket &bucket) const {
-    std::vector<CollectiveOp> ops;
+    std::vector<CollectiveKind> ops;
     for (size_t c = 0; c < bucket.collectives.size(); ++c) {
       const Collective &collective = bucket.collectives[c];
       std::string cpath = path + "/collectives/" + std::to_string(c);
@@ -535,7 +547,7 @@ private:
       inRange(cpath + "/stream", collective.stream, 0, kMaxStream);
       inRange(cpath + "/bytes", collective.bytes, 1, kMaxElements * 8);
       if (collective.decoupled &&
-          (collective.op != CollectiveOp::AllGather || c + 1 != bucket.collectives.size()))
+          (collective.op != CollectiveKind::AllGather || c + 1 != bucket.collectives.size()))
         error(cpath + "/decoupled", "only the bucket's last collective, an all_gather, "
                                     "may be decoupled");
       ops.push_back(collective.op);
@@ -742,24 +754,10 @@ ordered_json encodePlan(const Plan &plan) {
 
 }  // namespace
 
-const char *toString(CompressionMethod v) { return enumName(v); }
-const char *toString(Device v) { return enumName(v); }
-const char *toString(CollectiveOp v) { return enumName(v); }
 const char *toString(TaskKind v) { return enumName(v); }
 const char *toString(Phase v) { return enumName(v); }
-std::optional<CompressionMethod> parseCompressionMethod(const std::string &s) {
-  return enumParse<CompressionMethod>(s);
-}
-std::optional<Device> parseDevice(const std::string &s) { return enumParse<Device>(s); }
-std::optional<CollectiveOp> parseCollectiveOp(const std::string &s) {
-  return enumParse<CollectiveOp>(s);
-}
 std::optional<TaskKind> parseTaskKind(const std::string &s) { return enumParse<TaskKind>(s); }
 std::optional<Phase> parsePhase(const std::string &s) { return enumParse<Phase>(s); }
-
-bool isLossy(CompressionMethod method) {
-  return method != CompressionMethod::None;
-}
 
 int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 0; }
 

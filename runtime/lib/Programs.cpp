@@ -116,12 +116,12 @@ public:
     if (element != Element::F32)
       wire16 = first.allocate<uint16_t>(size_t(bucket.elements));
     const auto &c = bucket.collectives;
-    if (c[0].op == CollectiveOp::AllReduce)
+    if (c[0].op == CollectiveKind::AllReduce)
       shape = Shape::AllReduce;
-    else if (c[0].op == CollectiveOp::Broadcast)
+    else if (c[0].op == CollectiveKind::Broadcast)
       shape = Shape::Broadcast;
     else
-      shape = c[0].op == CollectiveOp::ReduceScatter ? Shape::ReduceScatterGather
+      shape = c[0].op == CollectiveKind::ReduceScatter ? Shape::ReduceScatterGather
                                                      : Shape::AllToAllGather;
     if (shape == Shape::ReduceScatterGather || shape == Shape::AllToAllGather) {
       padded = first.allocate<uint8_t>(layout.paddedTotal * elementBytes(element));
@@ -264,7 +264,7 @@ class Int8Program final : public BucketProgram {
 public:
   Int8Program(const Bucket &bucket, Backend &backend)
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
-        twoPhase(bucket.collectives[0].op == CollectiveOp::AllReduce),
+        twoPhase(bucket.collectives[0].op == CollectiveKind::AllReduce),
         layout(size_t(bucket.elements), slot.chunks, ranks), compute(backend.compute(slot.stream)) {
     size_t n = size_t(bucket.elements);
     if (!twoPhase) {
@@ -390,7 +390,7 @@ public:
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
         bucketIndex(uint64_t(bucket.id)),
         random(bucket.compression.method == CompressionMethod::RandomK),
-        allReduce(bucket.collectives[0].op == CollectiveOp::AllReduce),
+        allReduce(bucket.collectives[0].op == CollectiveKind::AllReduce),
         kept(kernels::keptCount(size_t(bucket.elements), bucket.compression.ratio)),
         compute(backend.compute(slot.stream)) {
     if (uint64_t(bucket.elements) > uint64_t(UINT32_MAX))

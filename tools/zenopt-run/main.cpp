@@ -223,7 +223,7 @@ BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int
 
   switch (method) {
   case CompressionMethod::None:
-    if (bucket.collectives[0].op == zenrt::CollectiveOp::Broadcast) {
+    if (bucket.collectives[0].op == zenrt::CollectiveKind::Broadcast) {
       check.check = "broadcast of rank 0";
       std::vector<double> rootValues = data.input;
       MPI_Bcast(rootValues.data(), int(n), MPI_DOUBLE, 0, MPI_COMM_WORLD);

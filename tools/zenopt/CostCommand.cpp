@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <vector>
 
 namespace zen::cli {
 namespace {
@@ -30,6 +31,14 @@ struct CostOptions {
 
 constexpr cost::Algorithm kAlgorithms[] = {cost::Algorithm::Ring, cost::Algorithm::Tree,
                                            cost::Algorithm::Hierarchical, cost::Algorithm::Direct};
+
+/// The --op choices: the shared vocabulary's collective spellings.
+std::vector<std::string> collectiveSpellings() {
+  std::vector<std::string> spellings;
+  for (const vocab::CollectiveTraits &entry : vocab::kCollectiveKinds)
+    spellings.push_back(entry.spelling);
+  return spellings;
+}
 
 int runCost(const CostOptions &options) {
   cost::Cluster cluster;
@@ -105,8 +114,7 @@ CommandRegistration registration(
                      "Cluster preset name or JSON file (default: a100x64)");
       app.add_option("--op", options->op, "Collective")
           ->required()
-          ->check(CLI::IsMember({"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
-                                 "broadcast", "send_recv"}));
+          ->check(CLI::IsMember(collectiveSpellings()));
       app.add_option("--bytes", options->bytes,
                      "Message size in bytes (nccl-tests convention; suffixes KB, MB, GB = 2^10.. accepted)")
           ->required()

@@ -52,6 +52,11 @@ void selectTopK(const float *in, size_t n, size_t k, uint32_t *indices, float *v
 void randomKIndices(uint64_t seed, size_t n, size_t k, uint32_t *indices,
                     std::vector<uint64_t> &bitmap);
 
+/// values[i] = in[indices[i]] (a sparse payload's values); out[indices[i]] (+)=
+/// values[i], `accumulate` adding instead of storing (indices distinct).
+void gather(const float *in, const uint32_t *indices, size_t k, float *values);
+void scatter(const float *values, const uint32_t *indices, size_t k, float *out, bool accumulate);
+
 /// Sign compression (EF-SignSGD): one bit per element (1 = x >= 0) and the
 /// scale mean|x|. Payload: ceil(n/8) bytes of bits then the float scale.
 inline size_t signPayloadBytes(size_t n) { return (n + 7) / 8 + 4; }

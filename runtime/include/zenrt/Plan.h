@@ -9,6 +9,8 @@
 #ifndef ZENRT_PLAN_H
 #define ZENRT_PLAN_H
 
+#include "zen/Vocabulary.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,26 +35,22 @@ public:
   int exitCode;
 };
 
-enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
-enum class Device { GPU, CPU };
-enum class CollectiveOp { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast };
+// Compression methods, devices and collective kinds are the shared vocabulary
+// (zen/Vocabulary.h), spelled in the file as its tables spell them ("fp16",
+// "cpu", "all_reduce"). The format has every collective kind but send_recv.
+using zen::vocab::CollectiveKind;
+using zen::vocab::CompressionMethod;
+using zen::vocab::Device;
+using zen::vocab::toString;
+
 enum class TaskKind { Compute, Compress, Collective, Decompress };
 enum class Phase { Forward, Backward, Optimizer, NextForward };
 
-/// Spellings used in the file ("fp16", "all_reduce", "next_forward", ...).
-const char *toString(CompressionMethod method);
-const char *toString(Device device);
-const char *toString(CollectiveOp op);
+/// Spellings used in the file ("compute", "next_forward", ...).
 const char *toString(TaskKind kind);
 const char *toString(Phase phase);
-std::optional<CompressionMethod> parseCompressionMethod(const std::string &name);
-std::optional<Device> parseDevice(const std::string &name);
-std::optional<CollectiveOp> parseCollectiveOp(const std::string &name);
 std::optional<TaskKind> parseTaskKind(const std::string &name);
 std::optional<Phase> parsePhase(const std::string &name);
-
-/// True for methods whose payload loses information (error feedback applies).
-bool isLossy(CompressionMethod method);
 
 struct Generator {
   std::string name;     // e.g. "zenopt"
@@ -101,7 +99,7 @@ struct Compression {
 
 /// One collective of a bucket. `bytes` is what one rank contributes on the wire.
 struct Collective {
-  CollectiveOp op = CollectiveOp::AllReduce;
+  CollectiveKind op = CollectiveKind::AllReduce;
   std::string algorithm = "ring";  // ring | tree | hierarchical | direct
   int64_t chunks = 1;              // pipelined pieces, >= 1
   int64_t stream = 1;              // communication stream, >= 0

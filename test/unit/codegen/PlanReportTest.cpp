@@ -113,7 +113,7 @@ TEST(PlanSimulation, BoundIsForThePlansDataParallelGroup) {
   EXPECT_DOUBLE_EQ(plan.predictions.commBoundUs,
                    model.bandwidthOptimalAllReduceUs(bytes, model.groupOf(8)));
   EXPECT_LT(plan.predictions.commBoundUs, model.bandwidthOptimalAllReduceUs(bytes));
-  EXPECT_DOUBLE_EQ(codegen::lowerBoundUs(plan, model, 0), plan.predictions.commBoundUs);
+  EXPECT_DOUBLE_EQ(model.lowerBoundUs(0, bytes, model.groupOf(8)), plan.predictions.commBoundUs);
   EXPECT_DOUBLE_EQ(plan.predictions.lowerBoundUs,
                    std::max(result.computeAloneUs, plan.predictions.commBoundUs));
 }

@@ -192,7 +192,7 @@ namespace {
 
 struct PlanCase {
   zenrt::CompressionMethod method;
-  std::vector<zenrt::CollectiveOp> ops;
+  std::vector<zenrt::CollectiveKind> ops;
   bool decoupled = false;
 };
 
@@ -359,15 +359,15 @@ void expectClose(const std::vector<float> &device, const std::vector<float> &hos
 
 TEST(DeviceExecutor, EveryMethodMatchesTheHostPath) {
   REQUIRE_GPU();
-  using zenrt::CollectiveOp;
+  using zenrt::CollectiveKind;
   using zenrt::CompressionMethod;
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  const std::vector<CollectiveOp> allReduce = {CollectiveOp::AllReduce},
-                                  rsAg = {CollectiveOp::ReduceScatter, CollectiveOp::AllGather},
-                                  a2aAg = {CollectiveOp::AllToAll, CollectiveOp::AllGather},
-                                  allGather = {CollectiveOp::AllGather},
-                                  broadcast = {CollectiveOp::Broadcast};
+  const std::vector<CollectiveKind> allReduce = {CollectiveKind::AllReduce},
+                                  rsAg = {CollectiveKind::ReduceScatter, CollectiveKind::AllGather},
+                                  a2aAg = {CollectiveKind::AllToAll, CollectiveKind::AllGather},
+                                  allGather = {CollectiveKind::AllGather},
+                                  broadcast = {CollectiveKind::Broadcast};
   const std::vector<PlanCase> cases = {
       {CompressionMethod::None, allReduce},     {CompressionMethod::None, rsAg},
       {CompressionMethod::None, a2aAg},         {CompressionMethod::None, broadcast},
@@ -408,7 +408,7 @@ TEST(DeviceExecutor, RejectsHostBuffersAndUnknownMemory) {
   REQUIRE_GPU();
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  zenrt::Plan plan = devicePlan({zenrt::CompressionMethod::None, {zenrt::CollectiveOp::AllReduce}},
+  zenrt::Plan plan = devicePlan({zenrt::CompressionMethod::None, {zenrt::CollectiveKind::AllReduce}},
                                 ranks);
   zenrt::Runtime::Options options;
   options.deviceMemory = true;

@@ -32,14 +32,14 @@ Plan samplePlan() {
   first.elements = 9;
   first.bytes = 36;
   first.compression = {zenrt::CompressionMethod::TopK, 0.25, 0, true, zenrt::Device::CPU};
-  first.collectives = {{zenrt::CollectiveOp::AllGather, "ring", 1, 1, 0, false, 16}};
+  first.collectives = {{zenrt::CollectiveKind::AllGather, "ring", 1, 1, 0, false, 16}};
   zenrt::Bucket second;
   second.id = 1;
   second.tensors = {{"fc1.weight", 0, 8}};
   second.elements = 8;
   second.bytes = 32;
-  second.collectives = {{zenrt::CollectiveOp::ReduceScatter, "ring", 2, 1, 1, false, 32},
-                        {zenrt::CollectiveOp::AllGather, "ring", 2, 2, 0, true, 16}};
+  second.collectives = {{zenrt::CollectiveKind::ReduceScatter, "ring", 2, 1, 1, false, 32},
+                        {zenrt::CollectiveKind::AllGather, "ring", 2, 2, 0, true, 16}};
   plan.buckets = {first, second};
   using zenrt::Phase;
   using zenrt::TaskKind;
@@ -331,6 +331,10 @@ TEST(Plan, RejectsBadEnumsAndCompressionParameters) {
   EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["algorithm"] = "x"; }),
             "plan.json: /buckets/0/collectives/0/algorithm: unknown algorithm 'x' (expected "
             "ring|tree|hierarchical|direct)");
+  // The shared vocabulary has send_recv; the plan format does not.
+  EXPECT_EQ(errorAfterEdit([](json &j) { j["buckets"][0]["collectives"][0]["op"] = "send_recv"; }),
+            "plan.json: /buckets/0/collectives/0/op: unknown value 'send_recv' (expected "
+            "all_reduce|reduce_scatter|all_gather|all_to_all|broadcast)");
 }
 
 TEST(Plan, RejectsUnsupportedCollectiveSequences) {

@@ -30,15 +30,15 @@ zenrt::Plan onePlan(zenrt::CompressionMethod method, double ratio = 1.0) {
   first.elements = 9;
   first.bytes = 36;
   first.compression = {method, ratio, 0, method != CompressionMethod::None, Device::CPU};
-  CollectiveOp op = method == CompressionMethod::TopK ? CollectiveOp::AllGather
-                                                      : CollectiveOp::AllReduce;
+  CollectiveKind op = method == CompressionMethod::TopK ? CollectiveKind::AllGather
+                                                        : CollectiveKind::AllReduce;
   first.collectives = {{op, "ring", 2, 1, 0, false, 36}};
   Bucket second;
   second.id = 1;
   second.tensors = {{"c", 0, 4}};
   second.elements = 4;
   second.bytes = 16;
-  second.collectives = {{CollectiveOp::AllReduce, "ring", 1, 1, 0, false, 16}};
+  second.collectives = {{CollectiveKind::AllReduce, "ring", 1, 1, 0, false, 16}};
   plan.buckets = {first, second};
   auto task = [](int64_t id, TaskKind kind, int64_t bucket, std::vector<int64_t> deps,
                  std::vector<std::string> produces) {

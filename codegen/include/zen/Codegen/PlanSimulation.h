@@ -22,13 +22,10 @@ namespace zen::codegen {
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model);
 
 /// Simulates `plan` on `model`, writes every task's start and duration and the
-/// predictions (iteration, compute, exposed communication, lower bound) back
-/// into the plan, and returns the raw result.
+/// predictions (iteration, compute, exposed communication, lower bound:
+/// CostModel::lowerBoundUs of the model's compute alone) back into the plan,
+/// and returns the raw result.
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model);
-
-/// The lower bound DESIGN.md defines: max(compute time, bandwidth-optimal
-/// allreduce time of every gradient byte once, uncompressed).
-double lowerBoundUs(const zenrt::Plan &plan, const cost::CostModel &model, double computeUs);
 
 } // namespace zen::codegen
 

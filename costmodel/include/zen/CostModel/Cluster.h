@@ -8,6 +8,8 @@
 #ifndef ZEN_COSTMODEL_CLUSTER_H
 #define ZEN_COSTMODEL_CLUSTER_H
 
+#include "zen/Vocabulary.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -31,16 +33,16 @@ const char *toString(DType dtype);  // "fp32", "fp16", "bf16", "int8", "tf32" (c
 /// Accepts the cluster spellings and the dialect's ("f32", "f16", "bf16", "i8").
 std::optional<DType> parseDType(const std::string &name);
 
-enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
-enum class Algorithm { Ring, Tree, Hierarchical, Direct };
-enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
-enum class Device { GPU, CPU };
+// The shared vocabulary (zen/Vocabulary.h), spelled and parsed by its tables.
+using vocab::CollectiveKind;
+using vocab::CompressionMethod;
+using vocab::Device;
+using vocab::parseCollectiveKind;
+using vocab::parseCompressionMethod;
+using vocab::toString;
 
-const char *toString(CollectiveKind kind);       // "all_reduce", ... (dialect spelling)
-const char *toString(Algorithm algorithm);       // "ring", "tree", "hierarchical", "direct"
-const char *toString(CompressionMethod method);  // "none", "fp16", ..., "powersgd"
-std::optional<CollectiveKind> parseCollectiveKind(const std::string &name);
-std::optional<CompressionMethod> parseCompressionMethod(const std::string &name);
+enum class Algorithm { Ring, Tree, Hierarchical, Direct };
+const char *toString(Algorithm algorithm);  // "ring", "tree", "hierarchical", "direct"
 
 struct LinkSpec {
   std::string kind;          // intra: "nvlink", "pcie", "shm"; inter: "infiniband", "ethernet"

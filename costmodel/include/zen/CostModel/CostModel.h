@@ -111,6 +111,11 @@ public:
   /// The same over every GPU of the cluster.
   double bandwidthOptimalAllReduceUs(double bytes) const;
 
+  /// An iteration's lower bound, which the planner and a plan's predictions
+  /// report: max(`computeUs`, the bandwidth-optimal allreduce of every gradient
+  /// byte once, uncompressed, over the data-parallel `group`).
+  double lowerBoundUs(double computeUs, double gradientBytes, Group group) const;
+
 private:
   Cluster cluster_;
 };

@@ -9,6 +9,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "zen/Vocabulary.h"
+
 #include <optional>
 
 // Attributes first: the dialect declares typed module attributes of these classes.
@@ -23,6 +25,14 @@
 #include "zen/Dialect/ZenTypes.h.inc"
 
 namespace zen {
+/// The dialect's compression and device enums are the vocabulary's
+/// (vocabulary/include/zen/Vocabulary.h) under MLIR spellings; these are the
+/// only conversions, checked case by case in ZenDialect.cpp.
+vocab::CompressionMethod toVocabulary(CompressionMethod method);
+CompressionMethod fromVocabulary(vocab::CompressionMethod method);
+vocab::Device toVocabulary(Device device);
+Device fromVocabulary(vocab::Device device);
+
 /// Bytes of the payload an op moves: its first operand's (or, with none, its
 /// first result's) tensor bytes, or the wire size of a compressed payload.
 int64_t payloadBytes(mlir::Operation *op);

@@ -25,9 +25,6 @@ namespace zen::plan {
 int64_t elementBytes(mlir::RankedTensorType type);
 /// True for an optimizer-phase zen.compute.
 bool isOptimizer(mlir::Operation *op);
-/// The dialect's compression enum and the planner's, one to one.
-cost::CompressionMethod toCost(CompressionMethod method);
-CompressionMethod toDialect(cost::CompressionMethod method);
 
 /// The training function with its problem; `gradients` parallels problem.gradients.
 struct TrainingFunction {

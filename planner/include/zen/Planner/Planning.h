@@ -15,6 +15,7 @@
 
 #include "zen/CostModel/CostModel.h"
 #include "zen/CostModel/Simulator.h"
+#include "zen/Vocabulary.h"
 
 #include <cstdint>
 #include <map>
@@ -97,10 +98,9 @@ struct PlanChoice {
 
 /// The collective a bucket's (possibly compressed) payload goes through.
 cost::CollectiveKind mainCollective(const BucketChoice &bucket);
-/// True when `method` produces a payload that can be summed by an all-reduce.
-bool isAllReducible(cost::CompressionMethod method);
-/// Error feedback applies to the methods whose error is not negligible (all but fp16/bf16).
-bool wantsErrorFeedback(cost::CompressionMethod method);
+/// The compression traits (zen/Vocabulary.h) planning decides with.
+using vocab::isAllReducible;
+using vocab::wantsErrorFeedback;
 
 /// Checks that `choice` covers the gradients of `problem` with consecutive,
 /// non-empty buckets and sane per-bucket settings; returns a message or "".
@@ -124,8 +124,8 @@ struct Evaluation {
 };
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
 
-/// max(total compute, bandwidth-optimal all-reduce of every gradient byte once,
-/// uncompressed, over the data-parallel group problem.group).
+/// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
+/// over its data-parallel group problem.group.
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
 
 /// A compute precision: "fp32", "tf32", "bf16" or "fp16"; nullopt otherwise.

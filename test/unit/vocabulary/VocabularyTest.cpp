@@ -1,0 +1,56 @@
+//===- VocabularyTest.cpp - spellings and traits of the shared enums -------===//
+#include "zen/Vocabulary.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace zen::vocab {
+std::optional<Device> parseDeviceWithoutExceptions(std::string_view text);
+namespace {
+
+TEST(Vocabulary, SpellingsRoundTrip) {
+  for (const CompressionTraits &entry : kCompressionMethods)
+    EXPECT_EQ(parseCompressionMethod(toString(entry.value)), entry.value) << entry.spelling;
+  for (const DeviceTraits &entry : kDevices)
+    EXPECT_EQ(parseDevice(toString(entry.value)), entry.value) << entry.spelling;
+  for (const CollectiveTraits &entry : kCollectiveKinds)
+    EXPECT_EQ(parseCollectiveKind(toString(entry.value)), entry.value) << entry.spelling;
+  EXPECT_EQ(parseCompressionMethod("FP16"), std::nullopt);
+  EXPECT_EQ(parseCollectiveKind("allreduce"), std::nullopt);
+  EXPECT_EQ(parseDeviceWithoutExceptions("cpu"), Device::CPU);
+  EXPECT_EQ(parseDeviceWithoutExceptions("tpu"), std::nullopt);
+}
+
+TEST(Vocabulary, PlanFileSpellings) {
+  // What plan files, cluster files and the command line spell (docs/plan-format.md).
+  std::string methods, collectives;
+  for (const CompressionTraits &entry : kCompressionMethods)
+    methods += std::string(entry.spelling) + " ";
+  for (const CollectiveTraits &entry : kCollectiveKinds)
+    collectives += std::string(entry.spelling) + " ";
+  EXPECT_EQ(methods, "none fp16 bf16 int8 topk randomk sign powersgd ");
+  EXPECT_EQ(collectives, "all_reduce reduce_scatter all_gather all_to_all broadcast send_recv ");
+  EXPECT_STREQ(toString(Device::GPU), "gpu");
+  EXPECT_STREQ(toString(Device::CPU), "cpu");
+}
+
+TEST(Vocabulary, CompressionTraits) {
+  using M = CompressionMethod;
+  for (M method : {M::None, M::FP16, M::BF16, M::Int8, M::PowerSGD})
+    EXPECT_TRUE(isAllReducible(method)) << toString(method);
+  for (M method : {M::TopK, M::RandomK, M::Sign})
+    EXPECT_FALSE(isAllReducible(method)) << toString(method);
+  for (const CompressionTraits &entry : kCompressionMethods) {
+    EXPECT_EQ(isLossy(entry.value), entry.value != M::None) << entry.spelling;
+    EXPECT_EQ(wantsErrorFeedback(entry.value),
+              entry.value != M::None && entry.value != M::FP16 && entry.value != M::BF16)
+        << entry.spelling;
+    EXPECT_EQ(takesRatio(entry.value), entry.value == M::TopK || entry.value == M::RandomK)
+        << entry.spelling;
+    EXPECT_EQ(takesRank(entry.value), entry.value == M::PowerSGD) << entry.spelling;
+  }
+}
+
+} // namespace
+} // namespace zen::vocab

@@ -1,0 +1,130 @@
+//===- zen/Vocabulary.h - Enums shared by planner, cost model and runtime -*- C++ -*-===//
+//
+// The one definition of the compression methods, devices and collective kinds,
+// each with one constexpr traits table: the spelling used in plan files, cluster
+// files and on the command line, and the properties every component asks of a
+// value. The cost model (zen::cost), the planner (zen::plan), codegen and the
+// runtime (zenrt) all use these types, so nothing converts between them.
+//
+// Header-only and free of LLVM and of exceptions: the runtime uses it and
+// depends on nothing else of zenopt.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_VOCABULARY_H
+#define ZEN_VOCABULARY_H
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace zen::vocab {
+
+enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
+enum class Device { GPU, CPU };
+enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
+
+struct CompressionTraits {
+  CompressionMethod value;
+  const char *spelling;
+  /// Payloads sum element-wise, so an all-reduce can carry them (dense casts and
+  /// PowerSGD's factors); the others are all-gathered and decoded per rank.
+  bool allReducible;
+  /// The decoded gradient differs from the input.
+  bool lossy;
+  /// The planner enables error feedback: the method's error is not negligible
+  /// (fp16/bf16 rounding is; the plan format still allows feedback for them).
+  bool wantsErrorFeedback;
+  bool takesRatio;  // a kept fraction in (0, 1] ("topk:0.01")
+  bool takesRank;   // a factor rank >= 1 ("powersgd:4")
+};
+
+struct DeviceTraits {
+  Device value;
+  const char *spelling;
+};
+
+struct CollectiveTraits {
+  CollectiveKind value;
+  const char *spelling;
+};
+
+/// Indexed by the enum value (checked below).
+inline constexpr CompressionTraits kCompressionMethods[] = {
+    // value                       spelling    all-red lossy  EF     ratio  rank
+    {CompressionMethod::None,     "none",     true,   false, false, false, false},
+    {CompressionMethod::FP16,     "fp16",     true,   true,  false, false, false},
+    {CompressionMethod::BF16,     "bf16",     true,   true,  false, false, false},
+    {CompressionMethod::Int8,     "int8",     true,   true,  true,  false, false},
+    {CompressionMethod::TopK,     "topk",     false,  true,  true,  true,  false},
+    {CompressionMethod::RandomK,  "randomk",  false,  true,  true,  true,  false},
+    {CompressionMethod::Sign,     "sign",     false,  true,  true,  false, false},
+    {CompressionMethod::PowerSGD, "powersgd", true,   true,  true,  false, true},
+};
+
+inline constexpr DeviceTraits kDevices[] = {
+    {Device::GPU, "gpu"},
+    {Device::CPU, "cpu"},
+};
+
+inline constexpr CollectiveTraits kCollectiveKinds[] = {
+    {CollectiveKind::AllReduce, "all_reduce"},
+    {CollectiveKind::ReduceScatter, "reduce_scatter"},
+    {CollectiveKind::AllGather, "all_gather"},
+    {CollectiveKind::AllToAll, "all_to_all"},
+    {CollectiveKind::Broadcast, "broadcast"},
+    {CollectiveKind::SendRecv, "send_recv"},
+};
+
+namespace detail {
+template <typename Traits, size_t N> constexpr bool indexedByValue(const Traits (&table)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (static_cast<size_t>(table[i].value) != i)
+      return false;
+  return true;
+}
+
+template <typename Traits, size_t N>
+std::optional<decltype(Traits::value)> parse(const Traits (&table)[N], std::string_view text) {
+  for (const Traits &entry : table)
+    if (text == entry.spelling)
+      return entry.value;
+  return std::nullopt;
+}
+} // namespace detail
+
+static_assert(detail::indexedByValue(kCompressionMethods), "kCompressionMethods out of order");
+static_assert(detail::indexedByValue(kDevices), "kDevices out of order");
+static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of order");
+
+constexpr const CompressionTraits &traitsOf(CompressionMethod method) {
+  return kCompressionMethods[static_cast<size_t>(method)];
+}
+constexpr bool isAllReducible(CompressionMethod method) { return traitsOf(method).allReducible; }
+constexpr bool isLossy(CompressionMethod method) { return traitsOf(method).lossy; }
+constexpr bool wantsErrorFeedback(CompressionMethod method) {
+  return traitsOf(method).wantsErrorFeedback;
+}
+constexpr bool takesRatio(CompressionMethod method) { return traitsOf(method).takesRatio; }
+constexpr bool takesRank(CompressionMethod method) { return traitsOf(method).takesRank; }
+
+constexpr const char *toString(CompressionMethod method) { return traitsOf(method).spelling; }
+constexpr const char *toString(Device device) {
+  return kDevices[static_cast<size_t>(device)].spelling;
+}
+constexpr const char *toString(CollectiveKind kind) {
+  return kCollectiveKinds[static_cast<size_t>(kind)].spelling;
+}
+
+inline std::optional<CompressionMethod> parseCompressionMethod(std::string_view text) {
+  return detail::parse(kCompressionMethods, text);
+}
+inline std::optional<Device> parseDevice(std::string_view text) {
+  return detail::parse(kDevices, text);
+}
+inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view text) {
+  return detail::parse(kCollectiveKinds, text);
+}
+
+} // namespace zen::vocab
+
+#endif // ZEN_VOCABULARY_H
