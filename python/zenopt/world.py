@@ -44,25 +44,14 @@ def init():
     return _rank, _size
 
 
-def initialized():
-    return _rank is not None
-
-
 def rank():
-    """This process's rank (0 .. size() - 1)."""
-    _require()
-    return _rank
+    """This process's rank (0 .. size() - 1); initialises the world if needed."""
+    return init()[0]
 
 
 def size():
-    """The number of ranks."""
-    _require()
-    return _size
-
-
-def _require():
-    if _rank is None:
-        raise ZenoptError("zenopt is not initialised: call zenopt.torch.init() first")
+    """The number of ranks; initialises the world if needed."""
+    return init()[1]
 
 
 def _finalize():

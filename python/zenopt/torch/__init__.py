@@ -20,7 +20,8 @@ __all__ = ["init", "rank", "size", "plan", "Plan", "DistributedOptimizer",
 
 
 def init():
-    """Starts libzenrt's backend (idempotent; plan() and the rest call it); (rank, size)."""
+    """Starts libzenrt's backend (idempotent; every other call here starts it too); returns
+    (rank, size)."""
     return world.init()
 
 

@@ -97,7 +97,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             passes = self._passes[name] + 1
             if passes > self._passes_per_step:
                 raise ZenoptError(
-                    f"parameter {name} got {passes} gradients before step(), but "
+                    f"rank {world.rank()}: parameter {name} got {passes} gradients before step(), but "
                     f"backward_passes_per_step is {self._passes_per_step} (call step() after "
                     "each backward, or pass backward_passes_per_step=N to accumulate)")
             self._passes[name] = passes
