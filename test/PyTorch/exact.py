@@ -2,7 +2,7 @@
 parameters equal single-process training on the concatenated batch, to fp32 rounding.
 
 Run under mpirun -np N. Checks a CNN and a transformer with --strategy auto, ddp, wfbp and
-manual buckets, and gradient accumulation (two backward passes per step). Fails (non-zero
+manual buckets, gradient accumulation (two backward passes per step) and frozen parameters. Fails (non-zero
 exit) unless every rank matches; also asserts that the comparison is sharp: training on the
 local batch alone ends far outside the tolerance. With --cuda the models train on GPU
 rank % devices (libzenrt's device for the rank, NCCL); exit code 77 (skip) without one.
@@ -65,10 +65,12 @@ def max_difference(a, b):
     return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
 
 
-def check(name, strategy, buckets, passes, rank, size, device):
+def check(name, strategy, buckets, passes, frozen, rank, size, device):
     model_class = MODELS[name]
     torch.manual_seed(7)
     initial = model_class().to(device)
+    for parameter_name in frozen:
+        initial.get_parameter(parameter_name).requires_grad_(False)
     batches = global_batches(model_class, size, seed=11, device=device)
     reference = copy.deepcopy(initial)
     train_single_process(reference, batches)
@@ -83,7 +85,8 @@ def check(name, strategy, buckets, passes, rank, size, device):
     error = max_difference(distributed, reference)
     sharpness = max_difference(local_only, reference)
     label = f"{name} {strategy}{' ' + str(buckets) if buckets else ''}" \
-            f"{f' ({passes} backward passes per step)' if passes > 1 else ''}"
+            f"{f' ({passes} backward passes per step)' if passes > 1 else ''}" \
+            f"{f' (frozen: {frozen})' if frozen else ''}"
     if rank == 0:
         print(f"exact {label}: {plan.summary['buckets']} buckets; max |zenopt - single "
               f"process| = {error:.2e} (tolerance {TOLERANCE:.0e}); local batch alone "
@@ -103,10 +106,12 @@ def main():
         return 77
     device = torch.device("cuda", rank % torch.cuda.device_count()) if args.cuda else "cpu"
     torch.backends.cudnn.deterministic = True  # the reference must not vary run to run
-    cases = [("cnn", "auto", None, 1), ("cnn", "ddp", None, 1), ("cnn", "wfbp", None, 1),
-             ("cnn", "manual", [2, 3, 1], 1), ("cnn", "auto", None, 2),
-             ("transformer", "auto", None, 1), ("transformer", "ddp", None, 1),
-             ("transformer", "wfbp", None, 1), ("transformer", "manual", [4, 6, 5], 1)]
+    # (model, strategy, manual buckets, backward passes per step, frozen parameters)
+    cases = [("cnn", "auto", None, 1, []), ("cnn", "ddp", None, 1, []),
+             ("cnn", "wfbp", None, 1, []), ("cnn", "manual", [2, 3, 1], 1, []),
+             ("cnn", "auto", None, 2, []), ("cnn", "auto", None, 1, ["conv1.weight"]),
+             ("transformer", "auto", None, 1, []), ("transformer", "ddp", None, 1, []),
+             ("transformer", "wfbp", None, 1, []), ("transformer", "manual", [4, 6, 5], 1, [])]
     for case in cases:
         check(*case, rank, size, device)
     if rank == 0:

@@ -51,7 +51,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         mapped = {id(p) for _, p in pairs}
         names = {id(p): name for name, p in model.named_parameters()}
         unplanned = [names.get(id(p), f"<unnamed {tuple(p.shape)}>") for group in
-                     optimizer.param_groups for p in group["params"] if id(p) not in mapped]
+                     optimizer.param_groups for p in group["params"]
+                     if p.requires_grad and id(p) not in mapped]
         if unplanned and not problems:
             problems.append("the optimizer has parameters without a gradient in the plan: " +
                             ", ".join(unplanned))

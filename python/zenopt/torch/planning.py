@@ -24,7 +24,7 @@ from ..runtime import ZenoptError
 ONNX_OPSET = 14
 
 # plan() sets these flags itself.
-_RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp"}
+_RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp", "frozen"}
 
 
 def zenopt_binary():
@@ -126,7 +126,7 @@ def match_gradients(plan_json, model):
         if parameter is None:
             unknown.append(tensor["name"])
         elif not parameter.requires_grad:
-            frozen.append(tensor["name"])
+            frozen.append(tensor["name"])  # plan() marks them --frozen: another plan
         elif parameter.numel() != tensor["elements"] or parameter.dtype != torch.float32:
             sizes.append(f"{tensor['name']} (plan: {tensor['elements']} f32 elements, model: "
                          f"{parameter.numel()} {parameter.dtype} elements, shape "
@@ -145,8 +145,7 @@ def match_gradients(plan_json, model):
         problems.append("gradients whose size or dtype differs: " + "; ".join(sizes))
     if frozen:
         problems.append("gradients of parameters that do not require grad: " +
-                        ", ".join(frozen) + " (the planner plans every parameter; plan "
-                        "before freezing, or leave the frozen parameters out of the model)")
+                        ", ".join(frozen) + " (a plan made before they were frozen)")
     return pairs, problems
 
 
@@ -176,6 +175,15 @@ def _default_plan_path(model_name):
     return os.path.join(_plan_directory, f"{model_name}.{index}.plan.json")
 
 
+def untrained_initializers(model):
+    """Names the export writes as float initializers that get no gradient: buffers (BatchNorm
+    statistics, masks, tables) and parameters that do not require grad. ONNX cannot tell them
+    from parameters, so the planner is told (--frozen)."""
+    names = [name for name, p in model.named_parameters() if not p.requires_grad]
+    names += [name for name, b in model.named_buffers() if b.is_floating_point()]
+    return names
+
+
 def _plan_here(model, example_inputs, cluster, dp, options):
     """Exports and plans in this process: (plan text, summary)."""
     name = type(model).__name__
@@ -185,6 +193,9 @@ def _plan_here(model, example_inputs, cluster, dp, options):
         export_onnx(model, example_inputs, onnx_path)
         command = [zenopt_binary(), onnx_path, "--cluster", cluster, "--dp", str(dp),
                    "-o", plan_path, "--json", "--quiet"] + _flags(options)
+        frozen = untrained_initializers(model)
+        if frozen:
+            command += ["--frozen", ",".join(frozen)]
         try:
             result = subprocess.run(command, capture_output=True, text=True)
         except OSError as error:

@@ -29,21 +29,27 @@ class SmallCNN(nn.Module):
 
 
 class TinyTransformer(nn.Module):
+    """A causal language model; its mask is a float buffer, which the export writes as an
+    initializer like the parameters."""
     VOCAB = 32
+    SEQUENCE = 8
 
     def __init__(self):
         super().__init__()
         self.embedding = nn.Embedding(self.VOCAB, 16)
         self.encoder = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
         self.head = nn.Linear(16, self.VOCAB)
+        self.register_buffer("mask", torch.triu(
+            torch.full((self.SEQUENCE, self.SEQUENCE), float("-inf")), diagonal=1))
 
     def forward(self, tokens):
-        return self.head(self.encoder(self.embedding(tokens)))
+        return self.head(self.encoder(self.embedding(tokens), src_mask=self.mask))
 
     @staticmethod
     def batch(samples, generator):
-        """(tokens, next tokens): sequences of 8."""
-        tokens = torch.randint(0, TinyTransformer.VOCAB, (samples, 9), generator=generator)
+        """(tokens, next tokens)."""
+        tokens = torch.randint(0, TinyTransformer.VOCAB, (samples, TinyTransformer.SEQUENCE + 1),
+                               generator=generator)
         return tokens[:, :-1], tokens[:, 1:]
 
     @staticmethod
