@@ -4,7 +4,8 @@ parameters equal single-process training on the concatenated batch, to fp32 roun
 Run under mpirun -np N. Checks a CNN and a transformer with --strategy auto, ddp, wfbp and
 manual buckets, gradient accumulation (two backward passes per step) and frozen parameters. Fails (non-zero
 exit) unless every rank matches; also asserts that the comparison is sharp: training on the
-local batch alone ends far outside the tolerance. With --cuda the models train on GPU
+local batch alone ends far outside the tolerance. Ranks other than 0 start from other
+parameters, which broadcast_parameters replaces with rank 0's. With --cuda the models train on GPU
 rank % devices (libzenrt's device for the rank, NCCL); exit code 77 (skip) without one.
 """
 import argparse
@@ -78,6 +79,11 @@ def check(name, strategy, buckets, passes, frozen, rank, size, device):
     train_single_process(local_only, [local_part(batch, rank) for batch in batches])
 
     distributed = copy.deepcopy(initial)
+    if rank != 0:  # only broadcast_parameters gives every rank rank 0's start
+        with torch.no_grad():
+            for tensor in distributed.state_dict().values():
+                tensor.add_(1.0)
+    zenopt.torch.broadcast_parameters(distributed)
     options = {"strategy": strategy, "buckets": buckets}
     plan = zenopt.torch.plan(distributed, local_part(batches[0], rank)[0], **options)
     train_with_zenopt(distributed, batches, rank, plan, passes)

@@ -215,6 +215,8 @@ def _plan_here(model, example_inputs, cluster, dp, options):
 def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None, **options):
     """Plans the communication of `model` and returns the Plan (its path and summary).
 
+    Every rank calls it (collective): rank 0 exports and plans, the others receive the plan.
+
     example_inputs: one local batch (a tensor or a tuple of forward's arguments); its batch
     size is the planner's. cluster: a preset name or cluster JSON file. dp: ranks to plan for
     (default: the job's). output: where to write the plan (default: a temporary file removed
