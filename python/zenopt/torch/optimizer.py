@@ -22,6 +22,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
     after the N-th backward; fewer passes before step() are fine (step() sends what p.grad
     holds). Parameters that got no gradient in a step contribute zeros.
 
+    timeout_s: seconds any wait for a bucket may take before it fails naming the bucket
+    (0: the environment's ZENRT_TIMEOUT_S, else 300), so a rank that stopped never leaves the
+    others waiting forever.
+
     The wrapper shares param_groups and state with the wrapped optimizer, so learning-rate
     schedulers and state_dict() work on either. Gradients are fp32 on CPUs (MPI) or on one
     CUDA device per rank (NCCL, when libzenrt is built with CUDA).
