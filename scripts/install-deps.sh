@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libeigen3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libvalijson-dev
+  python3-torch
 )
 missing=()
 for package in "${packages[@]}"; do

@@ -20,3 +20,9 @@ config.environment["ZEN_MPIEXEC"] = config.mpiexec
 config.substitutions.append(("%mpirun", os.path.join(config.zen_src_root, "test", "mpirun.sh")))
 if config.zen_have_cuda:
     config.available_features.add("cuda")
+# zenopt.torch: Debian's interpreter with PyTorch and the build tree's package; waits time out
+# after a minute, so that a test that should fail fails rather than hangs.
+if config.torch_python:
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch-python", "env PYTHONPATH={} ZENRT_TIMEOUT_S=60 {}".format(
+        config.zen_python_dir, config.torch_python)))

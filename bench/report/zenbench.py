@@ -911,8 +911,12 @@ def render(ctx, raw, build_s):
     rep.add(body.text())
     os.makedirs(ctx.out, exist_ok=True)
     results = os.path.join(ctx.out, "RESULTS.md")
+    text = rep.text()
+    pytorch = kept_pytorch_section(results)
+    if pytorch:
+        text = text.rstrip("\n") + "\n\n" + pytorch + "\n"
     with open(results + ".tmp", "w", encoding="utf-8") as f:
-        f.write(rep.text())
+        f.write(text)
     os.replace(results + ".tmp", results)
     ctx.log(f"wrote {results} and {plots_dir}/*.svg")
     # Only the committed report (bench/RESULTS.md) feeds the README, never a scratch --out.
@@ -921,6 +925,18 @@ def render(ctx, raw, build_s):
 
 
 README_START, README_END = "<!-- bench/run: headline -->", "<!-- bench/run: end -->"
+# bench/pytorch/run writes its own section of RESULTS.md; a bench/run keeps it.
+PYTORCH_START, PYTORCH_END = "<!-- bench/pytorch: start -->", "<!-- bench/pytorch: end -->"
+
+
+def kept_pytorch_section(results):
+    """The PyTorch section of an existing RESULTS.md, or None."""
+    if not os.path.exists(results):
+        return None
+    with open(results, encoding="utf-8") as f:
+        text = f.read()
+    start, end = text.find(PYTORCH_START), text.find(PYTORCH_END)
+    return text[start:end + len(PYTORCH_END)] if 0 <= start < end else None
 
 
 def update_readme(ctx, summary):

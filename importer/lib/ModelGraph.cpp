@@ -112,10 +112,15 @@ bool sizesFromShapeValues(const std::string &op) {
 
 class GraphBuilder {
 public:
-  GraphBuilder(LoadedModel &loaded, ModelGraph &graph) : loaded(loaded), graph(graph) {}
+  GraphBuilder(LoadedModel &loaded, ModelGraph &graph, const std::set<std::string> &frozen)
+      : loaded(loaded), graph(graph), frozen(frozen) {}
 
   void build() {
     createTensors();
+    for (const std::string &name : frozen)
+      if (int id = tensorId(name); id < 0 || !graph.tensors[id].isInitializer)
+        graph.warnings.push_back(graph.path + ": warning: frozen initializer '" + name +
+                                 "' is not an initializer of the model");
     createNodes();
     markBatchProportional();
     findParameterCandidates();
@@ -300,7 +305,7 @@ private:
     indexConsumers();
     for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
       const Tensor &tensor = graph.tensors[id];
-      if (!tensor.isInitializer || !tensor.isFloat())
+      if (!tensor.isInitializer || !tensor.isFloat() || frozen.count(tensor.name))
         continue;
       std::vector<int> frontier{id};
       std::unordered_set<int> seen{id};
@@ -583,6 +588,7 @@ private:
 
   LoadedModel &loaded;
   ModelGraph &graph;
+  const std::set<std::string> &frozen;
   std::unordered_map<std::string, const onnx::TypeProto *> types;
   std::unordered_map<std::string, int> ids;
   std::vector<std::vector<std::pair<int, size_t>>> consumers;
@@ -618,7 +624,7 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
   graph.exportBatch = loaded.exportBatch;
   graph.batchMode = loaded.batchMode;
   graph.warnings = std::move(loaded.warnings);
-  GraphBuilder(loaded, graph).build();
+  GraphBuilder(loaded, graph, options.frozen).build();
   return graph;
 }
 

@@ -7,12 +7,26 @@
 #include "zenrt/CudaKernels.h"
 #endif
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <new>
+#include <thread>
+
+namespace {
+/// Handles alive: MPI must outlive them, so zenrt_world_finalize refuses while any is open.
+std::atomic<int> openHandles{0};
+}  // namespace
 
 struct zenrt_s {
+  zenrt_s() { ++openHandles; }
+  ~zenrt_s() { --openHandles; }
+  zenrt_s(const zenrt_s &) = delete;
+  zenrt_s &operator=(const zenrt_s &) = delete;
   std::unique_ptr<zenrt::Executor> executor;
 };
 
@@ -142,6 +156,33 @@ int initialise(zenrt_t *out, const zenrt_options *given,
   });
 }
 
+/// The job of the zenrt_world_* calls: an MPI backend on MPI_COMM_WORLD, which initialised
+/// MPI unless someone else had (and then finalises it when destroyed).
+struct World {
+  std::mutex mutex;
+  std::unique_ptr<zenrt::Backend> backend;
+  bool finalized = false;
+};
+
+/// Never destroyed at exit: finalising MPI from a static destructor would wait for ranks that
+/// are still running (or failed); only zenrt_world_finalize ends it.
+World &world() {
+  static World *instance = new World;
+  return *instance;
+}
+
+/// The world's backend (with its mutex held by the caller); throws unless initialised.
+zenrt::Backend &worldBackend(World &job, const char *call) {
+  if (!job.backend)
+    throw zenrt::RuntimeError(ZENRT_ERR_STATE,
+                              std::string(call) + ": call zenrt_world_init first" +
+                                  (job.finalized ? " (the world was finalised)" : ""));
+  return *job.backend;
+}
+
+/// Broadcasts travel in pieces MPI's int counts can hold.
+constexpr size_t kBroadcastPieceBytes = size_t(1) << 30;
+
 }  // namespace
 
 extern "C" {
@@ -254,6 +295,95 @@ int zenrt_plan_hash(zenrt_t rt, uint64_t *hash) {
   });
 }
 
+int zenrt_world_init(int *rank, int *world_size) {
+  return guarded([&] {
+    World &job = world();
+    std::lock_guard<std::mutex> lock(job.mutex);
+    if (job.finalized)
+      throw zenrt::RuntimeError(ZENRT_ERR_STATE,
+                                "zenrt_world_init: the world was finalised and MPI cannot be "
+                                "initialised again in this process");
+    if (!job.backend) {
+      job.backend = zenrt::createMpiBackend(nullptr);
+      job.backend->openStreams({0});
+    }
+    if (rank)
+      *rank = job.backend->rank();
+    if (world_size)
+      *world_size = job.backend->size();
+  });
+}
+
+int zenrt_world_broadcast(void *data, size_t bytes, int root) {
+  return guarded([&] {
+    World &job = world();
+    std::lock_guard<std::mutex> lock(job.mutex);
+    zenrt::Backend &backend = worldBackend(job, "zenrt_world_broadcast");
+    std::string prefix = "rank " + std::to_string(backend.rank()) + ": zenrt_world_broadcast: ";
+    if (!data && bytes > 0)
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null data");
+    if (root < 0 || root >= backend.size())
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                prefix + "root " + std::to_string(root) + " is not a rank of " +
+                                    std::to_string(backend.size()));
+    zenrt_options defaults;
+    zenrt_options_init(&defaults);
+    double timeoutSeconds = resolveTimeout(defaults);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSeconds);
+    auto *base = static_cast<char *>(data);
+    for (size_t offset = 0; offset < bytes; offset += kBroadcastPieceBytes) {
+      size_t piece = std::min(kBroadcastPieceBytes, bytes - offset);
+      zenrt::Backend::Request request =
+          backend.broadcast(base + offset, piece, zenrt::Element::Byte, root, 0);
+      // Polls with short sleeps rather than blocking in MPI: ranks waiting for a root that is
+      // still busy (planning, say) then leave it the CPU, and the wait can time out.
+      while (!backend.test(request)) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw zenrt::RuntimeError(ZENRT_ERR_TIMEOUT,
+                                    prefix + std::to_string(bytes) + " bytes from rank " +
+                                        std::to_string(root) + " not done after " +
+                                        std::to_string(timeoutSeconds) + " s");
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  });
+}
+
+int zenrt_world_exchange(uint64_t value, uint64_t *all) {
+  return guarded([&] {
+    World &job = world();
+    std::lock_guard<std::mutex> lock(job.mutex);
+    zenrt::Backend &backend = worldBackend(job, "zenrt_world_exchange");
+    if (!all)
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "zenrt_world_exchange: null output");
+    std::vector<uint64_t> values = backend.exchange(value);
+    std::copy(values.begin(), values.end(), all);
+  });
+}
+
+int zenrt_world_abort(int exit_code) {
+  return guarded([&] {
+    // No lock: an abort must not wait for a call that is stuck in a collective.
+    World &job = world();
+    worldBackend(job, "zenrt_world_abort").abortJob(exit_code);
+  });
+}
+
+int zenrt_world_finalize(void) {
+  return guarded([&] {
+    World &job = world();
+    std::lock_guard<std::mutex> lock(job.mutex);
+    if (!job.backend)
+      return;
+    if (int open = openHandles.load(); open > 0)
+      throw zenrt::RuntimeError(ZENRT_ERR_STATE,
+                                "zenrt_world_finalize: " + std::to_string(open) +
+                                    " handle(s) still open: zenrt_finalize them first");
+    job.backend.reset();
+    job.finalized = true;
+  });
+}
+
 const char *zenrt_error_string(int status) {
   switch (status) {
   case ZENRT_OK:
@@ -282,6 +412,6 @@ const char *zenrt_error_string(int status) {
 
 const char *zenrt_last_error(void) { return lastError.c_str(); }
 
-const char *zenrt_version(void) { return "0.2.0"; }
+const char *zenrt_version(void) { return "0.3.0"; }
 
 }  // extern "C"

@@ -121,18 +121,23 @@ zen::cli::CommandRegistration inspectCommand(
     [](CLI::App &app) -> std::function<int()> {
       auto model = std::make_shared<std::string>();
       auto batch = std::make_shared<int64_t>(0);
+      auto frozen = std::make_shared<std::vector<std::string>>();
       auto json = std::make_shared<bool>(false);
       auto mlir = std::make_shared<bool>(false);
       app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)")->required();
       app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
           ->check(CLI::PositiveNumber);
+      app.add_option("--frozen", *frozen,
+                     "initializers that are not trained (buffers, frozen weights), comma-separated")
+          ->delimiter(',');
       CLI::Option *jsonFlag = app.add_flag("--json", *json, "print one JSON object");
       app.add_flag("--mlir", *mlir, "print the imported zen IR (before any planning)")
           ->excludes(jsonFlag);
-      return [model, batch, json, mlir]() {
+      return [model, batch, frozen, json, mlir]() {
         zen::importer::ImportOptions options;
         if (*batch > 0)
           options.batch = *batch;
+        options.frozen.insert(frozen->begin(), frozen->end());
         ModelGraph graph;
         try {
           graph = zen::importer::importModel(*model, options);

@@ -35,6 +35,7 @@ struct PlanOptions {
   std::string model;
   std::string cluster = cost::defaultPresetName();
   int64_t batch = 0;
+  std::vector<std::string> frozen;
   int64_t dp = 0;
   std::string strategy = "auto";
   std::vector<int64_t> buckets;
@@ -124,6 +125,7 @@ int runPlan(const PlanOptions &options) {
   importer::ImportOptions importOptions;
   if (options.batch > 0)
     importOptions.batch = options.batch;
+  importOptions.frozen.insert(options.frozen.begin(), options.frozen.end());
   importer::ModelGraph graph;
   try {
     graph = importer::importModel(options.model, importOptions);
@@ -211,6 +213,10 @@ CommandRegistration registration(
           ->capture_default_str();
       app.add_option("--batch", options->batch, "Samples per GPU (default: the model's own)")
           ->check(CLI::PositiveNumber);
+      app.add_option("--frozen", options->frozen,
+                     "Initializers that are not trained (buffers, frozen weights), "
+                     "comma-separated: no gradient is planned for them")
+          ->delimiter(',');
       app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster)")
           ->check(CLI::PositiveNumber);
       app.add_option("--strategy", options->strategy,

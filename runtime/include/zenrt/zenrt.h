@@ -20,6 +20,10 @@
  * The MPI backend needs MPI initialised with MPI_THREAD_MULTIPLE (or not at
  * all: zenrt then initialises it and finalises it in zenrt_finalize).
  *
+ * Frameworks that need the job before any plan, or create handles one after
+ * another (zenopt.torch), call zenrt_world_init first and zenrt_world_finalize
+ * last; the zenrt_world_* calls work on MPI_COMM_WORLD and host memory.
+ *
  * GPU gradients (libzenrt built with CUDA): set options.memory to
  * ZENRT_MEMORY_DEVICE and register device pointers. Rank r then runs on CUDA
  * device r % devices, fusion buffers and error-feedback residuals live there,
@@ -39,7 +43,7 @@ extern "C" {
 #endif
 
 #define ZENRT_VERSION_MAJOR 0
-#define ZENRT_VERSION_MINOR 2
+#define ZENRT_VERSION_MINOR 3
 #define ZENRT_VERSION_PATCH 0
 
 typedef enum zenrt_status {
@@ -130,6 +134,31 @@ int zenrt_debug_bucket(zenrt_t rt, int bucket, const float **sent, const float *
 
 /* The plan hash ranks agreed on (FNV-1a 64 of the canonical plan text). */
 int zenrt_plan_hash(zenrt_t rt, uint64_t *hash);
+
+/* The job, independent of any plan (added in 0.3). */
+
+/* Initialises MPI with MPI_THREAD_MULTIPLE unless it is initialised already, and gives this
+ * process's rank and the world size of MPI_COMM_WORLD (either pointer may be NULL). Handles
+ * created afterwards neither initialise nor finalise MPI, so several can live one after
+ * another. Idempotent. */
+int zenrt_world_init(int *rank, int *world_size);
+
+/* Copies `bytes` bytes of host memory from rank `root` to every rank (collective). Fails
+ * with ZENRT_ERR_TIMEOUT after the timeout of zenrt_options.timeout_s = 0 (ZENRT_TIMEOUT_S,
+ * else 300 s). */
+int zenrt_world_broadcast(void *data, size_t bytes, int root);
+
+/* Gathers one value from every rank: all[r] = rank r's value (collective; `all` holds
+ * world_size values). Lets ranks agree on a local outcome, e.g. that each one accepted its
+ * input, before a step where a rank that stayed behind would leave the others waiting. */
+int zenrt_world_exchange(uint64_t value, uint64_t *all);
+
+/* Terminates the job with `exit_code` (MPI_Abort); does not return. */
+int zenrt_world_abort(int exit_code);
+
+/* Finalises MPI when zenrt_world_init initialised it; every handle must be finalised
+ * (ZENRT_ERR_STATE otherwise). Later zenrt_world_* calls fail with ZENRT_ERR_STATE. */
+int zenrt_world_finalize(void);
 
 const char *zenrt_error_string(int status);
 const char *zenrt_last_error(void);

@@ -94,7 +94,7 @@ int statusOf(const std::function<void()> &call, std::string *message = nullptr) 
 }  // namespace
 
 TEST(RuntimeApi, VersionAndErrorStrings) {
-  EXPECT_STREQ(zenrt_version(), "0.2.0");
+  EXPECT_STREQ(zenrt_version(), "0.3.0");
   EXPECT_STREQ(zenrt_error_string(ZENRT_ERR_TIMEOUT), "timeout");
   EXPECT_STREQ(zenrt_error_string(12345), "unknown status");
   zenrt_options options;
@@ -102,6 +102,38 @@ TEST(RuntimeApi, VersionAndErrorStrings) {
   EXPECT_EQ(options.rank, -1);
   EXPECT_EQ(zenrt_init_file(nullptr, "x", nullptr), ZENRT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(zenrt_finalize(nullptr), ZENRT_OK);
+}
+
+TEST(RuntimeApi, WorldCallsWorkWithoutAPlanAndOutliveNoHandle) {
+  int rank = -1, size = -1;
+  ASSERT_EQ(zenrt_world_init(&rank, &size), ZENRT_OK);
+  EXPECT_EQ(rank, 0);
+  EXPECT_EQ(size, 1);
+  ASSERT_EQ(zenrt_world_init(nullptr, nullptr), ZENRT_OK);  // idempotent
+
+  char text[] = "plan text";
+  EXPECT_EQ(zenrt_world_broadcast(text, sizeof(text), 0), ZENRT_OK);
+  EXPECT_STREQ(text, "plan text");
+  EXPECT_EQ(zenrt_world_broadcast(text, sizeof(text), 1), ZENRT_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(zenrt_last_error(), "rank 0: zenrt_world_broadcast: root 1 is not a rank of 1");
+  uint64_t all[1] = {0};
+  EXPECT_EQ(zenrt_world_exchange(42, all), ZENRT_OK);
+  EXPECT_EQ(all[0], 42u);
+
+  // A handle keeps MPI alive: the world cannot end under it.
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(
+      zenrt::writePlan(onePlan(zenrt::CompressionMethod::None)), "p.json", quick());
+  EXPECT_EQ(zenrt_world_finalize(), ZENRT_ERR_STATE);
+  EXPECT_STREQ(zenrt_last_error(),
+               "zenrt_world_finalize: 1 handle(s) still open: zenrt_finalize them first");
+  runtime = zenrt::Runtime::fromText(zenrt::writePlan(onePlan(zenrt::CompressionMethod::None)),
+                                     "q.json", quick());  // one after another
+  { zenrt::Runtime last = std::move(runtime); }
+  EXPECT_EQ(zenrt_world_finalize(), ZENRT_OK);
+  EXPECT_EQ(zenrt_world_exchange(1, all), ZENRT_ERR_STATE);
+  EXPECT_STREQ(zenrt_last_error(),
+               "zenrt_world_exchange: call zenrt_world_init first (the world was finalised)");
+  EXPECT_EQ(zenrt_world_init(&rank, &size), ZENRT_ERR_STATE);
 }
 
 TEST(RuntimeApi, InitRejectsBadAndMissingPlans) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct ImportError : std::runtime_error {
 struct ImportOptions {
   /// Samples per GPU; unset keeps the model's own batch (1 when symbolic).
   std::optional<int64_t> batch;
+  /// Initializers that are constants of training although gradients could flow into them:
+  /// buffers (masks, tables) and frozen weights. ONNX cannot tell them from parameters; the
+  /// framework that exported the model can. Names the model lacks are reported as warnings.
+  std::set<std::string> frozen;
 };
 
 /// How `batch` was applied: "symbolic" set the symbolic batch dimension and re-inferred

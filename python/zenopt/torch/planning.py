@@ -1,0 +1,253 @@
+"""Plan a PyTorch model: export its graph to ONNX, run the planner, map gradients to parameters.
+
+Planning runs the zenopt binary (`zenopt MODEL.onnx --cluster ... --dp ... -o PLAN --json`),
+the same code and flags as on the command line. Under a job of several ranks, rank 0 exports and
+plans and sends the plan to every rank, which writes its own copy; a failure is raised on every
+rank.
+"""
+import atexit
+import copy
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+
+import torch
+
+from .. import _paths, world
+from ..runtime import ZenoptError
+
+# The ONNX opset of the export: torch 1.13's default, and one the importer reads.
+ONNX_OPSET = 14
+
+# plan() sets these flags itself.
+_RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp", "frozen"}
+
+
+def zenopt_binary():
+    """The zenopt executable plan() runs (ZENOPT_BIN overrides the build/install tree's)."""
+    given = os.environ.get("ZENOPT_BIN")
+    if given:
+        return given
+    return os.path.normpath(os.path.join(os.path.dirname(_paths.__file__), _paths.ZENOPT))
+
+
+class Plan(os.PathLike):
+    """A plan file written by plan(): `path`, and `summary`, the planner's report (`zenopt
+    --json`: strategy, iteration_us, buckets, compression, baselines, ...)."""
+
+    def __init__(self, path, summary):
+        self.path = path
+        self.summary = summary
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return f"Plan({self.path!r})"
+
+    def __str__(self):
+        s = self.summary
+        return (f"zenopt plan for {s['model']} on {s['cluster']} ({s['world_size']} ranks), "
+                f"strategy {s['strategy']}: {s['gradient_tensors']} gradients in "
+                f"{s['buckets']} buckets, compression {s['compression']}, predicted iteration "
+                f"{s['iteration_us'] / 1000:.3f} ms ({self.path})")
+
+
+def export_onnx(model, example_inputs, path):
+    """Writes the model's training graph to `path` with the parameters' own names.
+
+    Training mode keeps Dropout and BatchNorm as in training; no constant folding, so no
+    parameter is folded into a renamed constant (torch 1.13 turns a transposed weight into
+    `onnx::MatMul_N` when folding). Tracing runs the model once: its state (BatchNorm
+    statistics, which the trace updates) and the random generators are restored afterwards,
+    so the exporting rank stays identical to the others.
+    """
+    arguments = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    saved_state = copy.deepcopy(model.state_dict())
+    was_training = model.training
+    cuda_devices = sorted({p.device.index for p in model.parameters() if p.is_cuda})
+    try:
+        with torch.random.fork_rng(devices=cuda_devices), warnings.catch_warnings():
+            # The exporter warns about in-place updates of BatchNorm's counters, which the
+            # plan does not need (and the state is restored below).
+            warnings.simplefilter("ignore", UserWarning)
+            torch.onnx.export(model, arguments, path,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=False, export_params=True,
+                              opset_version=ONNX_OPSET)
+    except Exception as error:  # the exporter raises many kinds; report them as one
+        raise ZenoptError(f"torch.onnx.export of {type(model).__name__} failed: "
+                          f"{type(error).__name__}: {error}") from error
+    finally:
+        model.load_state_dict(saved_state)
+        model.train(was_training)
+
+
+def _flags(options):
+    flags = []
+    for key, value in options.items():
+        if key in _RESERVED_OPTIONS:
+            raise ZenoptError(f"plan(): option {key!r} is set by plan() itself")
+        if value is None or value is False:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, (list, tuple)):
+            flags += [flag, ",".join(str(item) for item in value)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def read_plan(path):
+    """The plan file's JSON (the runtime validates it; this reads what Python needs)."""
+    try:
+        with open(path) as file:
+            return json.load(file)
+    except (OSError, ValueError) as error:
+        raise ZenoptError(f"{path}: cannot read the plan: {error}") from error
+
+
+def match_gradients(plan_json, model):
+    """([(gradient name, parameter)] in plan order, [problems]): the plan's gradients by name
+    in model.named_parameters(); problems describe every gradient or parameter that does not
+    match (no problems: every trainable parameter has exactly its gradient in the plan)."""
+    parameters = dict(model.named_parameters())
+    tensors = plan_json["tensors"]
+    planned = {tensor["name"] for tensor in tensors}
+    pairs, unknown, frozen, sizes = [], [], [], []
+    for tensor in tensors:
+        parameter = parameters.get(tensor["name"])
+        if parameter is None:
+            unknown.append(tensor["name"])
+        elif not parameter.requires_grad:
+            frozen.append(tensor["name"])  # plan() marks them --frozen: another plan
+        elif parameter.numel() != tensor["elements"] or parameter.dtype != torch.float32:
+            sizes.append(f"{tensor['name']} (plan: {tensor['elements']} f32 elements, model: "
+                         f"{parameter.numel()} {parameter.dtype} elements, shape "
+                         f"{tuple(parameter.shape)})")
+        else:
+            pairs.append((tensor["name"], parameter))
+    missing = [name for name, p in parameters.items() if p.requires_grad and name not in planned]
+    problems = []
+    if unknown:
+        problems.append("gradients in the plan that are no parameter of the model: " +
+                        ", ".join(unknown))
+    if missing:
+        problems.append("parameters missing from the plan: " + ", ".join(missing) +
+                        " (a plan for another model, or parameters forward does not use)")
+    if sizes:
+        problems.append("gradients whose size or dtype differs: " + "; ".join(sizes))
+    if frozen:
+        problems.append("gradients of parameters that do not require grad: " +
+                        ", ".join(frozen) + " (a plan made before they were frozen)")
+    return pairs, problems
+
+
+def describe_mismatch(source, model, problems):
+    return (f"{source}: the plan does not match model {type(model).__name__}:\n  " +
+            "\n  ".join(problems))
+
+
+def model_signature(named_tensors):
+    """64-bit digest of tensor names, shapes and dtypes (ranks compare it)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name, tensor in named_tensors:
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype};".encode())
+    return int.from_bytes(digest.digest(), "little")
+
+
+_plan_directory = None
+
+
+def _default_plan_path(model_name):
+    """A fresh path in this process's plan directory, removed at exit."""
+    global _plan_directory
+    if _plan_directory is None:
+        _plan_directory = tempfile.mkdtemp(prefix="zenopt-plans-")
+        atexit.register(shutil.rmtree, _plan_directory, True)
+    index = len(os.listdir(_plan_directory))
+    return os.path.join(_plan_directory, f"{model_name}.{index}.plan.json")
+
+
+def untrained_initializers(model):
+    """Names the export writes as float initializers that get no gradient: buffers (BatchNorm
+    statistics, masks, tables) and parameters that do not require grad. ONNX cannot tell them
+    from parameters, so the planner is told (--frozen)."""
+    names = [name for name, p in model.named_parameters() if not p.requires_grad]
+    names += [name for name, b in model.named_buffers() if b.is_floating_point()]
+    return names
+
+
+def _plan_here(model, example_inputs, cluster, dp, options):
+    """Exports and plans in this process: (plan text, summary)."""
+    name = type(model).__name__
+    with tempfile.TemporaryDirectory(prefix="zenopt-export-") as scratch:
+        onnx_path = os.path.join(scratch, f"{name}.onnx")
+        plan_path = os.path.join(scratch, f"{name}.plan.json")
+        export_onnx(model, example_inputs, onnx_path)
+        command = [zenopt_binary(), onnx_path, "--cluster", cluster, "--dp", str(dp),
+                   "-o", plan_path, "--json", "--quiet"] + _flags(options)
+        frozen = untrained_initializers(model)
+        if frozen:
+            command += ["--frozen", ",".join(frozen)]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True)
+        except OSError as error:
+            raise ZenoptError(f"cannot run the planner {command[0]}: {error} (build zenopt, "
+                              "or set ZENOPT_BIN)") from error
+        if result.returncode != 0:
+            raise ZenoptError(f"planning {name} failed (zenopt exit code {result.returncode}):"
+                              f" {result.stderr.strip()}\n  command: {' '.join(command)}")
+        with open(plan_path) as file:
+            text = file.read()
+        _, problems = match_gradients(json.loads(text), model)
+        if problems:
+            raise ZenoptError(describe_mismatch(f"{name}.onnx", model, problems))
+        return text, json.loads(result.stdout)
+
+
+def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None, **options):
+    """Plans the communication of `model` and returns the Plan (its path and summary).
+
+    Every rank calls it (collective): rank 0 exports and plans, the others receive the plan.
+
+    example_inputs: one local batch (a tensor or a tuple of forward's arguments); its batch
+    size is the planner's. cluster: a preset name or cluster JSON file. dp: ranks to plan for
+    (default: the job's). output: where to write the plan (default: a temporary file removed
+    at exit). Other keyword options are zenopt's flags: strategy="ddp", buckets=[3, 5],
+    compressor="topk:0.01", precision="bf16", batch=32, trace="t.json", ...
+    """
+    rank, size = world.init()
+    dp = size if dp is None else dp
+    if rank == 0:
+        try:
+            text, summary = _plan_here(model, example_inputs, cluster, dp, options)
+            outcome = {"plan": text, "summary": summary}
+        except ZenoptError as error:
+            outcome = {"error": f"rank 0: {error}" if size > 1 else str(error)}
+        message = json.dumps(outcome).encode()
+    else:
+        message = None
+    outcome = json.loads(world.broadcast_bytes(message, root=0))
+    if "error" in outcome:
+        raise ZenoptError(outcome["error"] if rank == 0 else
+                          f"rank {rank}: rank 0 could not plan: {outcome['error']}",
+                          every_rank=True)
+    path = os.fspath(output) if output is not None else _default_plan_path(type(model).__name__)
+    # Atomically, so that ranks sharing a file system never read a half-written plan.
+    staging = f"{path}.rank{rank}.tmp"
+    try:
+        with open(staging, "w") as file:
+            file.write(outcome["plan"])
+        os.replace(staging, path)
+        error = None
+    except OSError as failure:
+        error = f"rank {rank}: cannot write the plan to {path}: {failure}"
+    world.agree(error, "to write the plan")
+    return Plan(path, outcome["summary"])
