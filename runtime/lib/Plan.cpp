@@ -1,16 +1,12 @@
 //===- Plan.cpp - Plan file parsing, validation and canonical writing -----===//
 #include "zenrt/Plan.h"
 
+#include "zenrt/FileIO.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
-#include <unistd.h>
 
 namespace zenrt {
 namespace {
@@ -23,6 +19,10 @@ constexpr int64_t kMaxElements = int64_t(1) << 46;
 constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxStream = 255;
 constexpr int64_t kMaxWorldSize = 1 << 20;
+// Input limits (docs/plan-format.md): far above any plan zenopt writes (a 10 000-tensor
+// model's plan is a few MiB, nested 6 deep), low enough that parsing stays cheap.
+constexpr uint64_t kMaxPlanBytes = uint64_t(256) << 20;
+constexpr size_t kMaxNestingDepth = 64;
 
 template <typename Enum> struct EnumNames;
 #define ZENRT_ENUM_NAMES(Enum, ...)                                                      \
@@ -100,6 +100,10 @@ public:
     switch (event) {
     case json::parse_event_t::object_start:
     case json::parse_event_t::array_start:
+      // Checked before the level exists: memory stays linear in the input.
+      if (frames.size() == kMaxNestingDepth)
+        fail(source, childPath(),
+             "nested deeper than " + std::to_string(kMaxNestingDepth) + " levels");
       frames.push_back({event == json::parse_event_t::object_start, childPath(), {}, "", 0});
       break;
     case json::parse_event_t::key: {
@@ -467,7 +471,10 @@ private:
         if (entry.elements != plan.tensors[it->second].elements)
           error(tpath + "/elements", "must equal the tensor's elements " +
                                          std::to_string(plan.tensors[it->second].elements));
-        offset += entry.elements;
+        offset += entry.elements;  // both <= kMaxElements: no overflow
+        if (offset > kMaxElements)
+          error(path + "/elements", "the bucket's tensors add up to more than " +
+                                        std::to_string(kMaxElements) + " elements");
       }
       if (bucket.elements != offset)
         error(path + "/elements", "must equal the sum of its tensors' elements " +
@@ -786,14 +793,13 @@ Plan parsePlan(const std::string &text, const std::string &source) {
 }
 
 Plan loadPlanFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw PlanError(66, path + ": cannot open plan file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    throw PlanError(66, path + ": cannot read plan file");
-  return parsePlan(text.str(), path);
+  std::string text;
+  try {
+    text = io::readBounded(path, kMaxPlanBytes, "plan file");
+  } catch (const io::FileError &error) {
+    throw PlanError(error.exitCode, error.what());
+  }
+  return parsePlan(text, path);
 }
 
 void validatePlan(const Plan &plan, const std::string &source, int exitCode) {
@@ -806,22 +812,11 @@ std::string writePlan(const Plan &plan) {
 }
 
 void writeFileAtomically(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](int error) {
-    std::remove(temporary.c_str());
-    throw PlanError(73, path + ": cannot write (" + std::strerror(error) + ")");
-  };
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(errno);
-    out << text;
-    out.flush();
-    if (!out)
-      fail(errno);
+  try {
+    io::writeFile(path, text);
+  } catch (const io::FileError &error) {
+    throw PlanError(error.exitCode, error.what());
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    fail(errno);
 }
 
 void writePlanFile(const Plan &plan, const std::string &path) {
