@@ -133,6 +133,10 @@ int runPlan(const PlanOptions &options) {
   for (const std::string &warning : graph.warnings)
     if (!options.quiet)
       std::cerr << "zenopt: warning: " << warning << "\n";
+  if (graph.parameters.empty())
+    throw CommandError(ExitDataError, options.model +
+                                          ": no trainable parameters (no float initializer "
+                                          "reaches a graph output): no gradients to plan");
   checkCommandLine(options, graph.parameters.size());
 
   cost::Cluster cluster;
