@@ -5,13 +5,10 @@
 #include "OnnxLoader.h"
 
 #include "onnx/defs/schema.h"
+#include "zenrt/FileIO.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -676,15 +673,14 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
 }
 
 ModelGraph importModel(const std::string &path, const ImportOptions &options) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error))
-    throw ImportError(kNoInput, path + ": cannot read model file: it is a directory");
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    throw ImportError(kNoInput, path + ": cannot open model file: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad())
-    throw ImportError(kNoInput, path + ": cannot read model file");
+  // Protobuf's own limit on a message: larger models keep their weights as external data.
+  constexpr uint64_t kMaxModelBytes = uint64_t(std::numeric_limits<int>::max());
+  std::string bytes;
+  try {
+    bytes = zenrt::io::readBounded(path, kMaxModelBytes, "model file");
+  } catch (const zenrt::io::FileError &error) {
+    throw ImportError(error.exitCode, error.what());
+  }
   return importModelFromBytes(bytes, path, options);
 }
 

@@ -4,6 +4,7 @@
 // baseline strategy), lowers the result to a plan file, and reports it.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "Command.h"
 
 #include "zen/Codegen/PlanEmitter.h"
@@ -13,6 +14,7 @@
 #include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Passes/Planning.h"
+#include "zenrt/FileIO.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -180,13 +182,18 @@ int runPlan(const PlanOptions &options) {
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
 
+  // All outputs or none: one that cannot be written leaves no other behind.
   try {
+    zenrt::io::OutputFiles outputs;
     if (!options.output.empty())
-      zenrt::writePlanFile(*plan, options.output);
+      outputs.add(options.output, zenrt::writePlan(*plan));
     if (!options.trace.empty())
-      zenrt::writeFileAtomically(options.trace, codegen::chromeTrace(*plan));
+      outputs.add(options.trace, codegen::chromeTrace(*plan));
     if (!options.timelineSvg.empty())
-      zenrt::writeFileAtomically(options.timelineSvg, codegen::timelineSvg(*plan));
+      outputs.add(options.timelineSvg, codegen::timelineSvg(*plan));
+    outputs.commit();
+  } catch (const zenrt::io::FileError &error) {
+    throw CommandError(error.exitCode, error.what());
   } catch (const zenrt::PlanError &error) {
     throw CommandError(error.exitCode, error.what());
   }
@@ -213,9 +220,9 @@ CommandRegistration registration(
                      "Cluster preset (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file")
           ->capture_default_str();
       app.add_option("--batch", options->batch, "Samples per GPU (default: the model's own)")
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster)")
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--strategy", options->strategy,
                      "auto, or a baseline: nooverlap, wfbp, ddp, horovod, mgwfbp, manual")
           ->check(CLI::IsMember({"auto", "nooverlap", "wfbp", "ddp", "horovod", "mgwfbp", "manual"}))
@@ -223,7 +230,7 @@ CommandRegistration registration(
       app.add_option("--buckets", options->buckets,
                      "With --strategy manual: bucket sizes in tensors, in gradient-ready order (3,5,2)")
           ->delimiter(',')
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--compressor", options->compressor,
                      "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
                      "sign, powersgd:RANK (default: none, training stays exact)");
