@@ -117,39 +117,27 @@ void checkAllDims(const onnx::GraphProto &graph, const std::string &path) {
     checkValueInfoDims(path, info);
 }
 
-/// Checks that the data a tensor carries (it may carry none: graph-only models) matches
-/// its dims: raw_data bytes, or the count of its typed values. Shape inference and the
-/// shape arithmetic read small tensors' values and must not read past their data.
+/// Checks that raw_data, where a tensor carries it (graph-only models carry none), holds
+/// exactly the bytes its dims and type need. (Typed values are not counted: the text
+/// syntax's graph-only shorthand `float[3, 4] W = {0.0}` gives one value for any dims.)
 void checkTensorData(const onnx::TensorProto &tensor, const std::string &what,
                      const std::string &path) {
-  if (tensor.data_location() == onnx::TensorProto::EXTERNAL)
-    return;  // never opened
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL || !tensor.has_raw_data())
+    return;  // external data is never opened
   int64_t elements = 1;
-  for (int64_t dim : tensor.dims())
+  std::string dims;
+  for (int64_t dim : tensor.dims()) {
     if (dim < 0 || __builtin_mul_overflow(elements, dim, &elements) ||
         elements > std::numeric_limits<int64_t>::max() / 16)
       fail(path, what + " has a negative or overflowing dimension " + std::to_string(dim));
-  std::string dims;
-  for (int64_t dim : tensor.dims())
     dims += (dims.empty() ? "" : ", ") + std::to_string(dim);
-  if (tensor.has_raw_data()) {
-    int64_t width = onnxElementSize(tensor.data_type());
-    if (width > 0 && int64_t(tensor.raw_data().size()) != elements * width)
-      fail(path, what + " has " + std::to_string(tensor.raw_data().size()) +
-                     " bytes of raw_data but its dims [" + dims + "] and type " +
-                     onnxDtypeName(tensor.data_type()) + " need " +
-                     std::to_string(elements * width));
-    return;
   }
-  int64_t values = tensor.float_data_size() + tensor.int32_data_size() +
-                   tensor.string_data_size() + tensor.int64_data_size() +
-                   tensor.double_data_size() + tensor.uint64_data_size();
-  bool complex = tensor.data_type() == onnx::TensorProto::COMPLEX64 ||
-                 tensor.data_type() == onnx::TensorProto::COMPLEX128;
-  int64_t expected = complex ? 2 * elements : elements;
-  if (values > 0 && values != expected)
-    fail(path, what + " has " + std::to_string(values) + " values but its dims [" + dims +
-                   "] need " + std::to_string(expected));
+  int64_t width = onnxElementSize(tensor.data_type());
+  if (width > 0 && int64_t(tensor.raw_data().size()) != elements * width)
+    fail(path, what + " has " + std::to_string(tensor.raw_data().size()) +
+                   " bytes of raw_data but its dims [" + dims + "] and type " +
+                   onnxDtypeName(tensor.data_type()) + " need " +
+                   std::to_string(elements * width));
 }
 
 void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) {
