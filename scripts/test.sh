@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test (lit + FileCheck, GoogleTest, MPI runtime tests),
 # then the fuzz step (scripts/fuzz.sh).
-# Ends with ctest's pass/fail summary; exits non-zero on any failure.
+# Prints ctest's pass/fail summary and the fuzz step's; exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZEN_BUILD_DIR:-$root/build}"
