@@ -441,7 +441,9 @@ void Executor::await(const std::function<bool()> &done, const std::string &what)
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                       std::chrono::duration<double>(options.timeoutSeconds));
-  for (unsigned polls = 0;; ++polls) {
+  // Polled without sleeping: MPI progresses a non-blocking collective only inside MPI
+  // calls, and a blocking one would spin the same way.
+  for (;;) {
     {
       std::lock_guard<std::mutex> lock(mutex);
       throwIfFailed();
@@ -450,10 +452,7 @@ void Executor::await(const std::function<bool()> &done, const std::string &what)
       return;
     if (std::chrono::steady_clock::now() >= deadline)
       break;
-    if (polls < 256)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex);
   auto grace = peerQueryGrace(options.timeoutSeconds);
@@ -485,9 +484,15 @@ bool Executor::driveProgress() {
 void Executor::progressLoop() {
   std::unique_lock<std::mutex> lock(mutex);
   unsigned idlePolls = 0;
+  auto answered = std::chrono::steady_clock::now();
   while (!stopping) {
-    // Whatever this rank does, it tells waiting ranks where it is.
-    backend->answerPeers(position());
+    // Whatever this rank does, it tells waiting ranks where it is (every millisecond at
+    // most: this loop also polls collectives in flight).
+    auto now = std::chrono::steady_clock::now();
+    if (now - answered >= std::chrono::milliseconds(1)) {
+      backend->answerPeers(position());
+      answered = now;
+    }
     if (failedStatus || drivers > 0) {
       workReady.wait_for(lock, kIdleAnswerPeriod);
       continue;
