@@ -8,14 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Cluster.h"
 
+#include "zenrt/FileIO.h"
+#include "zenrt/StrictJson.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <iterator>
 #include <sstream>
@@ -37,7 +36,10 @@ const EmbeddedPreset kPresets[] = {
 
 constexpr int kExitDataError = 65;
 constexpr int kExitNoInput = 66;
-constexpr int kExitCantCreate = 73;
+// Input limits (costmodel/README.md): a profiled cluster file is a few KiB.
+constexpr uint64_t kMaxClusterBytes = uint64_t(16) << 20;
+// The plan format's largest world size: every product of ranks stays far inside int64.
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 
 const char *const kIntraKinds[] = {"nvlink", "pcie", "shm"};
 const char *const kInterKinds[] = {"infiniband", "ethernet"};
@@ -367,9 +369,17 @@ const char *toString(Algorithm algorithm) {
 
 Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   json document;
+  zenrt::StrictJsonParse strict([&](const std::string &path, const std::string &what) {
+    SchemaReader(source).fail(path, what);
+  });
   try {
     // Comments are accepted so presets and hand-written files can cite their sources.
-    document = json::parse(jsonText, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    document = json::parse(
+        jsonText,
+        [&](int depth, json::parse_event_t event, json &parsed) {
+          return strict(depth, event, parsed);
+        },
+        /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error &error) {
     throw ClusterError(kExitDataError, source + ": not valid JSON: " + error.what());
   } catch (const json::out_of_range &) {
@@ -390,6 +400,14 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   cluster.nodes = reader.positiveInteger(reader.required(document, "", "nodes"), "/nodes");
   cluster.gpusPerNode =
       reader.positiveInteger(reader.required(document, "", "gpus_per_node"), "/gpus_per_node");
+  int64_t worldSize = 0;
+  if (__builtin_mul_overflow(cluster.nodes, cluster.gpusPerNode, &worldSize) ||
+      worldSize > kMaxWorldSize)
+    reader.fail("/gpus_per_node", "nodes x gpus_per_node = " +
+                                      std::to_string(cluster.nodes) + " x " +
+                                      std::to_string(cluster.gpusPerNode) +
+                                      " exceeds the largest world size, " +
+                                      std::to_string(kMaxWorldSize) + " ranks");
   cluster.gpu = readGpu(reader, reader.required(document, "", "gpu"), "/gpu");
   cluster.intraNode = readLink(reader, reader.required(document, "", "intra_node"), "/intra_node",
                                kIntraKinds, /*withNics=*/false, nullptr);
@@ -409,20 +427,20 @@ Cluster loadCluster(const std::string &nameOrPath) {
   for (const EmbeddedPreset &preset : kPresets)
     if (nameOrPath == preset.name)
       return parseCluster(preset.text, std::string("preset ") + preset.name);
-  std::ifstream file(nameOrPath, std::ios::binary);
-  if (!file) {
-    std::string presets;
-    for (const std::string &name : presetNames())
-      presets += (presets.empty() ? "" : ", ") + name;
-    throw ClusterError(kExitNoInput, nameOrPath + ": cannot read cluster file (" +
-                                         std::strerror(errno) + "); built-in presets are " +
-                                         presets);
+  std::string text;
+  try {
+    text = zenrt::io::readBounded(nameOrPath, kMaxClusterBytes, "cluster file");
+  } catch (const zenrt::io::FileError &error) {
+    std::string message = error.what();
+    if (error.exitCode == kExitNoInput) {
+      std::string presets;
+      for (const std::string &name : presetNames())
+        presets += (presets.empty() ? "" : ", ") + name;
+      message += "; built-in presets are " + presets;
+    }
+    throw ClusterError(error.exitCode, message);
   }
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad())
-    throw ClusterError(kExitNoInput, nameOrPath + ": cannot read cluster file");
-  return parseCluster(text.str(), nameOrPath);
+  return parseCluster(text, nameOrPath);
 }
 
 std::string writeCluster(const Cluster &cluster) {
@@ -487,25 +505,10 @@ std::string writeCluster(const Cluster &cluster) {
 }
 
 void writeClusterFile(const Cluster &cluster, const std::string &path) {
-  const std::string text = writeCluster(cluster);
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw ClusterError(kExitCantCreate, path + ": cannot write cluster file (" +
-                                              std::strerror(errno) + ")");
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw ClusterError(kExitCantCreate, path + ": cannot write cluster file");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    std::remove(temporary.c_str());
-    throw ClusterError(kExitCantCreate,
-                       path + ": cannot write cluster file (" + std::strerror(error) + ")");
+  try {
+    zenrt::io::writeFile(path, writeCluster(cluster));
+  } catch (const zenrt::io::FileError &error) {
+    throw ClusterError(error.exitCode, error.what());
   }
 }
 

@@ -5,13 +5,11 @@
 #include "OnnxLoader.h"
 
 #include "onnx/defs/schema.h"
+#include "zenrt/FileIO.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -98,6 +96,21 @@ using detail::CostSite;
 using detail::LoadedModel;
 using detail::OpCost;
 
+/// FLOPs and byte counts saturate here instead of overflowing (the cost rules' own products
+/// do too), and an import with any count that reached it is refused, naming the count:
+/// 2^61 is far beyond any real model, and totals of counts below it cannot overflow.
+constexpr int64_t kCountLimit = std::numeric_limits<int64_t>::max() / 4;
+
+int64_t addCounts(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  return __builtin_add_overflow(a, b, &sum) || sum > kCountLimit ? kCountLimit : sum;
+}
+
+int64_t mulCounts(int64_t a, int64_t b) {
+  int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) || product > kCountLimit ? kCountLimit : product;
+}
+
 /// Ops a parameter passes through unchanged on its way to the op that uses it.
 bool isParameterPassThrough(const std::string &op) {
   return op == "Identity" || op == "Transpose" || op == "Concat" || op == "Unsqueeze" ||
@@ -129,6 +142,7 @@ public:
     finalizeParameters();
     costForward();
     deriveBackward();
+    checkCounts();
   }
 
 private:
@@ -259,9 +273,43 @@ private:
 
   static int64_t scaled(int64_t value, double scale) {
     long double result = static_cast<long double>(value) * scale;
-    if (result >= static_cast<long double>(std::numeric_limits<int64_t>::max() / 4))
-      return std::numeric_limits<int64_t>::max() / 4;
+    if (result >= static_cast<long double>(kCountLimit))
+      return kCountLimit;
     return static_cast<int64_t>(result + 0.5L);
+  }
+
+  /// Refuses the import when a count saturated (see kCountLimit), naming it.
+  void checkCounts() const {
+    auto check = [&](int64_t count, const std::string &what) {
+      if (count >= kCountLimit)
+        throw ImportError(kBadData, graph.path + ": " + what +
+                                        " overflows (2^61 or more) at batch " +
+                                        std::to_string(graph.batch));
+    };
+    for (const Tensor &tensor : graph.tensors)
+      check(tensor.bytes, "the byte size of tensor '" + tensor.name + "'");
+    int64_t forward = 0, backward = 0, elements = 0, bytes = 0;
+    for (const Node &node : graph.nodes) {
+      std::string name = "node '" + node.name + "' (" + node.opType + ")";
+      check(node.flops, "the forward FLOPs of " + name);
+      check(node.bytes, "the forward bytes of " + name);
+      forward = addCounts(forward, node.flops);
+    }
+    for (const BackwardStep &step : graph.backward) {
+      std::string name = step.node >= 0 ? "node '" + graph.nodes[size_t(step.node)].name + "'"
+                                        : "step " + step.opType;
+      check(step.flops, "the backward FLOPs of " + name);
+      check(step.bytes, "the backward bytes of " + name);
+      backward = addCounts(backward, step.flops);
+    }
+    for (const Parameter &param : graph.parameters) {
+      elements = addCounts(elements, param.elements);
+      bytes = addCounts(bytes, param.bytes);
+    }
+    check(forward, "the model's forward FLOPs");
+    check(backward, "the model's backward FLOPs");
+    check(elements, "the model's trainable elements");
+    check(bytes, "the model's trainable bytes");
   }
 
   int64_t scaledFor(bool batchProportional, int64_t value) const {
@@ -441,7 +489,7 @@ private:
     int64_t bytes = 0;
     for (int output : node.outputs)
       if (output >= 0)
-        bytes += graph.tensors[output].bytes;
+        bytes = addCounts(bytes, graph.tensors[output].bytes);
     if (cost.readsMetadataOnly)
       return bytes;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -449,7 +497,8 @@ private:
       if (input < 0)
         continue;
       bool partial = cost.readsOutputSizedPart && i == 0 && node.outputs[0] >= 0;
-      bytes += partial ? graph.tensors[node.outputs[0]].bytes : graph.tensors[input].bytes;
+      bytes = addCounts(bytes, partial ? graph.tensors[node.outputs[0]].bytes
+                                       : graph.tensors[input].bytes);
     }
     return bytes;
   }
@@ -491,8 +540,8 @@ private:
       step.incomingGrads = contributions[tensor];
       step.gradTensors = {tensor};
       int64_t count = static_cast<int64_t>(contributions[tensor].size());
-      step.flops = (count - 1) * t.elements;
-      step.bytes = (count + 1) * t.bytes;
+      step.flops = mulCounts(count - 1, t.elements);
+      step.bytes = mulCounts(count + 1, t.bytes);
       int index = addStep(std::move(step));
       completeParameter(t.parameter, index, 0);
     }
@@ -513,8 +562,8 @@ private:
       const Tensor &tensor = graph.tensors[output];
       seed.savedTensors.push_back(output);
       seed.gradTensors.push_back(output);
-      seed.flops += scaledFor(tensor.batchProportional, tensor.elements);
-      seed.bytes += 2 * tensor.bytes;
+      seed.flops = addCounts(seed.flops, scaledFor(tensor.batchProportional, tensor.elements));
+      seed.bytes = addCounts(seed.bytes, mulCounts(2, tensor.bytes));
     }
     if (seed.gradTensors.empty())
       return;
@@ -539,8 +588,9 @@ private:
         const auto &incoming = contributions[output];
         step.incomingGrads.insert(step.incomingGrads.end(), incoming.begin(), incoming.end());
         // Several consumers' gradients are summed here.
-        flops += (static_cast<int64_t>(incoming.size()) - 1) * graph.tensors[output].elements;
-        bytes += static_cast<int64_t>(incoming.size()) * graph.tensors[output].bytes;
+        int64_t count = static_cast<int64_t>(incoming.size());
+        flops = addCounts(flops, mulCounts(count - 1, graph.tensors[output].elements));
+        bytes = addCounts(bytes, mulCounts(count, graph.tensors[output].bytes));
       }
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         int input = node.inputs[i];
@@ -548,13 +598,13 @@ private:
           continue;
         bool needsGrad = isDifferentiableInput(node, i) && graph.tensors[input].requiresGrad;
         if (needsGrad) {
-          flops += cost.inputGradFlops[i];
+          flops = addCounts(flops, cost.inputGradFlops[i]);
           if (std::find(step.gradTensors.begin(), step.gradTensors.end(), input) ==
               step.gradTensors.end()) {
             step.gradTensors.push_back(input);
-            bytes += graph.tensors[input].bytes;
+            bytes = addCounts(bytes, graph.tensors[input].bytes);
           } else {
-            flops += graph.tensors[input].elements;  // the same tensor twice: summed
+            flops = addCounts(flops, graph.tensors[input].elements);  // the same tensor twice: summed
           }
         }
         bool reads = cost.backwardReadsInputs ||
@@ -564,7 +614,7 @@ private:
                 step.savedTensors.end()) {
           step.savedTensors.push_back(input);
           bool partial = cost.readsOutputSizedPart && i == 0;
-          bytes += partial ? 0 : graph.tensors[input].bytes;
+          bytes = addCounts(bytes, partial ? 0 : graph.tensors[input].bytes);
         }
       }
       if (cost.isView)
@@ -629,15 +679,14 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
 }
 
 ModelGraph importModel(const std::string &path, const ImportOptions &options) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error))
-    throw ImportError(kNoInput, path + ": cannot read model file: it is a directory");
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    throw ImportError(kNoInput, path + ": cannot open model file: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (file.bad())
-    throw ImportError(kNoInput, path + ": cannot read model file");
+  // Protobuf's own limit on a message: larger models keep their weights as external data.
+  constexpr uint64_t kMaxModelBytes = uint64_t(std::numeric_limits<int>::max());
+  std::string bytes;
+  try {
+    bytes = zenrt::io::readBounded(path, kMaxModelBytes, "model file");
+  } catch (const zenrt::io::FileError &error) {
+    throw ImportError(error.exitCode, error.what());
+  }
   return importModelFromBytes(bytes, path, options);
 }
 

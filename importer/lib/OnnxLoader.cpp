@@ -117,6 +117,44 @@ void checkAllDims(const onnx::GraphProto &graph, const std::string &path) {
     checkValueInfoDims(path, info);
 }
 
+/// Checks that raw_data, where a tensor carries it (graph-only models carry none), holds
+/// exactly the bytes its dims and type need. (Typed values are not counted: the text
+/// syntax's graph-only shorthand `float[3, 4] W = {0.0}` gives one value for any dims.)
+void checkTensorData(const onnx::TensorProto &tensor, const std::string &what,
+                     const std::string &path) {
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL || !tensor.has_raw_data())
+    return;  // external data is never opened
+  int64_t elements = 1;
+  std::string dims;
+  for (int64_t dim : tensor.dims()) {
+    if (dim < 0 || __builtin_mul_overflow(elements, dim, &elements) ||
+        elements > std::numeric_limits<int64_t>::max() / 16)
+      fail(path, what + " has a negative or overflowing dimension " + std::to_string(dim));
+    dims += (dims.empty() ? "" : ", ") + std::to_string(dim);
+  }
+  int64_t width = onnxElementSize(tensor.data_type());
+  if (width > 0 && int64_t(tensor.raw_data().size()) != elements * width)
+    fail(path, what + " has " + std::to_string(tensor.raw_data().size()) +
+                   " bytes of raw_data but its dims [" + dims + "] and type " +
+                   onnxDtypeName(tensor.data_type()) + " need " +
+                   std::to_string(elements * width));
+}
+
+void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) {
+  for (const onnx::TensorProto &init : graph.initializer())
+    checkTensorData(init, "initializer '" + init.name() + "'", path);
+  for (const onnx::NodeProto &node : graph.node())
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_t())
+        checkTensorData(attr.t(), describeNode(node) + " attribute '" + attr.name() + "'",
+                        path);
+      if (attr.has_g())
+        checkAllTensorData(attr.g(), path);
+      for (const onnx::GraphProto &subgraph : attr.graphs())
+        checkAllTensorData(subgraph, path);
+    }
+}
+
 /// Names unnamed nodes, checks that every input is defined exactly once, and sorts the
 /// nodes topologically (stable: file order where the file order is valid).
 void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
@@ -658,7 +696,151 @@ private:
   std::unordered_map<std::string, Values> values;
 };
 
+//===----------------------------------------------------------------------===//
+// Guards for ONNX 1.12's shape inference, which trusts its input: it assumes a model
+// the ONNX checker accepted, and every value a node reads to have a type.
+//===----------------------------------------------------------------------===//
+
+/// Calls `visit` on `graph` and on every subgraph of its nodes (If, Loop, Scan bodies),
+/// with the names the enclosing graphs define.
+template <typename Visit>
+void forEachGraph(onnx::GraphProto &graph, const std::unordered_set<std::string> &outer,
+                  Visit visit) {
+  std::unordered_set<std::string> scope = visit(graph, outer);
+  for (onnx::NodeProto &node : *graph.mutable_node())
+    for (onnx::AttributeProto &attr : *node.mutable_attribute()) {
+      if (attr.has_g())
+        forEachGraph(*attr.mutable_g(), scope, visit);
+      for (onnx::GraphProto &subgraph : *attr.mutable_graphs())
+        forEachGraph(subgraph, scope, visit);
+    }
+}
+
+/// The schema checks of the ONNX checker for every node with a schema: input and output
+/// counts, required inputs present (not the empty name), attribute types. Inference
+/// functions index inputs and read attributes on that promise (a required input left
+/// empty is a null dereference). Nodes without a schema are left to the cost rules.
+void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path) {
+  std::unordered_map<std::string, int> opsets;
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import())
+    opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = int(opset.version());
+  forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
+                                               const std::unordered_set<std::string> &) {
+    for (const onnx::NodeProto &node : graph.node()) {
+      std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
+      auto version = opsets.find(domain);
+      if (version == opsets.end())
+        fail(path, describeNode(node) + " is in domain '" + node.domain() +
+                       "', which the model does not import");
+      const onnx::OpSchema *schema =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), version->second, domain);
+      if (!schema)
+        continue;
+      try {
+        schema->Verify(node);
+      } catch (const std::exception &error) {
+        fail(path, describeNode(node) + " does not match its ONNX schema: " + error.what());
+      }
+    }
+    return std::unordered_set<std::string>{};
+  });
+}
+
+/// ONNX 1.12's inference and data-propagation functions take the type of a node's input
+/// from a table and dereference it unchecked (Shape's data propagation does; so does
+/// other code once a check was skipped). The table has no entry for a value nobody typed:
+/// the output of an op without a schema or whose inference gave up, a graph input or
+/// output declared without a type, an IR 3 initializer that is not a graph input, an
+/// omitted optional input (the empty name). Such a value reads as a null type and the
+/// process dies. So before inference every value a node can read gets a type entry,
+/// empty where nothing is known (ONNX merges an inferred type into an empty one and
+/// skips its checks against it), and the entries still empty afterwards are removed.
+class UntypedValueGuard {
+public:
+  explicit UntypedValueGuard(onnx::ModelProto &model) : model(model) {
+    forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
+                                                 const std::unordered_set<std::string> &outer) {
+      return typeEveryValue(graph, outer);
+    });
+  }
+  ~UntypedValueGuard() {
+    forEachGraph(*model.mutable_graph(), {}, [](onnx::GraphProto &graph,
+                                                const std::unordered_set<std::string> &) {
+      removeEmptyTypes(graph);
+      return std::unordered_set<std::string>{};
+    });
+  }
+  UntypedValueGuard(const UntypedValueGuard &) = delete;
+  UntypedValueGuard &operator=(const UntypedValueGuard &) = delete;
+
+private:
+  static bool isEmpty(const onnx::TypeProto &type) {
+    return type.value_case() == onnx::TypeProto::VALUE_NOT_SET;
+  }
+
+  /// Returns the names defined in `graph` and the scopes around it.
+  static std::unordered_set<std::string> typeEveryValue(onnx::GraphProto &graph,
+                                                        const std::unordered_set<std::string> &outer) {
+    std::unordered_set<std::string> typed;
+    for (onnx::ValueInfoProto &info : *graph.mutable_input()) {
+      info.mutable_type();  // present, even if empty
+      typed.insert(info.name());
+    }
+    for (onnx::ValueInfoProto &info : *graph.mutable_output()) {
+      info.mutable_type();
+      typed.insert(info.name());
+    }
+    for (const onnx::ValueInfoProto &info : graph.value_info())
+      typed.insert(info.name());
+    auto addEntry = [&](const std::string &name) -> onnx::TypeProto * {
+      if (outer.count(name) || !typed.insert(name).second)
+        return nullptr;
+      onnx::ValueInfoProto *info = graph.add_value_info();
+      info->set_name(name);
+      return info->mutable_type();
+    };
+    // Shape inference types initializers itself only from IR 4 on: give the others theirs.
+    for (const onnx::TensorProto &init : graph.initializer())
+      if (onnx::TypeProto *type = addEntry(init.name())) {
+        auto *tensor = type->mutable_tensor_type();
+        tensor->set_elem_type(init.data_type());
+        auto *shape = tensor->mutable_shape();
+        for (int64_t dim : init.dims())
+          shape->add_dim()->set_dim_value(dim);
+      }
+    for (const onnx::SparseTensorProto &sparse : graph.sparse_initializer())
+      typed.insert(sparse.values().name());
+    for (const onnx::NodeProto &node : graph.node()) {
+      for (const std::string &input : node.input())
+        addEntry(input);  // also the empty name of an omitted optional input
+      for (const std::string &output : node.output())
+        if (!output.empty())
+          addEntry(output);
+    }
+    typed.insert(outer.begin(), outer.end());
+    return typed;
+  }
+
+  static void removeEmptyTypes(onnx::GraphProto &graph) {
+    for (onnx::ValueInfoProto &info : *graph.mutable_input())
+      if (isEmpty(info.type()))
+        info.clear_type();
+    for (onnx::ValueInfoProto &info : *graph.mutable_output())
+      if (isEmpty(info.type()))
+        info.clear_type();
+    auto *infos = graph.mutable_value_info();
+    infos->erase(std::remove_if(infos->begin(), infos->end(),
+                                [](const onnx::ValueInfoProto &info) {
+                                  return isEmpty(info.type());
+                                }),
+                 infos->end());
+  }
+
+  onnx::ModelProto &model;
+};
+
 void inferShapes(onnx::ModelProto &model, const std::string &path) {
+  UntypedValueGuard guard(model);
   // check_type, strict error mode (throws per node), data propagation.
   onnx::ShapeInferenceOptions options(true, 1, true);
   try {
@@ -720,6 +902,8 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   onnx::GraphProto &graph = *loaded.model.mutable_graph();
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
+  checkAllTensorData(graph, path);
+  verifyNodesAgainstSchemas(loaded.model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);

@@ -32,7 +32,10 @@ public:
   std::shared_ptr<void> allocateBytes(size_t bytes) override {
     DeviceScope scope(device);
     void *data = nullptr;
-    checkCuda(cudaMalloc(&data, bytes ? bytes : 1), "cudaMalloc");
+    if (cudaMalloc(&data, bytes ? bytes : 1) != cudaSuccess) {
+      cudaGetLastError();  // clears the sticky error of a failed allocation
+      throw AllocationError(bytes);
+    }
     std::shared_ptr<void> owned(data, [device = device](void *pointer) {
       try {
         DeviceScope scope(device);

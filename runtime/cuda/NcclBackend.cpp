@@ -172,6 +172,12 @@ public:
     return true;
   }
   std::vector<uint64_t> exchange(uint64_t value) override { return host->exchange(value); }
+  void setTimeout(double seconds) override { host->setTimeout(seconds); }
+  void answerPeers(const Position &own) override { host->answerPeers(own); }
+  std::vector<std::optional<Position>>
+  askPeers(const Position &own, std::chrono::steady_clock::time_point until) override {
+    return host->askPeers(own, until);
+  }
   [[noreturn]] void abortJob(int exitCode) override {
     ncclCommAbort(nccl);
     nccl = nullptr;

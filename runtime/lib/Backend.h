@@ -8,9 +8,12 @@
 #ifndef ZENRT_LIB_BACKEND_H
 #define ZENRT_LIB_BACKEND_H
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,15 +56,38 @@ public:
                             int stream) = 0;
   /// True once the request completed (the request is then released).
   virtual bool test(Request request) = 0;
-  /// Blocking exchange of one value per rank (start-up agreement).
+  /// Exchange of one value per rank (start-up agreement), bounded by the timeout: a
+  /// RuntimeError(ZENRT_ERR_TIMEOUT) names the ranks that sent nothing.
   virtual std::vector<uint64_t> exchange(uint64_t value) = 0;
-  /// Creates the communication streams (collective; call after the ranks agreed on the plan).
+  /// Creates the communication streams (collective, bounded by the timeout; call after the
+  /// ranks agreed on the plan).
   virtual void openStreams(const std::vector<int> &streams) = 0;
+  /// Seconds the start-up calls (exchange, openStreams) may wait for the other ranks.
+  virtual void setTimeout(double seconds) = 0;
+
+  /// Where a rank's executor is (opaque here; equal plans give equal lengths).
+  using Position = std::vector<uint64_t>;
+  /// Answers the position queries other ranks sent since the last call (non-blocking;
+  /// the executor calls it often, whatever its state, so that a live rank always answers).
+  virtual void answerPeers(const Position &own) = 0;
+  /// Asks every other rank for its position, answering theirs with `own` meanwhile; an
+  /// entry stays empty for this rank and for a rank that did not answer before `until`.
+  virtual std::vector<std::optional<Position>>
+  askPeers(const Position &own, std::chrono::steady_clock::time_point until) = 0;
   /// The memory the collectives work on, with kernels ordered with `stream`'s collectives.
   virtual Compute &compute(int stream) = 0;
   /// Terminates the job (started collectives cannot be cancelled).
   [[noreturn]] virtual void abortJob(int exitCode) = 0;
 };
+
+/// How long a rank that timed out waits for the other ranks' answers to its position
+/// query: long enough for a loaded machine, short enough that it still exits within
+/// timeout + 5 s.
+inline std::chrono::steady_clock::duration peerQueryGrace(double timeoutSeconds) {
+  double seconds = std::min(2.0, std::max(0.5, timeoutSeconds / 4));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
 
 /// MPI backend on `comm` (an MPI_Comm*, NULL = MPI_COMM_WORLD); streams are
 /// duplicated communicators. Initialises MPI (THREAD_MULTIPLE) if needed.

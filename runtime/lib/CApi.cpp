@@ -135,6 +135,7 @@ int initialise(zenrt_t *out, const zenrt_options *given,
       }
     });
     message = lastError;
+    backend->setTimeout(executorOptions.timeoutSeconds);
     std::vector<uint64_t> statuses = backend->exchange(uint64_t(status));
     if (status != ZENRT_OK)
       throw zenrt::RuntimeError(status, message);
@@ -256,6 +257,14 @@ int zenrt_test(zenrt_t rt, const char *tensor, int *done) {
 
 int zenrt_abort(zenrt_t rt, int exit_code) {
   return guarded([&] { executorOf(rt).abort(exit_code); });
+}
+
+int zenrt_await(zenrt_t rt, int (*done)(void *context), void *context, const char *what) {
+  return guarded([&] {
+    if (!done)
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null done function");
+    executorOf(rt).await([&] { return done(context) != 0; }, what ? what : "zenrt_await");
+  });
 }
 
 int zenrt_finalize(zenrt_t rt) {

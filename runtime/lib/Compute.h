@@ -14,9 +14,29 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace zenrt {
+
+/// A buffer that could not be had: `bytes` is its size, SIZE_MAX when the size itself
+/// does not fit in size_t. The executor names the rank and bucket it was for.
+struct AllocationError : std::runtime_error {
+  explicit AllocationError(size_t bytes)
+      : std::runtime_error(bytes == SIZE_MAX ? "buffer size overflows size_t"
+                                             : "cannot allocate " + std::to_string(bytes) +
+                                                   " bytes"),
+        bytes(bytes) {}
+  size_t bytes;
+};
+
+/// count * width, or AllocationError(SIZE_MAX) when the product overflows.
+inline size_t bufferBytes(size_t count, size_t width) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(count, width, &bytes))
+    throw AllocationError(SIZE_MAX);
+  return bytes;
+}
 
 /// Zero-filled storage of `count` T owned by a Compute's memory; copies share it.
 template <typename T> class Buffer {
@@ -38,10 +58,11 @@ public:
   virtual ~Compute() = default;
   virtual bool onDevice() const = 0;
 
-  /// Zero-filled bytes in this memory (never null, also for 0 bytes).
+  /// Zero-filled bytes in this memory (never null, also for 0 bytes). Throws
+  /// AllocationError when the memory is exhausted.
   virtual std::shared_ptr<void> allocateBytes(size_t bytes) = 0;
   template <typename T> Buffer<T> allocate(size_t count) {
-    return Buffer<T>(allocateBytes(count * sizeof(T)), count);
+    return Buffer<T>(allocateBytes(bufferBytes(count, sizeof(T))), count);
   }
   /// Why `data` cannot be a gradient buffer of this memory ("" when it can).
   virtual std::string rejectGradient(const void *data) const = 0;

@@ -1,10 +1,12 @@
 //===- Executor.cpp - Plan executor ------------------------------------------===//
 #include "Executor.h"
 
+#include "Compute.h"
 #include "zenrt/zenrt.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <set>
 
 namespace zenrt {
@@ -12,6 +14,33 @@ namespace {
 
 /// Buckets up to this size (64 KiB of fp32) are compressed and started by markReady itself.
 constexpr size_t kInlineStartElements = 16384;
+/// How often an idle progress thread still answers the other ranks' position queries.
+constexpr auto kIdleAnswerPeriod = std::chrono::milliseconds(10);
+
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+/// Joins what a timed-out rank learnt: the ranks behind it (`behind`, already worded) and
+/// the ranks that did not answer its query within `grace`; "" when neither.
+std::string waitedForText(std::string behind,
+                          const std::vector<std::optional<Backend::Position>> &answers,
+                          int self, std::chrono::steady_clock::duration grace) {
+  std::vector<size_t> silent;
+  for (size_t r = 0; r < answers.size(); ++r)
+    if (int(r) != self && !answers[r])
+      silent.push_back(r);
+  if (silent.empty())
+    return behind;
+  std::string text = behind + (behind.empty() ? "" : ", ") +
+                     (silent.size() == 1 ? "rank " : "ranks ");
+  for (size_t i = 0; i < silent.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(silent[i]);
+  return text + " (no answer within " +
+         secondsText(std::chrono::duration<double>(grace).count()) + " s: dead or hung)";
+}
 
 std::string hex(uint64_t value) {
   char text[32];
@@ -30,35 +59,55 @@ Executor::Executor(Plan plan, std::unique_ptr<Backend> backendIn, ExecutorOption
   tensors.resize(thePlan.tensors.size());
   buckets.resize(thePlan.buckets.size());
   for (size_t b = 0; b < thePlan.buckets.size(); ++b) {
-    const Bucket &spec = thePlan.buckets[b];
-    BucketRun &run = buckets[b];
-    run.buffers.index = b;
-    run.buffers.elements = size_t(spec.elements);
-    run.buffers.errorFeedback = spec.compression.errorFeedback;
-    run.first = &backend->compute(int(spec.collectives.front().stream));
-    run.last = &backend->compute(int(spec.collectives.back().stream));
-    size_t elements = size_t(spec.elements);
-    run.buffers.fusion = run.first->allocate<float>(elements);
-    if (spec.compression.errorFeedback)
-      run.buffers.residual = run.first->allocate<float>(elements);
-    if (spec.compression.errorFeedback || options.keepSent)
-      run.buffers.sent = run.first->allocate<float>(elements);
-    for (size_t e = 0; e < spec.tensors.size(); ++e) {
-      size_t t = tensorByName.at(spec.tensors[e].name);
-      run.tensorIds.push_back(t);
-      tensors[t].bucket = b;
-      tensors[t].entry = e;
+    try {
+      setUpBucket(b);
+    } catch (const AllocationError &e) {
+      std::string size = e.bytes == SIZE_MAX ? std::string("more than 2^64")
+                                             : std::to_string(e.bytes);
+      throw RuntimeError(ZENRT_ERR_INTERNAL, "rank " + std::to_string(backend->rank()) +
+                                                 ": bucket " + std::to_string(b) +
+                                                 ": out of memory: cannot allocate a buffer of " +
+                                                 size + " bytes");
+    } catch (const std::bad_alloc &) {
+      throw RuntimeError(ZENRT_ERR_INTERNAL, "rank " + std::to_string(backend->rank()) +
+                                                 ": bucket " + std::to_string(b) +
+                                                 ": out of memory setting up its " +
+                                                 std::to_string(thePlan.buckets[b].bytes) +
+                                                 "-byte bucket");
     }
-    run.program = createProgram(spec, *backend);
-    if (spec.collectives.back().decoupled)
-      for (size_t s = 0; s < run.program->stageCount(); ++s)
-        if (run.program->stageCollective(s) == spec.collectives.size() - 1) {
-          run.decoupledStage = s;
-          break;
-        }
   }
   buildQueues();
   progressThread = std::thread([this] { progressLoop(); });
+}
+
+/// Allocates bucket b's buffers and builds its program.
+void Executor::setUpBucket(size_t b) {
+  const Bucket &spec = thePlan.buckets[b];
+  BucketRun &run = buckets[b];
+  run.buffers.index = b;
+  run.buffers.elements = size_t(spec.elements);
+  run.buffers.errorFeedback = spec.compression.errorFeedback;
+  run.first = &backend->compute(int(spec.collectives.front().stream));
+  run.last = &backend->compute(int(spec.collectives.back().stream));
+  size_t elements = size_t(spec.elements);
+  run.buffers.fusion = run.first->allocate<float>(elements);
+  if (spec.compression.errorFeedback)
+    run.buffers.residual = run.first->allocate<float>(elements);
+  if (spec.compression.errorFeedback || options.keepSent)
+    run.buffers.sent = run.first->allocate<float>(elements);
+  for (size_t e = 0; e < spec.tensors.size(); ++e) {
+    size_t t = tensorByName.at(spec.tensors[e].name);
+    run.tensorIds.push_back(t);
+    tensors[t].bucket = b;
+    tensors[t].entry = e;
+  }
+  run.program = createProgram(spec, *backend);
+  if (spec.collectives.back().decoupled)
+    for (size_t s = 0; s < run.program->stageCount(); ++s)
+      if (run.program->stageCollective(s) == spec.collectives.size() - 1) {
+        run.decoupledStage = s;
+        break;
+      }
 }
 
 Executor::~Executor() {
@@ -72,6 +121,7 @@ Executor::~Executor() {
 }
 
 void Executor::agreeOnPlan() {
+  backend->setTimeout(options.timeoutSeconds);
   std::vector<uint64_t> hashes = backend->exchange(planHashValue);
   std::vector<uint64_t> sizes = backend->exchange(uint64_t(thePlan.cluster.worldSize));
   std::string prefix = "rank " + std::to_string(backend->rank()) + ": ";
@@ -308,11 +358,12 @@ void Executor::waitFor(std::unique_lock<std::mutex> &lock, const char *call,
       waiting = firstWaiting();
       if (waiting == SIZE_MAX)
         break;
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g", options.timeoutSeconds);
-      failWith(ZENRT_ERR_TIMEOUT, "rank " + std::to_string(backend->rank()) + ": timeout after " +
-                                      seconds + " s in " + call + " (iteration " +
-                                      std::to_string(iteration) + "): " + describe(waiting));
+      std::string message = "rank " + std::to_string(backend->rank()) + ": timeout after " +
+                            secondsText(options.timeoutSeconds) + " s in " + call +
+                            " (iteration " + std::to_string(iteration) + "): " + describe(waiting);
+      if (buckets[waiting].stageInFlight)
+        message += ": " + waitedFor(waiting);
+      failWith(ZENRT_ERR_TIMEOUT, message);
     }
   }
   throwIfFailed();
@@ -343,8 +394,7 @@ std::string Executor::describe(size_t b) const {
                    ", " + std::to_string(collective.chunks) + " chunks) on stream " +
                    std::to_string(collective.stream);
   if (run.stageInFlight)
-    return text + op + ", sequence " + std::to_string(run.sequence) +
-           ", did not complete: another rank has not reached it";
+    return text + op + ", sequence " + std::to_string(run.sequence) + ", did not complete";
   for (const StreamQueue &queue : streams) {
     if (queue.stream != int(collective.stream) || queue.ops.empty())
       continue;
@@ -354,6 +404,71 @@ std::string Executor::describe(size_t b) const {
            std::to_string(queue.issued + 1) + " on that stream)";
   }
   return text + op + " is queued";
+}
+
+Backend::Position Executor::position() const {
+  Backend::Position words{uint64_t(iteration)};
+  for (const StreamQueue &queue : streams)
+    words.push_back(queue.issued);
+  return words;
+}
+
+std::string Executor::waitedFor(size_t b) {
+  const BucketRun &run = buckets[b];
+  int stream = int(thePlan.buckets[b].collectives[run.program->stageCollective(run.nextStage)].stream);
+  size_t queue = 0;
+  while (streams[queue].stream != stream)
+    ++queue;
+  auto grace = peerQueryGrace(options.timeoutSeconds);
+  auto answers = backend->askPeers(position(), std::chrono::steady_clock::now() + grace);
+  std::string behind;
+  for (size_t r = 0; r < answers.size(); ++r) {
+    if (!answers[r])
+      continue;
+    const Backend::Position &at = *answers[r];
+    uint64_t issued = queue + 1 < at.size() ? at[queue + 1] : 0;
+    if (issued < run.sequence)
+      behind += std::string(behind.empty() ? "" : ", ") + "rank " + std::to_string(r) +
+                " (at sequence " + std::to_string(issued) + " on stream " +
+                std::to_string(stream) + ": it has not reached this collective)";
+  }
+  std::string text = waitedForText(behind, answers, backend->rank(), grace);
+  return text.empty() ? "every rank has reached it; the backend did not complete it"
+                      : "waiting for " + text;
+}
+
+void Executor::await(const std::function<bool()> &done, const std::string &what) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(options.timeoutSeconds));
+  // Polled without sleeping: MPI progresses a non-blocking collective only inside MPI
+  // calls, and a blocking one would spin the same way.
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      throwIfFailed();
+    }
+    if (done())
+      return;
+    if (std::chrono::steady_clock::now() >= deadline)
+      break;
+    std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  auto grace = peerQueryGrace(options.timeoutSeconds);
+  auto answers = backend->askPeers(position(), std::chrono::steady_clock::now() + grace);
+  std::string behind;
+  for (size_t r = 0; r < answers.size(); ++r)
+    if (answers[r] && !answers[r]->empty() && (*answers[r])[0] < uint64_t(iteration))
+      behind += std::string(behind.empty() ? "" : ", ") + "rank " + std::to_string(r) +
+                " (in iteration " + std::to_string((*answers[r])[0]) + ")";
+  std::string text = waitedForText(behind, answers, backend->rank(), grace);
+  failWith(ZENRT_ERR_TIMEOUT,
+           "rank " + std::to_string(backend->rank()) + ": timeout after " +
+               secondsText(options.timeoutSeconds) + " s in " + what + " (iteration " +
+               std::to_string(iteration) + "): " +
+               (text.empty() ? "every rank answered and none is behind this one"
+                             : "waiting for " + text));
 }
 
 bool Executor::driveProgress() {
@@ -369,9 +484,17 @@ bool Executor::driveProgress() {
 void Executor::progressLoop() {
   std::unique_lock<std::mutex> lock(mutex);
   unsigned idlePolls = 0;
+  auto answered = std::chrono::steady_clock::now();
   while (!stopping) {
+    // Whatever this rank does, it tells waiting ranks where it is (every millisecond at
+    // most: this loop also polls collectives in flight).
+    auto now = std::chrono::steady_clock::now();
+    if (now - answered >= std::chrono::milliseconds(1)) {
+      backend->answerPeers(position());
+      answered = now;
+    }
     if (failedStatus || drivers > 0) {
-      workReady.wait(lock);
+      workReady.wait_for(lock, kIdleAnswerPeriod);
       continue;
     }
     bool progressed = false;
@@ -385,7 +508,7 @@ void Executor::progressLoop() {
       continue;
     }
     if (!workPending()) {
-      workReady.wait(lock);
+      workReady.wait_for(lock, kIdleAnswerPeriod);
       continue;
     }
     // Collectives in flight: poll, yielding first (lowest latency), then sleeping briefly

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -43,6 +44,9 @@ public:
   void waitAll();
   bool test(const std::string *tensor);
   [[noreturn]] void abort(int exitCode);
+  /// Polls `done` (an application's own collective, e.g. a barrier) until it returns true,
+  /// bounded by the timeout; on timeout fails the handle naming the ranks waited for.
+  void await(const std::function<bool()> &done, const std::string &what);
 
   const Plan &plan() const { return thePlan; }
   uint64_t hash() const { return planHashValue; }
@@ -79,6 +83,7 @@ private:
   };
 
   void agreeOnPlan();
+  void setUpBucket(size_t bucket);
   void buildQueues();
   void progressLoop();
   bool progressOnce();  // with the mutex held; true when something happened
@@ -98,6 +103,12 @@ private:
   void waitFor(std::unique_lock<std::mutex> &lock, const char *call,
                const std::vector<size_t> &bucketList, Ready ready);
   std::string describe(size_t bucket) const;
+  /// What this rank waits for in bucket b's collective in flight: asks the other ranks
+  /// where they are and names those behind it or silent (mutex held).
+  std::string waitedFor(size_t bucket);
+  /// This rank's position for the other ranks: the iteration, then the sequence number
+  /// last issued on each stream queue (mutex held).
+  Backend::Position position() const;
   [[noreturn]] void failWith(int status, const std::string &message);
   void throwIfFailed() const;
 

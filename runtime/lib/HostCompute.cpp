@@ -22,7 +22,7 @@ public:
   std::shared_ptr<void> allocateBytes(size_t bytes) override {
     void *data = std::calloc(bytes ? bytes : 1, 1);
     if (!data)
-      throw std::bad_alloc();
+      throw AllocationError(bytes);
     return std::shared_ptr<void>(data, std::free);
   }
   std::string rejectGradient(const void *) const override { return ""; }

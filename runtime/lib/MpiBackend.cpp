@@ -8,8 +8,11 @@
 #include <mpi.h>
 
 #include <climits>
+#include <functional>
+#include <list>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace zenrt {
@@ -28,6 +31,28 @@ size_t elementBytes(Element element) {
 }
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tags on the control communicator, a duplicate of the base one: nothing the application
+// sends on its own communicator can match them.
+constexpr int kExchangeTag = 1, kQueryTag = 2, kReplyTag = 3;
+// A position has one word per stream queue plus the iteration; streams are numbered
+// 0..255 (docs/plan-format.md), so this holds any.
+constexpr int kMaxPositionWords = 258;
+
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+std::string rankList(const std::vector<int> &ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
 
 void halfSumOp(void *in, void *inout, int *count, MPI_Datatype *) {
   kernels::halfSum(static_cast<const uint16_t *>(in), static_cast<uint16_t *>(inout),
@@ -61,21 +86,29 @@ public:
     check(MPI_Op_create(&bf16SumOp, 1, &bf16Sum), "MPI_Op_create");
   }
   void openStreams(const std::vector<int> &streams) override {
-    for (int stream : streams) {
-      MPI_Comm duplicate;
-      check(MPI_Comm_dup(base, &duplicate), "MPI_Comm_dup");
-      comms[stream] = duplicate;
-    }
+    for (int stream : streams)
+      comms[stream] = duplicateBounded("opening stream " + std::to_string(stream));
   }
+  void setTimeout(double seconds) override { timeoutSeconds = seconds; }
   ~MpiBackend() override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (queryRequest != MPI_REQUEST_NULL) {
+      MPI_Cancel(&queryRequest);
+      MPI_Wait(&queryRequest, MPI_STATUS_IGNORE);
+    }
+    pruneReplies();
     // Requests still pending (after a timeout) cannot be cancelled; leave their
     // communicators alone and let MPI_Finalize / process exit reclaim them.
-    if (pending.empty())
+    bool quiet = pending.empty() && replies.empty() && abandoned.empty();
+    if (quiet) {
       for (auto &[stream, comm] : comms)
         MPI_Comm_free(&comm);
+      if (control != MPI_COMM_NULL)
+        MPI_Comm_free(&control);
+    }
     MPI_Op_free(&halfSum);
     MPI_Op_free(&bf16Sum);
-    if (ownsMpi && pending.empty())
+    if (ownsMpi && quiet)
       MPI_Finalize();
   }
 
@@ -127,10 +160,71 @@ public:
     return done != 0;
   }
   std::vector<uint64_t> exchange(uint64_t value) override {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (control == MPI_COMM_NULL) {
+      lock.unlock();
+      MPI_Comm channel = duplicateBounded("the start-up agreement");
+      lock.lock();
+      control = channel;
+    }
+    // Point to point, not MPI_Allgather: a rank that sends nothing can be named.
+    auto round = std::make_unique<Round>(mySize, 1);
+    round->token = value;
+    for (int r = 0; r < mySize; ++r) {
+      if (r == myRank)
+        continue;
+      check(MPI_Irecv(&round->words[size_t(r)][0], 1, MPI_UINT64_T, r, kExchangeTag, control,
+                      &round->receives[size_t(r)]),
+            "MPI_Irecv");
+      check(MPI_Isend(&round->token, 1, MPI_UINT64_T, r, kExchangeTag, control,
+                      &round->sends[size_t(r)]),
+            "MPI_Isend");
+    }
+    bool complete = pollUntil(lock, deadline(), [&] { return round->testAll(); });
+    if (!complete) {
+      std::vector<int> silent = round->unanswered();
+      abandoned.push_back(std::move(round));  // MPI may still write its buffers
+      throw RuntimeError(ZENRT_ERR_TIMEOUT,
+                         "rank " + std::to_string(myRank) + ": timeout after " +
+                             secondsText(timeoutSeconds) +
+                             " s in the start-up agreement: nothing from " + rankList(silent) +
+                             " (dead, stalled or not started)");
+    }
     std::vector<uint64_t> all(static_cast<size_t>(mySize));
-    check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, base),
-          "MPI_Allgather");
+    for (int r = 0; r < mySize; ++r)
+      all[size_t(r)] = r == myRank ? value : round->words[size_t(r)][0];
     return all;
+  }
+  void answerPeers(const Position &own) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    lastPosition = own;
+    answerLocked();
+  }
+  std::vector<std::optional<Position>> askPeers(const Position &own,
+                                                Clock::time_point until) override {
+    std::unique_lock<std::mutex> lock(mutex);
+    lastPosition = own;
+    std::vector<std::optional<Position>> answers(static_cast<size_t>(mySize));
+    if (control == MPI_COMM_NULL)
+      return answers;
+    auto round = std::make_unique<Round>(mySize, kMaxPositionWords);
+    round->token = uint64_t(myRank);
+    for (int r = 0; r < mySize; ++r) {
+      if (r == myRank)
+        continue;
+      // A failed call (a peer known dead) leaves the request null: no answer from it.
+      MPI_Irecv(round->words[size_t(r)].data(), kMaxPositionWords, MPI_UINT64_T, r, kReplyTag,
+                control, &round->receives[size_t(r)]);
+      MPI_Isend(&round->token, 1, MPI_UINT64_T, r, kQueryTag, control, &round->sends[size_t(r)]);
+    }
+    pollUntil(lock, until, [&] { return round->testAll(); });
+    for (int r = 0; r < mySize; ++r)
+      if (r != myRank && round->answered(r))
+        answers[size_t(r)] = Position(round->words[size_t(r)].begin(),
+                                      round->words[size_t(r)].begin() + round->counts[size_t(r)]);
+    if (!round->unanswered().empty())
+      abandoned.push_back(std::move(round));
+    return answers;
   }
   [[noreturn]] void abortJob(int exitCode) override {
     MPI_Abort(base, exitCode);
@@ -138,6 +232,142 @@ public:
   }
 
 private:
+  /// One exchange or query round: a receive from and a send to every other rank, with
+  /// buffers that stay valid as long as MPI may use them.
+  struct Round {
+    Round(int ranks, int words)
+        : words(size_t(ranks), std::vector<uint64_t>(size_t(words))),
+          counts(size_t(ranks), -1), receives(size_t(ranks), MPI_REQUEST_NULL),
+          sends(size_t(ranks), MPI_REQUEST_NULL) {}
+    /// Tests every open request; true once every receive completed.
+    bool testAll() {
+      bool all = true;
+      for (size_t r = 0; r < receives.size(); ++r) {
+        if (sends[r] != MPI_REQUEST_NULL) {
+          int done = 0;
+          if (MPI_Test(&sends[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            sends[r] = MPI_REQUEST_NULL;  // an error: nothing more will happen
+        }
+        if (receives[r] == MPI_REQUEST_NULL)
+          continue;
+        int done = 0;
+        MPI_Status status;
+        if (MPI_Test(&receives[r], &done, &status) != MPI_SUCCESS) {
+          receives[r] = MPI_REQUEST_NULL;  // counts[r] stays -1: no answer
+          continue;
+        }
+        if (done)
+          MPI_Get_count(&status, MPI_UINT64_T, &counts[r]);
+        else
+          all = false;
+      }
+      return all;
+    }
+    bool answered(int r) const { return counts[size_t(r)] >= 0; }
+    std::vector<int> unanswered() const {
+      std::vector<int> ranks;
+      for (size_t r = 0; r < receives.size(); ++r)
+        if (receives[r] != MPI_REQUEST_NULL)
+          ranks.push_back(int(r));
+      return ranks;
+    }
+    std::vector<std::vector<uint64_t>> words;
+    std::vector<int> counts;
+    std::vector<MPI_Request> receives, sends;
+    uint64_t token = 0;
+  };
+  /// A reply to a position query, kept until MPI is done with its buffer.
+  struct Reply {
+    Position words;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  Clock::time_point deadline() const {
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(timeoutSeconds));
+  }
+
+  /// Polls `done` (mutex held through `lock`) until it returns true or `until` passes,
+  /// answering position queries meanwhile so that waiting ranks can tell this one is alive.
+  bool pollUntil(std::unique_lock<std::mutex> &lock, Clock::time_point until,
+                 const std::function<bool()> &done) {
+    for (unsigned polls = 0;; ++polls) {
+      if (done())
+        return true;
+      answerLocked();
+      if (Clock::now() >= until)
+        return false;
+      lock.unlock();
+      if (polls < 256)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      lock.lock();
+    }
+  }
+
+  /// A duplicate of the base communicator, bounded by the timeout; errors come back as
+  /// codes (a dead peer must not abort this rank before it can report).
+  MPI_Comm duplicateBounded(const std::string &what) {
+    std::unique_lock<std::mutex> lock(mutex);
+    MPI_Comm duplicate = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Comm_idup(base, &duplicate, &request), "MPI_Comm_idup");
+    bool complete = pollUntil(lock, deadline(), [&] {
+      int finished = 0;
+      check(MPI_Test(&request, &finished, MPI_STATUS_IGNORE), "MPI_Test");
+      return finished != 0;
+    });
+    if (!complete) {
+      std::string silent;
+      if (control != MPI_COMM_NULL) {
+        lock.unlock();
+        auto answers = askPeers(lastPosition, Clock::now() + peerQueryGrace(timeoutSeconds));
+        lock.lock();
+        std::vector<int> ranks;
+        for (int r = 0; r < mySize; ++r)
+          if (r != myRank && !answers[size_t(r)])
+            ranks.push_back(r);
+        if (!ranks.empty())
+          silent = ": no answer from " + rankList(ranks) + " (dead or stalled)";
+      }
+      throw RuntimeError(ZENRT_ERR_TIMEOUT,
+                         "rank " + std::to_string(myRank) + ": timeout after " +
+                             secondsText(timeoutSeconds) + " s in " + what +
+                             " (MPI_Comm_idup): not every rank joined" + silent);
+    }
+    MPI_Comm_set_errhandler(duplicate, MPI_ERRORS_RETURN);
+    return duplicate;
+  }
+
+  /// Answers the queries received so far with lastPosition (mutex held).
+  void answerLocked() {
+    pruneReplies();
+    if (control == MPI_COMM_NULL)
+      return;
+    for (;;) {
+      if (queryRequest == MPI_REQUEST_NULL &&
+          MPI_Irecv(&queryToken, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kQueryTag, control,
+                    &queryRequest) != MPI_SUCCESS)
+        return;
+      int done = 0;
+      MPI_Status status;
+      if (MPI_Test(&queryRequest, &done, &status) != MPI_SUCCESS || !done)
+        return;
+      replies.push_back({lastPosition, MPI_REQUEST_NULL});
+      Reply &reply = replies.back();
+      MPI_Isend(reply.words.data(), int(reply.words.size()), MPI_UINT64_T, status.MPI_SOURCE,
+                kReplyTag, control, &reply.request);
+    }
+  }
+  void pruneReplies() {
+    replies.remove_if([](Reply &reply) {
+      int done = 0;
+      return reply.request == MPI_REQUEST_NULL ||
+             MPI_Test(&reply.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;
+    });
+  }
+
   template <typename Start> Request start(const char *what, Start startCall) {
     std::lock_guard<std::mutex> lock(mutex);
     MPI_Request request;
@@ -197,6 +427,13 @@ private:
   int myRank = 0, mySize = 1;
   MPI_Op halfSum = MPI_OP_NULL, bf16Sum = MPI_OP_NULL;
   std::map<int, MPI_Comm> comms;
+  double timeoutSeconds = 300;
+  MPI_Comm control = MPI_COMM_NULL;  // start-up exchanges and position queries
+  MPI_Request queryRequest = MPI_REQUEST_NULL;
+  uint64_t queryToken = 0;
+  Position lastPosition;
+  std::list<Reply> replies;
+  std::list<std::unique_ptr<Round>> abandoned;  // rounds a timeout left open
   std::mutex mutex;
   std::unordered_map<Request, MPI_Request> pending;
   Request nextRequest = 1;

@@ -1,16 +1,13 @@
 //===- Plan.cpp - Plan file parsing, validation and canonical writing -----===//
 #include "zenrt/Plan.h"
 
+#include "zenrt/FileIO.h"
+#include "zenrt/StrictJson.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
-#include <unistd.h>
 
 namespace zenrt {
 namespace {
@@ -23,6 +20,9 @@ constexpr int64_t kMaxElements = int64_t(1) << 46;
 constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxStream = 255;
 constexpr int64_t kMaxWorldSize = 1 << 20;
+// Input limits (docs/plan-format.md): far above any plan zenopt writes (a 10 000-tensor
+// model's plan is a few MiB, nested 6 deep), low enough that parsing stays cheap.
+constexpr uint64_t kMaxPlanBytes = uint64_t(256) << 20;
 
 /// How the file spells each enum: the shared vocabulary's tables
 /// (zen/Vocabulary.h) and, for the format's own enums, these.
@@ -76,93 +76,10 @@ template <typename Enum> std::string enumChoices() {
   return out;
 }
 
-/// JSON pointer escaping of one reference token (RFC 6901).
-std::string escapePointerToken(const std::string &token) {
-  std::string out;
-  for (char c : token) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 [[noreturn]] void fail(const std::string &source, const std::string &path, const std::string &what,
                        int exitCode = 65) {
   throw PlanError(exitCode, source + ": " + (path.empty() ? "/" : path) + ": " + what);
 }
-
-//===----------------------------------------------------------------------===//
-// Parsing with duplicate-key detection
-//===----------------------------------------------------------------------===//
-
-/// Tracks the JSON path during nlohmann's callback parse so a duplicate key
-/// is reported where it occurs (the default parser silently keeps the last).
-class DuplicateKeyDetector {
-public:
-  explicit DuplicateKeyDetector(std::string source) : source(std::move(source)) {}
-
-  /// The path of the value being parsed (where a syntax error stopped).
-  std::string currentPath() const { return childPath(); }
-
-  bool operator()(int, json::parse_event_t event, json &parsed) {
-    switch (event) {
-    case json::parse_event_t::object_start:
-    case json::parse_event_t::array_start:
-      frames.push_back({event == json::parse_event_t::object_start, childPath(), {}, "", 0});
-      break;
-    case json::parse_event_t::key: {
-      Frame &frame = frames.back();
-      const std::string &key = parsed.get_ref<const std::string &>();
-      if (!frame.keys.insert(key).second)
-        fail(source, frame.path + "/" + escapePointerToken(key), "duplicate key");
-      frame.currentKey = key;
-      break;
-    }
-    case json::parse_event_t::object_end:
-    case json::parse_event_t::array_end:
-      frames.pop_back();
-      advanceArrayIndex();
-      break;
-    case json::parse_event_t::value:
-      advanceArrayIndex();
-      break;
-    }
-    return true;
-  }
-
-private:
-  struct Frame {
-    bool isObject;
-    std::string path;
-    std::set<std::string> keys;
-    std::string currentKey;
-    size_t index;
-  };
-  std::string childPath() const {
-    if (frames.empty())
-      return "";
-    const Frame &parent = frames.back();
-    if (parent.isObject && parent.currentKey.empty())
-      return parent.path;
-    return parent.path + "/" +
-           (parent.isObject ? escapePointerToken(parent.currentKey) : std::to_string(parent.index));
-  }
-  /// Called when a value (scalar or container) is complete in the top frame.
-  void advanceArrayIndex() {
-    if (frames.empty())
-      return;
-    if (frames.back().isObject)
-      frames.back().currentKey.clear();  // a syntax error now belongs to the object itself
-    else
-      ++frames.back().index;
-  }
-  std::string source;
-  std::vector<Frame> frames;
-};
 
 /// A JSON value with its path; typed accessors report violations by path.
 class Node {
@@ -200,7 +117,7 @@ public:
     requireObject();
     for (auto it = value.begin(); it != value.end(); ++it)
       if (!consumed.count(it.key()))
-        fail(source, path + "/" + escapePointerToken(it.key()), "unknown field");
+        fail(source, path + "/" + escapeJsonPointerToken(it.key()), "unknown field");
   }
   std::vector<Node> elements() const {
     if (!value.is_array())
@@ -214,7 +131,7 @@ public:
     requireObject();
     std::vector<std::pair<std::string, Node>> out;
     for (auto it = value.begin(); it != value.end(); ++it)
-      out.emplace_back(it.key(), Node(it.value(), path + "/" + escapePointerToken(it.key()), source));
+      out.emplace_back(it.key(), Node(it.value(), path + "/" + escapeJsonPointerToken(it.key()), source));
     return out;
   }
   std::string asString() const {
@@ -479,7 +396,10 @@ private:
         if (entry.elements != plan.tensors[it->second].elements)
           error(tpath + "/elements", "must equal the tensor's elements " +
                                          std::to_string(plan.tensors[it->second].elements));
-        offset += entry.elements;
+        offset += entry.elements;  // both <= kMaxElements: no overflow
+        if (offset > kMaxElements)
+          error(path + "/elements", "the bucket's tensors add up to more than " +
+                                        std::to_string(kMaxElements) + " elements");
       }
       if (bucket.elements != offset)
         error(path + "/elements", "must equal the sum of its tensors' elements " +
@@ -663,7 +583,7 @@ private:
     nonNegativeFinite("/predictions/lower_bound_us", p.lowerBoundUs);
     nonNegativeFinite("/predictions/comm_bound_us", p.commBoundUs);
     for (const auto &[name, us] : plan.baselines) {
-      std::string path = "/baselines/" + escapePointerToken(name);
+      std::string path = "/baselines/" + escapeJsonPointerToken(name);
       nonEmpty(path, name);
       nonNegativeFinite(path, us);
     }
@@ -763,7 +683,8 @@ int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 0; }
 
 Plan parsePlan(const std::string &text, const std::string &source) {
   json document;
-  DuplicateKeyDetector detector(source);
+  StrictJsonParse detector(
+      [&](const std::string &path, const std::string &what) { fail(source, path, what); });
   try {
     document = json::parse(
         text, [&](int depth, json::parse_event_t event, json &parsed) {
@@ -784,14 +705,13 @@ Plan parsePlan(const std::string &text, const std::string &source) {
 }
 
 Plan loadPlanFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw PlanError(66, path + ": cannot open plan file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    throw PlanError(66, path + ": cannot read plan file");
-  return parsePlan(text.str(), path);
+  std::string text;
+  try {
+    text = io::readBounded(path, kMaxPlanBytes, "plan file");
+  } catch (const io::FileError &error) {
+    throw PlanError(error.exitCode, error.what());
+  }
+  return parsePlan(text, path);
 }
 
 void validatePlan(const Plan &plan, const std::string &source, int exitCode) {
@@ -804,22 +724,11 @@ std::string writePlan(const Plan &plan) {
 }
 
 void writeFileAtomically(const std::string &path, const std::string &text) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  auto fail = [&](int error) {
-    std::remove(temporary.c_str());
-    throw PlanError(73, path + ": cannot write (" + std::strerror(error) + ")");
-  };
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out)
-      fail(errno);
-    out << text;
-    out.flush();
-    if (!out)
-      fail(errno);
+  try {
+    io::writeFile(path, text);
+  } catch (const io::FileError &error) {
+    throw PlanError(error.exitCode, error.what());
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    fail(errno);
 }
 
 void writePlanFile(const Plan &plan, const std::string &path) {

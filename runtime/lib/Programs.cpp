@@ -66,7 +66,7 @@ public:
   ChunkedGather(Compute &compute, size_t payloadBytes, int64_t chunks, size_t ranks)
       : compute(compute), payloadBytes(payloadBytes), ranks(ranks),
         pieces(splitIntoChunks(payloadBytes, chunks)),
-        gathered(compute.allocate<uint8_t>(payloadBytes * ranks)),
+        gathered(compute.allocate<uint8_t>(bufferBytes(payloadBytes, ranks))),
         assembled(compute.allocate<uint8_t>(pieces.size() > 1 ? payloadBytes : 0)) {}
   void issue(Backend &backend, const uint8_t *payload, int stream,
              std::vector<Backend::Request> &requests) {

@@ -6,6 +6,7 @@
 // zenopt can plan models that are never materialised, e.g. GPT-3 175B.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "zenrt/Plan.h"
 
 #include <CLI/CLI.hpp>
@@ -252,21 +253,21 @@ int main(int argc, char **argv) {
   int64_t mlpTensors = 1000, mlpHidden = 256, mlpBatch = 32;
 
   auto addTransformer = [&](CLI::App *sub, TransformerShape &s) {
-    sub->add_option("--layers", s.layers, "Transformer blocks")->check(CLI::Range(1, 1000000));
-    sub->add_option("--hidden", s.hidden, "Hidden size")->check(CLI::Range(1, 1 << 20));
-    sub->add_option("--heads", s.heads, "Attention heads (must divide hidden)")->check(CLI::Range(1, 1 << 16));
-    sub->add_option("--vocab", s.vocab, "Vocabulary size")->check(CLI::Range(1, 1 << 24));
-    sub->add_option("--seq", s.sequence, "Sequence length")->check(CLI::Range(1, 1 << 20));
-    sub->add_option("--ffn", s.ffn, "Feed-forward size (default 4 x hidden)")->check(CLI::Range(0, 1 << 22));
+    sub->add_option("--layers", s.layers, "Transformer blocks")->check(zen::cli::wholeNumber(1, 1000000));
+    sub->add_option("--hidden", s.hidden, "Hidden size")->check(zen::cli::wholeNumber(1, 1 << 20));
+    sub->add_option("--heads", s.heads, "Attention heads (must divide hidden)")->check(zen::cli::wholeNumber(1, 1 << 16));
+    sub->add_option("--vocab", s.vocab, "Vocabulary size")->check(zen::cli::wholeNumber(1, 1 << 24));
+    sub->add_option("--seq", s.sequence, "Sequence length")->check(zen::cli::wholeNumber(1, 1 << 20));
+    sub->add_option("--ffn", s.ffn, "Feed-forward size (default 4 x hidden)")->check(zen::cli::wholeNumber(0, 1 << 22));
   };
   CLI::App *gptCmd = app.add_subcommand("gpt", "GPT-style decoder (pre-LN, causal, untied head)");
   addTransformer(gptCmd, gpt);
   CLI::App *bertCmd = app.add_subcommand("bert", "BERT-style encoder (post-LN)");
   addTransformer(bertCmd, bert);
   CLI::App *mlpCmd = app.add_subcommand("mlp", "Deep MLP with a chosen number of gradient tensors");
-  mlpCmd->add_option("--tensors", mlpTensors, "Trainable tensors")->check(CLI::Range(1, 10000000));
-  mlpCmd->add_option("--hidden", mlpHidden, "Layer width")->check(CLI::Range(1, 1 << 20));
-  mlpCmd->add_option("--batch", mlpBatch, "Batch size of the graph")->check(CLI::Range(1, 1 << 20));
+  mlpCmd->add_option("--tensors", mlpTensors, "Trainable tensors")->check(zen::cli::wholeNumber(1, 10000000));
+  mlpCmd->add_option("--hidden", mlpHidden, "Layer width")->check(zen::cli::wholeNumber(1, 1 << 20));
+  mlpCmd->add_option("--batch", mlpBatch, "Batch size of the graph")->check(zen::cli::wholeNumber(1, 1 << 20));
   for (CLI::App *sub : {gptCmd, bertCmd, mlpCmd}) {
     sub->add_option("-o,--output", output, "Output .onnx file")->required();
     sub->add_option("--name", name, "Graph name (default: from the output file name)");

@@ -9,11 +9,14 @@
 // tasks finish, waits, and checks every bucket's result against a plain
 // MPI_Allreduce of the uncompressed inputs (see checkBucket). With --device the
 // gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied
-// in before and out after each iteration for the check. Exit codes:
-// 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan / ranks
-// disagree, 66 plan unreadable, 70 timeout or internal error.
+// in before and out after each iteration for the check. Every wait, the
+// iteration barrier and the check's own collectives included, is bounded by the
+// timeout: a rank that times out names the ranks it waited for and ends the job.
+// Exit codes: 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan /
+// ranks disagree, 66 plan unreadable, 70 timeout or internal error.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 
@@ -30,8 +33,10 @@
 #include <cstdio>
 #include <map>
 #include <random>
+#include <signal.h>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 
 namespace {
 
@@ -42,7 +47,11 @@ struct Options {
   double timeScale = 1.0;
   double timeoutSeconds = 0;
   uint64_t seed = 1;
+  // Fault injection for the tests: this rank stalls (sleeps) or is killed (SIGKILL, as by
+  // kill -9) in the given phase of the first iteration.
   int stallRank = -1;
+  int killRank = -1;
+  std::string faultPhase = "collectives";
   bool device = false;
 };
 
@@ -50,9 +59,16 @@ struct Options {
 /// host vectors, copied in before and out after an iteration.
 class GradientStore {
 public:
-  GradientStore(const zenrt::Plan &plan, bool device) : device(device) {
-    for (const zenrt::TensorInfo &tensor : plan.tensors)
-      host.emplace_back(size_t(tensor.elements));
+  GradientStore(const zenrt::Plan &plan, bool device, int rank) : device(device) {
+    for (const zenrt::TensorInfo &tensor : plan.tensors) {
+      try {
+        host.emplace_back(size_t(tensor.elements));
+      } catch (const std::bad_alloc &) {
+        throw std::runtime_error("rank " + std::to_string(rank) + ": gradient '" + tensor.name +
+                                 "': out of memory allocating " +
+                                 std::to_string(tensor.elements * 4) + " bytes");
+      }
+    }
 #ifdef ZENRT_HAVE_CUDA
     for (size_t t = 0; device && t < host.size(); ++t) {
       float *buffer = nullptr;
@@ -138,17 +154,50 @@ int exitCodeFor(int status) {
   }
 }
 
-std::vector<double> allreduceSum(const std::vector<double> &local) {
-  std::vector<double> out(local.size());
-  MPI_Allreduce(local.data(), out.data(), int(local.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return out;
-}
+/// The tool's own collectives (iteration barrier, numerics check, aggregates): non-blocking
+/// MPI calls polled through the runtime, so they are bounded by its timeout like its own.
+class BoundedCollectives {
+public:
+  explicit BoundedCollectives(zenrt::Runtime &runtime) : runtime(runtime) {}
 
-double allreduceScalar(double value, MPI_Op op) {
-  double out = 0;
-  MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
-  return out;
-}
+  void barrier(const std::string &what) {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    await(request, what + " (MPI_Ibarrier)");
+  }
+  std::vector<double> allreduceSum(const std::vector<double> &local, const std::string &what) {
+    std::vector<double> out(local.size());
+    MPI_Request request;
+    MPI_Iallreduce(local.data(), out.data(), int(local.size()), MPI_DOUBLE, MPI_SUM,
+                   MPI_COMM_WORLD, &request);
+    await(request, what + " (MPI_Iallreduce)");
+    return out;
+  }
+  double allreduceScalar(double value, MPI_Op op, const std::string &what) {
+    double out = 0;
+    MPI_Request request;
+    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
+    await(request, what + " (MPI_Iallreduce)");
+    return out;
+  }
+  void broadcast(std::vector<double> &values, const std::string &what) {
+    MPI_Request request;
+    MPI_Ibcast(values.data(), int(values.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &request);
+    await(request, what + " (MPI_Ibcast)");
+  }
+
+private:
+  void await(MPI_Request &request, const std::string &what) {
+    runtime.await(
+        [&] {
+          int done = 0;
+          MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        what);
+  }
+  zenrt::Runtime &runtime;
+};
 
 /// The per-iteration data of one bucket, packed like its fusion buffer.
 struct BucketData {
@@ -190,17 +239,19 @@ void compareElementwise(BucketCheck &check, const std::vector<double> &result,
 ///  - powersgd: the invariant, and result = P P^T avg(v) is an orthogonal
 ///    projection: |result|^2 + |result - avg|^2 <= |avg|^2 (relative 1e-3; equal
 ///    but for the dropped zero padding of the bucket's matrix).
-BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int ranks) {
+BucketCheck checkBucket(const zenrt::Bucket &bucket, size_t index, const BucketData &data,
+                        int ranks, BoundedCollectives &mpi) {
   using zenrt::CompressionMethod;
   BucketCheck check;
+  const std::string what = "the numerics check of bucket " + std::to_string(index);
   size_t n = data.input.size();
   double W = ranks;
   const double u32 = std::ldexp(1.0, -24);
-  std::vector<double> reference = allreduceSum(data.input);
+  std::vector<double> reference = mpi.allreduceSum(data.input, what);
   std::vector<double> absolute(n);
   for (size_t i = 0; i < n; ++i)
     absolute[i] = std::fabs(data.input[i]);
-  std::vector<double> absSum = allreduceSum(absolute);
+  std::vector<double> absSum = mpi.allreduceSum(absolute, what);
   for (double &value : reference)
     value /= W;
   auto floatRounding = [&](size_t i) { return (W + 2) * u32 * absSum[i] + 1e-30; };
@@ -226,7 +277,7 @@ BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int
     if (bucket.collectives[0].op == zenrt::CollectiveKind::Broadcast) {
       check.check = "broadcast of rank 0";
       std::vector<double> rootValues = data.input;
-      MPI_Bcast(rootValues.data(), int(n), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      mpi.broadcast(rootValues, what);
       compareElementwise(check, data.result, rootValues, [](size_t) { return 0.0; });
     } else {
       check.check = "exact to float rounding";
@@ -246,7 +297,7 @@ BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int
     double localMax = 0;
     for (double v : data.input)
       localMax = std::max(localMax, std::fabs(v));
-    double sumOfMax = allreduceScalar(localMax, MPI_SUM);
+    double sumOfMax = mpi.allreduceScalar(localMax, MPI_SUM, what);
     check.check = "int8 bound 2*sum(max|v|)/(254W)";
     compareElementwise(check, data.result, reference, [&](size_t i) {
       return 1.01 * 2 * sumOfMax / (254 * W) + floatRounding(i);
@@ -258,10 +309,10 @@ BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int
   case CompressionMethod::Sign: {
     check.check = "error feedback invariant + average of sent";
     checkInvariant();
-    std::vector<double> sentAverage = allreduceSum(data.sent), sentAbs(n);
+    std::vector<double> sentAverage = mpi.allreduceSum(data.sent, what), sentAbs(n);
     for (size_t i = 0; i < n; ++i)
       sentAbs[i] = std::fabs(data.sent[i]);
-    std::vector<double> sentAbsSum = allreduceSum(sentAbs);
+    std::vector<double> sentAbsSum = mpi.allreduceSum(sentAbs, what);
     for (double &value : sentAverage)
       value /= W;
     compareElementwise(check, data.result, sentAverage,
@@ -307,6 +358,20 @@ BucketCheck checkBucket(const zenrt::Bucket &bucket, const BucketData &data, int
   return check;
 }
 
+/// The test hooks: a stalled rank sleeps past every timeout (its runtime still answers the
+/// others' queries); a killed rank dies at once, as by kill -9.
+void injectFault(const Options &options, int rank) {
+  if (rank != options.killRank && rank != options.stallRank)
+    return;
+  std::fprintf(stderr, "zenopt-run: rank %d: fault injection: %s in the %s phase\n", rank,
+               rank == options.killRank ? "killed" : "stalled", options.faultPhase.c_str());
+  std::fflush(stderr);
+  if (rank == options.killRank)
+    ::kill(::getpid(), SIGKILL);
+  std::this_thread::sleep_for(std::chrono::duration<double>(
+      std::max(60.0, 3 * (options.timeoutSeconds > 0 ? options.timeoutSeconds : 300))));
+}
+
 int run(const Options &options, int rank, int ranks) {
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
@@ -315,9 +380,10 @@ int run(const Options &options, int rank, int ranks) {
   runtimeOptions.deviceMemory = options.device;
   zenrt::Runtime runtime = zenrt::Runtime::fromFile(options.planPath, runtimeOptions);
   zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
+  BoundedCollectives mpi(runtime);
 
   std::map<std::string, size_t> tensorIndex;
-  GradientStore gradients(plan, options.device);
+  GradientStore gradients(plan, options.device, rank);
   std::vector<std::vector<float>> inputs(plan.tensors.size());
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     tensorIndex[plan.tensors[t].name] = t;
@@ -362,13 +428,9 @@ int run(const Options &options, int rank, int ranks) {
         oldResiduals[b] = gradients.fetch(view.residual, view.elements);
     }
 
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == options.stallRank) {
-      // Fault injection: this rank never reaches its collectives; the others must time out.
-      std::this_thread::sleep_for(std::chrono::duration<double>(
-          std::max(60.0, 3 * (options.timeoutSeconds > 0 ? options.timeoutSeconds : 300))));
-      return 70;
-    }
+    mpi.barrier("the barrier before iteration " + std::to_string(iteration));
+    if (iteration == 0 && options.faultPhase == "collectives")
+      injectFault(options, rank);
     auto start = std::chrono::steady_clock::now();
     bool waited = false;
     auto finishBackward = [&] {
@@ -394,6 +456,8 @@ int run(const Options &options, int rank, int ranks) {
     iterationUs.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     gradients.copyOut();
+    if (iteration == 0 && options.faultPhase == "check")
+      injectFault(options, rank);
 
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
       const zenrt::Bucket &bucket = plan.buckets[b];
@@ -414,7 +478,7 @@ int run(const Options &options, int rank, int ranks) {
         std::vector<float> residual = gradients.fetch(view.residual, view.elements);
         data.residual.assign(residual.begin(), residual.end());
       }
-      BucketCheck check = checkBucket(bucket, data, ranks);
+      BucketCheck check = checkBucket(bucket, b, data, ranks, mpi);
       if (!check.ok)
         std::fprintf(stderr, "zenopt-run: rank %d: iteration %d: bucket %zu (%s): %s\n", rank,
                      iteration, b, zenrt::toString(bucket.compression.method),
@@ -433,11 +497,13 @@ int run(const Options &options, int rank, int ranks) {
     best = std::min(best, iterationUs[i]);
   }
   mean /= double(std::max<size_t>(1, iterationUs.size() - skip));
-  bool allOk = allreduceScalar(numericsOk ? 0 : 1, MPI_MAX) == 0;
-  double measured = allreduceScalar(mean, MPI_MAX), measuredBest = allreduceScalar(best, MPI_MAX);
+  const std::string summary = "the summary over ranks";
+  bool allOk = mpi.allreduceScalar(numericsOk ? 0 : 1, MPI_MAX, summary) == 0;
+  double measured = mpi.allreduceScalar(mean, MPI_MAX, summary);
+  double measuredBest = mpi.allreduceScalar(best, MPI_MAX, summary);
   std::vector<double> errors(plan.buckets.size());
   for (size_t b = 0; b < errors.size(); ++b)
-    errors[b] = allreduceScalar(worst[b].maxError, MPI_MAX);
+    errors[b] = mpi.allreduceScalar(worst[b].maxError, MPI_MAX, summary);
   double computeUs = 0;
   for (const zenrt::Task &task : plan.schedule)
     if (task.kind == zenrt::TaskKind::Compute)
@@ -491,17 +557,21 @@ int main(int argc, char **argv) {
                "66 plan unreadable, 70 timeout or internal error."};
   app.add_option("plan", options.planPath, "Plan file (plan.json)")->required();
   app.add_option("--iters", options.iterations, "Iterations to run")
-      ->check(CLI::Range(1, 1000000));
+      ->check(zen::cli::wholeNumber(1, 1000000));
   app.add_flag("--json", options.json, "Print one JSON object (times in microseconds)");
   app.add_option("--time-scale", options.timeScale,
                  "Factor on the plan's compute durations when emulating compute (0 = none)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(zen::cli::realNumber(0, 1e6));
   app.add_option("--timeout", options.timeoutSeconds,
                  "Seconds any wait may take (default: ZENRT_TIMEOUT_S or 300)")
-      ->check(CLI::PositiveNumber);
+      ->check(zen::cli::realNumber(0, 1e6, /*exclusiveLow=*/true));
   app.add_option("--seed", options.seed, "Base seed of the random gradients");
-  app.add_option("--fault-stall-rank", options.stallRank,
-                 "Fault injection: this rank never reaches its collectives");
+  // Test hooks (hidden from --help).
+  app.add_option("--fault-stall-rank", options.stallRank)->group("");
+  app.add_option("--fault-kill-rank", options.killRank)->group("");
+  app.add_option("--fault-phase", options.faultPhase)
+      ->check(CLI::IsMember({"collectives", "check"}))
+      ->group("");
   app.add_flag("--device", options.device,
                "Gradients in CUDA device memory: CUDA kernels and NCCL (needs libzenrt built "
                "with CUDA and a GPU per rank)");
@@ -527,10 +597,14 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "zenopt-run: %s\n", e.what());
     std::fflush(stderr);
     code = exitCodeFor(e.status);
-    if (e.status == ZENRT_ERR_TIMEOUT || e.status == ZENRT_ERR_ABORTED ||
-        e.status == ZENRT_ERR_BACKEND) {
-      // Collectives are stuck: give the other ranks a moment to report their own
-      // timeouts, then end the job (MPI cannot cancel a started collective).
+    // A bad plan or disagreeing ranks fail every rank alike at start-up; anything else
+    // leaves the other ranks waiting for this one: give them a moment to report their own
+    // timeouts, then end the job (MPI cannot cancel a started collective).
+    if (e.status != ZENRT_ERR_PLAN && e.status != ZENRT_ERR_IO &&
+        e.status != ZENRT_ERR_MISMATCH && e.status != ZENRT_ERR_INVALID_ARGUMENT) {
+      std::fprintf(stderr, "zenopt-run: rank %d: ending the job (MPI_Abort, exit status %d)\n",
+                   rank, code);
+      std::fflush(stderr);
       std::this_thread::sleep_for(std::chrono::seconds(1));
       MPI_Abort(MPI_COMM_WORLD, code);
     }

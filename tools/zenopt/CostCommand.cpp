@@ -7,6 +7,7 @@
 // of every other algorithm that implements the collective.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "Command.h"
 
 #include "zen/CostModel/CostModel.h"
@@ -118,9 +119,9 @@ CommandRegistration registration(
       app.add_option("--bytes", options->bytes,
                      "Message size in bytes (nccl-tests convention; suffixes KB, MB, GB = 2^10.. accepted)")
           ->required()
-          ->transform(CLI::AsSizeValue(/*kb_is_1000=*/false));
+          ->transform(byteSize());
       app.add_option("--ranks", options->ranks, "Ranks in the group (default: every GPU)")
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_flag("--json", options->json, "Print one JSON object (times in microseconds)");
       return [options] { return runCost(*options); };
     });

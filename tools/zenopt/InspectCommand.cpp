@@ -4,6 +4,7 @@
 // unsupported ops of a model, as a table or as one JSON object.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "Command.h"
 
 #include "zen/Importer/ModelGraph.h"
@@ -126,7 +127,7 @@ zen::cli::CommandRegistration inspectCommand(
       auto mlir = std::make_shared<bool>(false);
       app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)")->required();
       app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
-          ->check(CLI::PositiveNumber);
+          ->check(zen::cli::wholeNumber(1));
       app.add_option("--frozen", *frozen,
                      "initializers that are not trained (buffers, frozen weights), comma-separated")
           ->delimiter(',');

@@ -4,6 +4,7 @@
 // baseline strategy), lowers the result to a plan file, and reports it.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "Command.h"
 
 #include "zen/Codegen/PlanEmitter.h"
@@ -13,6 +14,7 @@
 #include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Planner/Planning.h"
+#include "zenrt/FileIO.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -135,6 +137,10 @@ int runPlan(const PlanOptions &options) {
   for (const std::string &warning : graph.warnings)
     if (!options.quiet)
       std::cerr << "zenopt: warning: " << warning << "\n";
+  if (graph.parameters.empty())
+    throw CommandError(ExitDataError, options.model +
+                                          ": no trainable parameters (no float initializer "
+                                          "reaches a graph output): no gradients to plan");
   checkCommandLine(options, graph.parameters.size());
 
   cost::Cluster cluster;
@@ -179,13 +185,18 @@ int runPlan(const PlanOptions &options) {
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
 
+  // All outputs or none: one that cannot be written leaves no other behind.
   try {
+    zenrt::io::OutputFiles outputs;
     if (!options.output.empty())
-      zenrt::writePlanFile(*plan, options.output);
+      outputs.add(options.output, zenrt::writePlan(*plan));
     if (!options.trace.empty())
-      zenrt::writeFileAtomically(options.trace, codegen::chromeTrace(*plan));
+      outputs.add(options.trace, codegen::chromeTrace(*plan));
     if (!options.timelineSvg.empty())
-      zenrt::writeFileAtomically(options.timelineSvg, codegen::timelineSvg(*plan));
+      outputs.add(options.timelineSvg, codegen::timelineSvg(*plan));
+    outputs.commit();
+  } catch (const zenrt::io::FileError &error) {
+    throw CommandError(error.exitCode, error.what());
   } catch (const zenrt::PlanError &error) {
     throw CommandError(error.exitCode, error.what());
   }
@@ -212,13 +223,13 @@ CommandRegistration registration(
                      "Cluster preset (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file")
           ->capture_default_str();
       app.add_option("--batch", options->batch, "Samples per GPU (default: the model's own)")
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--frozen", options->frozen,
                      "Initializers that are not trained (buffers, frozen weights), "
                      "comma-separated: no gradient is planned for them")
           ->delimiter(',');
       app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster)")
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--strategy", options->strategy,
                      "auto, or a baseline: nooverlap, wfbp, ddp, horovod, mgwfbp, manual")
           ->check(CLI::IsMember({"auto", "nooverlap", "wfbp", "ddp", "horovod", "mgwfbp", "manual"}))
@@ -226,7 +237,7 @@ CommandRegistration registration(
       app.add_option("--buckets", options->buckets,
                      "With --strategy manual: bucket sizes in tensors, in gradient-ready order (3,5,2)")
           ->delimiter(',')
-          ->check(CLI::PositiveNumber);
+          ->check(wholeNumber(1));
       app.add_option("--compressor", options->compressor,
                      "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
                      "sign, powersgd:RANK (default: none, training stays exact)");

@@ -10,14 +10,12 @@
 #include "Command.h"
 
 #include "zen/CostModel/Profiler.h"
+#include "zenrt/FileIO.h"
 
 #include <mpi.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
 
 namespace zen::cli {
@@ -62,14 +60,15 @@ private:
   int rank_ = 0, size_ = 1;
 };
 
-/// Fails early, before minutes of measuring, when the output cannot be created.
+/// Fails early, before minutes of measuring, when the output cannot be created: the
+/// output is written aside and discarded, as the real write will do and then commit.
 std::string checkWritable(const std::string &path) {
-  std::string probe = path + ".tmp";
-  std::ofstream out(probe, std::ios::binary | std::ios::trunc);
-  if (!out)
-    return path + ": cannot write cluster file (" + std::strerror(errno) + ")";
-  out.close();
-  std::remove(probe.c_str());
+  try {
+    zenrt::io::OutputFiles probe;
+    probe.add(path, "");
+  } catch (const zenrt::io::FileError &error) {
+    return error.what();
+  }
   return "";
 }
 

@@ -9,6 +9,7 @@
 #include "zen/Codegen/PlanSimulation.h"
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
+#include "zenrt/FileIO.h"
 
 #include <iostream>
 
@@ -31,10 +32,13 @@ int runSimulate(const SimulateOptions &options) {
                                 : cost::loadCluster(options.cluster);
     cost::CostModel model(std::move(cluster));
     codegen::simulatePlan(plan, model);
+    // All outputs or none: one that cannot be written leaves no other behind.
+    zenrt::io::OutputFiles outputs;
     if (!options.tracePath.empty())
-      zenrt::writeFileAtomically(options.tracePath, codegen::chromeTrace(plan));
+      outputs.add(options.tracePath, codegen::chromeTrace(plan));
     if (!options.svgPath.empty())
-      zenrt::writeFileAtomically(options.svgPath, codegen::timelineSvg(plan));
+      outputs.add(options.svgPath, codegen::timelineSvg(plan));
+    outputs.commit();
     if (options.json)
       std::cout << codegen::summaryJson(plan).dump() << "\n";
     else
@@ -47,6 +51,8 @@ int runSimulate(const SimulateOptions &options) {
       message = options.planPath + ": " + message;
     return reportError(message, error.exitCode);
   } catch (const cost::ClusterError &error) {
+    return reportError(error.what(), error.exitCode);
+  } catch (const zenrt::io::FileError &error) {
     return reportError(error.what(), error.exitCode);
   }
 }

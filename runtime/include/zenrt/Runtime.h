@@ -78,6 +78,12 @@ public:
     check(zenrt_test(handle, nullptr, &done));
     return done != 0;
   }
+  /// zenrt_await: polls `done` until it returns true, bounded by the timeout.
+  template <typename Done> void await(Done done, const std::string &what) {
+    check(zenrt_await(
+        handle, [](void *context) { return (*static_cast<Done *>(context))() ? 1 : 0; }, &done,
+        what.c_str()));
+  }
   [[noreturn]] void abort(int exitCode) {
     zenrt_abort(handle, exitCode);
     throw Error(ZENRT_ERR_ABORTED, "aborted");

@@ -15,7 +15,9 @@
  * `broadcast` bucket: rank 0's values). Functions return ZENRT_OK or an error
  * status; zenrt_last_error() gives the message of the calling thread's last
  * error (it names the rank, and for timeouts the bucket, operation, stream and
- * sequence number).
+ * sequence number, and the ranks waited for: those that have not reached the
+ * collective, and those that did not answer at all, dead or hung). Every wait,
+ * the start-up agreement included, is bounded by the timeout.
  *
  * The MPI backend needs MPI initialised with MPI_THREAD_MULTIPLE (or not at
  * all: zenrt then initialises it and finalises it in zenrt_finalize).
@@ -120,6 +122,13 @@ int zenrt_test(zenrt_t rt, const char *tensor, int *done);
 /* Emergency stop: fails every waiter and terminates the job with `exit_code`
  * through the backend (MPI_Abort): started collectives cannot be cancelled. */
 int zenrt_abort(zenrt_t rt, int exit_code);
+
+/* Bounds an application's own wait (e.g. polling an MPI_Ibarrier with MPI_Test) by the
+ * handle's timeout: calls done(context) until it returns nonzero. On timeout it asks the
+ * other ranks where they are (for at most 2 s), fails the handle and returns
+ * ZENRT_ERR_TIMEOUT; the last error names `what` and the ranks that did not answer or are
+ * in an earlier iteration. */
+int zenrt_await(zenrt_t rt, int (*done)(void *context), void *context, const char *what);
 
 /* Stops the progress thread and frees the handle (NULL is fine). */
 int zenrt_finalize(zenrt_t rt);

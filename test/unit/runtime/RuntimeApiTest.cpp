@@ -140,7 +140,8 @@ TEST(RuntimeApi, InitRejectsBadAndMissingPlans) {
   zenrt_t rt = nullptr;
   EXPECT_EQ(zenrt_init_file(&rt, "/nonexistent/plan.json", nullptr), ZENRT_ERR_IO);
   EXPECT_EQ(rt, nullptr);
-  EXPECT_STREQ(zenrt_last_error(), "rank 0: /nonexistent/plan.json: cannot open plan file");
+  EXPECT_STREQ(zenrt_last_error(),
+               "rank 0: /nonexistent/plan.json: cannot open plan file (No such file or directory)");
   std::string text = zenrt::writePlan(onePlan(zenrt::CompressionMethod::None));
   text.replace(text.find("\"chunks\": 2"), 11, "\"chunks\": 0");
   EXPECT_EQ(zenrt_init_text(&rt, text.data(), text.size(), "p.json", nullptr), ZENRT_ERR_PLAN);

@@ -1,6 +1,6 @@
-//===- FuzzCorpusMain.cpp - replay the importer fuzz corpus without libFuzzer -===//
+//===- FuzzReplayMain.cpp - replay a fuzz corpus without libFuzzer --------===//
 //
-// usage: zen-importer-fuzz-corpus CORPUS_DIR [MUTATIONS_PER_SEED]
+// usage: zen-<target>-fuzz-replay CORPUS_DIR [MUTATIONS_PER_SEED]
 // Runs every corpus file through LLVMFuzzerTestOneInput, then deterministic mutations
 // of each (truncations, bit flips, byte overwrites, splices; fixed seed). A bug aborts.
 //

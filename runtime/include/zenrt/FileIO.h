@@ -1,0 +1,73 @@
+//===- zenrt/FileIO.h - Bounded input reads and all-or-nothing outputs ----===//
+//
+// Every file zenopt reads or writes goes through here, so that the exit-code
+// contract of DESIGN.md holds for each of them alike: an input larger than its
+// limit is bad data (65) found before it is read into memory, a missing,
+// unreadable or directory input is 66, and the outputs of one run appear
+// together or not at all (73 when one cannot be written). Free of LLVM/MLIR and
+// of MPI, so the runtime, the cost model and the importer all share it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_FILEIO_H
+#define ZENRT_FILEIO_H
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace zenrt::io {
+
+/// A file that cannot be read or written; `exitCode` is 65, 66 or 73 and the
+/// message names the file.
+class FileError : public std::runtime_error {
+public:
+  FileError(int exitCode, const std::string &message)
+      : std::runtime_error(message), exitCode(exitCode) {}
+  int exitCode;
+};
+
+/// Reads all of `path`, a regular file, pipe or character device, holding at most
+/// `maxBytes`: a regular file is refused by its size before any byte is read, and
+/// anything else is read only up to the limit. `what` names the input in messages
+/// ("plan file"). Throws FileError: 66 when the path is missing, unreadable or a
+/// directory; 65 when the input is larger than `maxBytes`.
+std::string readBounded(const std::string &path, uint64_t maxBytes, const std::string &what);
+
+/// The output files of one run, written all together or not at all. add() checks
+/// a path and writes its contents aside (a temporary file next to the target);
+/// commit() then puts every file in place. A path that is a symbolic link updates
+/// the link's target (the link stays); a character device or FIFO with a reader is
+/// written in place, never replaced; a directory, block device or socket is refused.
+/// Until commit() succeeds nothing the run wrote is visible, and the destructor
+/// removes what was written aside, so a failure anywhere leaves no output behind.
+class OutputFiles {
+public:
+  OutputFiles() = default;
+  ~OutputFiles();
+  OutputFiles(const OutputFiles &) = delete;
+  OutputFiles &operator=(const OutputFiles &) = delete;
+
+  /// Throws FileError(73) when `path` cannot be written.
+  void add(const std::string &path, const std::string &contents);
+  /// Throws FileError(73); on failure no file written aside is left.
+  void commit();
+
+private:
+  struct Pending {
+    std::string path;        // as given, for messages
+    std::string target;      // the file a regular output replaces (links followed)
+    std::string temporary;   // written aside; empty for an output written in place
+    int inPlaceFd = -1;      // a character device or FIFO, opened at add()
+    std::string contents;    // for an output written in place
+  };
+  void discard();
+  std::vector<Pending> pending;
+};
+
+/// Writes one file as an OutputFiles of one entry. Throws FileError(73).
+void writeFile(const std::string &path, const std::string &contents);
+
+} // namespace zenrt::io
+
+#endif // ZENRT_FILEIO_H
