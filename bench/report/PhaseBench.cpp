@@ -13,6 +13,7 @@
 // fit planning time against tensors. bench/run uses it for RESULTS.md.
 //
 //===----------------------------------------------------------------------===//
+#include "ExitCodes.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Importer/ModelGraph.h"
@@ -158,7 +159,7 @@ int main(int argc, char **argv) {
     costModel = std::make_shared<zen::cost::CostModel>(zen::cost::loadCluster(settings.cluster));
   } catch (const zen::cost::ClusterError &error) {
     std::fprintf(stderr, "zen-phase-bench: %s\n", error.what());
-    return error.exitCode;
+    return zen::cli::exitCodeOf(error.kind);
   }
   for (const std::string &path : paths) {
     auto model = std::make_shared<ModelCase>();
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
       model->graph = zen::importer::importModel(path);
     } catch (const zen::importer::ImportError &error) {
       std::fprintf(stderr, "zen-phase-bench: %s\n", error.what());
-      return error.exitCode;
+      return zen::cli::exitCodeOf(error.kind);
     }
     registerModel(model, settings, costModel);
   }

@@ -8,7 +8,7 @@ namespace zen::codegen {
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.cluster.worldSize > model.cluster().worldSize())
     throw zenrt::PlanError(
-        65, fmt::format("/cluster/world_size: the plan needs {} ranks but cluster '{}' has {}",
+        zen::ErrorKind::BadInput, fmt::format("/cluster/world_size: the plan needs {} ranks but cluster '{}' has {}",
                         plan.cluster.worldSize, model.cluster().name,
                         model.cluster().worldSize()));
   // On the plan's own cluster the recorded work is exact; elsewhere it is re-costed,
@@ -94,7 +94,7 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   std::vector<cost::SimTask> tasks = planToSimTasks(plan, model);
   cost::SimResult result = cost::simulate(model, tasks);
   if (!result.error.empty())
-    throw zenrt::PlanError(65, "/schedule: cannot be simulated: " + result.error);
+    throw zenrt::PlanError(zen::ErrorKind::BadInput, "/schedule: cannot be simulated: " + result.error);
   for (size_t i = 0; i < plan.schedule.size(); ++i) {
     zenrt::Task &task = plan.schedule[i];
     const cost::SimTask &sim = tasks[i];

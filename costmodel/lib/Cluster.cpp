@@ -34,8 +34,6 @@ const EmbeddedPreset kPresets[] = {
 #include "ZenClusterPresets.inc"
 };
 
-constexpr int kExitDataError = 65;
-constexpr int kExitNoInput = 66;
 // Input limits (costmodel/README.md): a profiled cluster file is a few KiB.
 constexpr uint64_t kMaxClusterBytes = uint64_t(16) << 20;
 // The plan format's largest world size: every product of ranks stays far inside int64.
@@ -51,7 +49,7 @@ public:
   explicit SchemaReader(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(const std::string &path, const std::string &what) const {
-    throw ClusterError(kExitDataError, source_ + ": " + (path.empty() ? "/" : path) + ": " + what);
+    throw ClusterError(ErrorKind::BadInput, source_ + ": " + (path.empty() ? "/" : path) + ": " + what);
   }
 
   /// Checks `value` is an object whose keys are all in `allowed`.
@@ -381,7 +379,7 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source) {
         },
         /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error &error) {
-    throw ClusterError(kExitDataError, source + ": not valid JSON: " + error.what());
+    throw ClusterError(ErrorKind::BadInput, source + ": not valid JSON: " + error.what());
   } catch (const json::out_of_range &) {
     // A number literal beyond the range of double, e.g. 1e999.
     ErrorPathFinder finder;
@@ -432,13 +430,13 @@ Cluster loadCluster(const std::string &nameOrPath) {
     text = zenrt::io::readBounded(nameOrPath, kMaxClusterBytes, "cluster file");
   } catch (const zenrt::io::FileError &error) {
     std::string message = error.what();
-    if (error.exitCode == kExitNoInput) {
+    if (error.kind == ErrorKind::Unreadable) {
       std::string presets;
       for (const std::string &name : presetNames())
         presets += (presets.empty() ? "" : ", ") + name;
       message += "; built-in presets are " + presets;
     }
-    throw ClusterError(error.exitCode, message);
+    throw ClusterError(error.kind, message);
   }
   return parseCluster(text, nameOrPath);
 }
@@ -508,7 +506,7 @@ void writeClusterFile(const Cluster &cluster, const std::string &path) {
   try {
     zenrt::io::writeFile(path, writeCluster(cluster));
   } catch (const zenrt::io::FileError &error) {
-    throw ClusterError(error.exitCode, error.what());
+    throw ClusterError(error.kind, error.what());
   }
 }
 

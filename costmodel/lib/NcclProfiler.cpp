@@ -17,16 +17,15 @@
 namespace zen::cost {
 namespace {
 
-constexpr int kExitSoftware = 70;
 
 void checkCuda(cudaError_t status, const char *what) {
   if (status != cudaSuccess)
-    throw ProfileError(kExitSoftware, std::string("--backend nccl: ") + what + ": " + cudaGetErrorString(status));
+    throw ProfileError(ErrorKind::Internal, std::string("--backend nccl: ") + what + ": " + cudaGetErrorString(status));
 }
 
 void checkNccl(ncclResult_t status, const char *what) {
   if (status != ncclSuccess)
-    throw ProfileError(kExitSoftware, std::string("--backend nccl: ") + what + ": " + ncclGetErrorString(status));
+    throw ProfileError(ErrorKind::Internal, std::string("--backend nccl: ") + what + ": " + ncclGetErrorString(status));
 }
 
 class NcclBackend : public CollectiveBackend {
@@ -51,7 +50,7 @@ public:
     int fewest = devices;
     MPI_Allreduce(MPI_IN_PLACE, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (fewest == 0)
-      throw ProfileError(kExitSoftware, "--backend nccl: no CUDA device visible to every rank "
+      throw ProfileError(ErrorKind::Internal, "--backend nccl: no CUDA device visible to every rank "
                                         "(use --backend mpi on CPU-only machines)");
     checkCuda(cudaSetDevice(localRank % devices), "cudaSetDevice");
 

@@ -220,7 +220,7 @@ Cluster profileCluster(const Cluster &base, const ProfileOptions &options) {
 #ifdef ZEN_HAVE_CUDA
     backend = makeNcclBackend(maxBytes);
 #else
-    throw ProfileError(2, "--backend nccl: this zenopt was built without CUDA and NCCL");
+    throw ProfileError(ErrorKind::BadUsage, "--backend nccl: this zenopt was built without CUDA and NCCL");
 #endif
   } else {
     backend = makeMpiBackend(maxBytes);

@@ -282,7 +282,7 @@ private:
   void checkCounts() const {
     auto check = [&](int64_t count, const std::string &what) {
       if (count >= kCountLimit)
-        throw ImportError(kBadData, graph.path + ": " + what +
+        throw ImportError(ErrorKind::BadInput, graph.path + ": " + what +
                                         " overflows (2^61 or more) at batch " +
                                         std::to_string(graph.batch));
     };
@@ -685,7 +685,7 @@ ModelGraph importModel(const std::string &path, const ImportOptions &options) {
   try {
     bytes = zenrt::io::readBounded(path, kMaxModelBytes, "model file");
   } catch (const zenrt::io::FileError &error) {
-    throw ImportError(error.exitCode, error.what());
+    throw ImportError(error.kind, error.what());
   }
   return importModelFromBytes(bytes, path, options);
 }

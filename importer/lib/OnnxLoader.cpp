@@ -21,7 +21,7 @@ constexpr int64_t kMinOpset = 7;
 constexpr size_t kMaxShapeValueElements = 64;
 
 [[noreturn]] void fail(const std::string &path, const std::string &message) {
-  throw ImportError(kBadData, path + ": " + message);
+  throw ImportError(ErrorKind::BadInput, path + ": " + message);
 }
 
 bool endsWith(const std::string &text, const std::string &suffix) {

@@ -45,7 +45,7 @@ template <typename Body> int guarded(Body body) {
     return e.status;
   } catch (const zenrt::PlanError &e) {
     lastError = e.what();
-    return e.exitCode == 66 ? ZENRT_ERR_IO : ZENRT_ERR_PLAN;
+    return e.kind == zen::ErrorKind::Unreadable ? ZENRT_ERR_IO : ZENRT_ERR_PLAN;
   } catch (const std::bad_alloc &) {
     lastError = "out of memory";
     return ZENRT_ERR_INTERNAL;
@@ -131,7 +131,7 @@ int initialise(zenrt_t *out, const zenrt_options *given,
       try {
         plan = loadPlan();
       } catch (const zenrt::PlanError &e) {
-        throw zenrt::PlanError(e.exitCode, prefix + e.what());
+        throw zenrt::PlanError(e.kind, prefix + e.what());
       }
     });
     message = lastError;

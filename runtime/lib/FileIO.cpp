@@ -12,9 +12,7 @@
 namespace zenrt::io {
 namespace {
 
-constexpr int kBadData = 65;
-constexpr int kNoInput = 66;
-constexpr int kCantCreate = 73;
+using zen::ErrorKind;
 
 std::string sizeText(uint64_t bytes) {
   if (bytes >= (uint64_t(1) << 30) && bytes % (uint64_t(1) << 30) == 0)
@@ -51,7 +49,7 @@ bool writeAll(int fd, const std::string &text) {
 }
 
 [[noreturn]] void cannotWrite(const std::string &path, const std::string &why) {
-  throw FileError(kCantCreate, path + ": cannot write (" + why + ")");
+  throw FileError(ErrorKind::Unwritable, path + ": cannot write (" + why + ")");
 }
 
 /// The file a write through `path` must replace: symbolic links followed to their
@@ -80,21 +78,21 @@ std::string finalTarget(const std::string &path) {
 std::string readBounded(const std::string &path, uint64_t maxBytes, const std::string &what) {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0)
-    throw FileError(kNoInput, path + ": cannot open " + what + " (" + std::strerror(errno) + ")");
+    throw FileError(ErrorKind::Unreadable, path + ": cannot open " + what + " (" + std::strerror(errno) + ")");
   if (S_ISDIR(info.st_mode))
-    throw FileError(kNoInput, path + ": cannot read " + what + ": it is a directory");
+    throw FileError(ErrorKind::Unreadable, path + ": cannot read " + what + ": it is a directory");
   Descriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (file.fd < 0)
-    throw FileError(kNoInput, path + ": cannot open " + what + " (" + std::strerror(errno) + ")");
+    throw FileError(ErrorKind::Unreadable, path + ": cannot open " + what + " (" + std::strerror(errno) + ")");
   auto tooLarge = [&] {
-    return FileError(kBadData, path + ": " + what + " larger than the limit of " +
+    return FileError(ErrorKind::BadInput, path + ": " + what + " larger than the limit of " +
                                    sizeText(maxBytes));
   };
   // The descriptor's own type, not the path's: the path may have changed in between.
   if (::fstat(file.fd, &info) != 0)
-    throw FileError(kNoInput, path + ": cannot read " + what + " (" + std::strerror(errno) + ")");
+    throw FileError(ErrorKind::Unreadable, path + ": cannot read " + what + " (" + std::strerror(errno) + ")");
   if (S_ISDIR(info.st_mode))
-    throw FileError(kNoInput, path + ": cannot read " + what + ": it is a directory");
+    throw FileError(ErrorKind::Unreadable, path + ": cannot read " + what + ": it is a directory");
   bool regular = S_ISREG(info.st_mode);
   if (regular && uint64_t(info.st_size) > maxBytes)
     throw tooLarge();
@@ -112,7 +110,7 @@ std::string readBounded(const std::string &path, uint64_t maxBytes, const std::s
     if (got < 0 && errno == EINTR)
       continue;
     if (got < 0)
-      throw FileError(kNoInput, path + ": cannot read " + what + " (" + std::strerror(errno) + ")");
+      throw FileError(ErrorKind::Unreadable, path + ": cannot read " + what + " (" + std::strerror(errno) + ")");
     if (got == 0)
       break;
     filled += size_t(got);

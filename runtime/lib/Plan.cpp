@@ -77,8 +77,8 @@ template <typename Enum> std::string enumChoices() {
 }
 
 [[noreturn]] void fail(const std::string &source, const std::string &path, const std::string &what,
-                       int exitCode = 65) {
-  throw PlanError(exitCode, source + ": " + (path.empty() ? "/" : path) + ": " + what);
+                       zen::ErrorKind kind = zen::ErrorKind::BadInput) {
+  throw PlanError(kind, source + ": " + (path.empty() ? "/" : path) + ": " + what);
 }
 
 /// A JSON value with its path; typed accessors report violations by path.
@@ -302,8 +302,8 @@ Plan decodePlan(const Node &root) {
 
 class Validator {
 public:
-  Validator(const Plan &plan, const std::string &source, int exitCode)
-      : plan(plan), source(source), exitCode(exitCode) {}
+  Validator(const Plan &plan, const std::string &source, zen::ErrorKind kind)
+      : plan(plan), source(source), kind(kind) {}
 
   void run() {
     if (plan.formatVersion != kPlanFormatVersion)
@@ -332,7 +332,7 @@ public:
 
 private:
   [[noreturn]] void error(const std::string &path, const std::string &what) const {
-    fail(source, path, what, exitCode);
+    fail(source, path, what, kind);
   }
   void nonEmpty(const std::string &path, const std::string &text) const {
     if (text.empty())
@@ -591,7 +591,7 @@ private:
 
   const Plan &plan;
   const std::string &source;
-  int exitCode;
+  zen::ErrorKind kind;
   std::map<std::string, size_t> tensorIndex;
 };
 
@@ -696,11 +696,12 @@ Plan parsePlan(const std::string &text, const std::string &source) {
     std::string what = e.what();
     auto pos = what.find("] ");
     std::string path = detector.currentPath();
-    throw PlanError(65, source + ": " + (path.empty() ? "" : path + ": ") + "invalid JSON: " +
-                            (pos == std::string::npos ? what : what.substr(pos + 2)));
+    throw PlanError(zen::ErrorKind::BadInput,
+                    source + ": " + (path.empty() ? "" : path + ": ") + "invalid JSON: " +
+                        (pos == std::string::npos ? what : what.substr(pos + 2)));
   }
   Plan plan = decodePlan(Node(document, "", source));
-  validatePlan(plan, source, 65);
+  validatePlan(plan, source);
   return plan;
 }
 
@@ -709,17 +710,17 @@ Plan loadPlanFile(const std::string &path) {
   try {
     text = io::readBounded(path, kMaxPlanBytes, "plan file");
   } catch (const io::FileError &error) {
-    throw PlanError(error.exitCode, error.what());
+    throw PlanError(error.kind, error.what());
   }
   return parsePlan(text, path);
 }
 
-void validatePlan(const Plan &plan, const std::string &source, int exitCode) {
-  Validator(plan, source, exitCode).run();
+void validatePlan(const Plan &plan, const std::string &source, zen::ErrorKind kind) {
+  Validator(plan, source, kind).run();
 }
 
 std::string writePlan(const Plan &plan) {
-  validatePlan(plan, "plan being written", 70);
+  validatePlan(plan, "plan being written", zen::ErrorKind::Internal);
   return encodePlan(plan).dump(2) + "\n";
 }
 
@@ -727,7 +728,7 @@ void writeFileAtomically(const std::string &path, const std::string &text) {
   try {
     io::writeFile(path, text);
   } catch (const io::FileError &error) {
-    throw PlanError(error.exitCode, error.what());
+    throw PlanError(error.kind, error.what());
   }
 }
 

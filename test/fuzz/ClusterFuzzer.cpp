@@ -1,6 +1,6 @@
 //===- ClusterFuzzer.cpp - fuzz target: the cluster description parser ----===//
 //
-// Arbitrary bytes as a cluster file. A ClusterError(65) is the expected answer to bad
+// Arbitrary bytes as a cluster file. A ClusterError(BadInput) is the expected answer to bad
 // input; an accepted cluster must round-trip through writeCluster, and every collective
 // it prices, at sizes from 0 bytes to 1 TiB on every group size up to the world, must
 // take a finite, non-negative time. Anything else is a bug.
@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     cluster = parseCluster(text, "fuzz.json");
   } catch (const ClusterError &error) {
-    if (error.exitCode != 65)
-      bug("parseCluster failed with exit code " + std::to_string(error.exitCode));
+    if (error.kind != zen::ErrorKind::BadInput)
+      bug("parseCluster failed with error kind " + std::to_string(static_cast<int>(error.kind)));
     return 0;
   }
   std::string written = writeCluster(cluster);

@@ -1,6 +1,6 @@
 //===- PlanFuzzer.cpp - fuzz target: the plan file parser ------------------===//
 //
-// Arbitrary bytes as a plan file. A PlanError(65) is the expected answer to bad input;
+// Arbitrary bytes as a plan file. A PlanError(BadInput) is the expected answer to bad input;
 // an accepted plan must round-trip: writePlan(parsePlan(text)) parses back to a plan
 // that writes the same text, and its hash is stable. Anything else (another exception,
 // a crash, a sanitizer report) is a bug.
@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     plan = zenrt::parsePlan(text, "fuzz.json");
   } catch (const zenrt::PlanError &error) {
-    if (error.exitCode != 65)
-      bug("parsePlan failed with exit code " + std::to_string(error.exitCode) + ": " +
+    if (error.kind != zen::ErrorKind::BadInput)
+      bug("parsePlan failed with error kind " + std::to_string(static_cast<int>(error.kind)) + ": " +
           error.what());
     return 0;
   }

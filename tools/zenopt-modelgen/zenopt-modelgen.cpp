@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ExitCodes.h"
 #include "zenrt/Plan.h"
 
 #include <CLI/CLI.hpp>
@@ -18,7 +19,6 @@
 namespace {
 
 constexpr int kExitUsage = 2;
-constexpr int kExitCantCreate = 73;
 
 /// Builds one graph: fresh value names, initializers without data, nodes in order.
 class GraphBuilder {
@@ -230,13 +230,13 @@ int writeModel(const onnx::ModelProto &model, const std::string &path) {
   std::string bytes;
   if (!model.SerializeToString(&bytes)) {
     std::cerr << "zenopt-modelgen: error: " << path << ": the model cannot be serialised\n";
-    return kExitCantCreate;
+    return zen::cli::ExitCantCreate;
   }
   try {
     zenrt::writeFileAtomically(path, bytes);
   } catch (const zenrt::PlanError &error) {
     std::cerr << "zenopt-modelgen: error: " << error.what() << "\n";
-    return error.exitCode;
+    return zen::cli::exitCodeOf(error.kind);
   }
   return 0;
 }

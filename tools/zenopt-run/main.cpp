@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ExitCodes.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 
@@ -592,7 +593,7 @@ int main(int argc, char **argv) {
   } catch (const zenrt::PlanError &e) {
     // Every rank reads the same file, so every rank reports and exits alike.
     std::fprintf(stderr, "zenopt-run: rank %d: %s\n", rank, e.what());
-    code = e.exitCode;
+    code = zen::cli::exitCodeOf(e.kind);
   } catch (const zenrt::Error &e) {
     std::fprintf(stderr, "zenopt-run: %s\n", e.what());
     std::fflush(stderr);

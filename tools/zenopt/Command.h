@@ -7,6 +7,8 @@
 #ifndef ZEN_TOOLS_ZENOPT_COMMAND_H
 #define ZEN_TOOLS_ZENOPT_COMMAND_H
 
+#include "ExitCodes.h"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -15,15 +17,6 @@
 
 namespace zen::cli {
 
-/// Exit codes of DESIGN.md (sysexits.h values).
-enum ExitCode : int {
-  ExitSuccess = 0,
-  ExitUsage = 2,
-  ExitDataError = 65,
-  ExitNoInput = 66,
-  ExitSoftware = 70,
-  ExitCantCreate = 73,
-};
 
 /// Thrown by command code for an error the user must fix; main prints
 /// "zenopt: <message>" and exits with `exitCode`.
@@ -42,8 +35,8 @@ struct CommandRegistration {
   CommandRegistration(const char *name, const char *description, CommandSetup setup);
 };
 
-/// Maps an exception thrown by any zenopt library to an exit code, printing the message.
-/// Libraries' error types expose `exitCode` and are translated where they are caught.
+/// Prints "zenopt: <message>" and returns `exitCode`. Library errors (zen::Error)
+/// reach it as exitCodeOf(error.kind).
 int reportError(const std::string &message, int exitCode);
 
 } // namespace zen::cli

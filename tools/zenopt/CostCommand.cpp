@@ -46,7 +46,7 @@ int runCost(const CostOptions &options) {
   try {
     cluster = cost::loadCluster(options.cluster);
   } catch (const cost::ClusterError &error) {
-    throw CommandError(error.exitCode, error.what());
+    throw CommandError(exitCodeOf(error.kind), error.what());
   }
   cost::CollectiveKind kind = *cost::parseCollectiveKind(options.op);
   cost::CostModel model(cluster);

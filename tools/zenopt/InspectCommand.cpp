@@ -143,7 +143,7 @@ zen::cli::CommandRegistration inspectCommand(
         try {
           graph = zen::importer::importModel(*model, options);
         } catch (const zen::importer::ImportError &error) {
-          throw zen::cli::CommandError(error.exitCode, error.what());
+          throw zen::cli::CommandError(zen::cli::exitCodeOf(error.kind), error.what());
         }
         for (const std::string &warning : graph.warnings)
           std::cerr << "zenopt: " << warning << "\n";

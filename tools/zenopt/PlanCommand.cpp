@@ -132,7 +132,7 @@ int runPlan(const PlanOptions &options) {
   try {
     graph = importer::importModel(options.model, importOptions);
   } catch (const importer::ImportError &error) {
-    throw CommandError(error.exitCode, error.what());
+    throw CommandError(exitCodeOf(error.kind), error.what());
   }
   for (const std::string &warning : graph.warnings)
     if (!options.quiet)
@@ -147,7 +147,7 @@ int runPlan(const PlanOptions &options) {
   try {
     cluster = cost::loadCluster(options.cluster);
   } catch (const cost::ClusterError &error) {
-    throw CommandError(error.exitCode, error.what());
+    throw CommandError(exitCodeOf(error.kind), error.what());
   }
   if (options.dp > cluster.worldSize())
     throw CommandError(ExitUsage, "--dp " + std::to_string(options.dp) + ": cluster '" +
@@ -196,9 +196,9 @@ int runPlan(const PlanOptions &options) {
       outputs.add(options.timelineSvg, codegen::timelineSvg(*plan));
     outputs.commit();
   } catch (const zenrt::io::FileError &error) {
-    throw CommandError(error.exitCode, error.what());
+    throw CommandError(exitCodeOf(error.kind), error.what());
   } catch (const zenrt::PlanError &error) {
-    throw CommandError(error.exitCode, error.what());
+    throw CommandError(exitCodeOf(error.kind), error.what());
   }
 
   if (options.emit == "mlir") {

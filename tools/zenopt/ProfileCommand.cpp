@@ -86,7 +86,7 @@ int runProfile(const ProfileCommandOptions &options) {
   try {
     base = cost::loadCluster(options.cluster);  // the same outcome on every rank
   } catch (const cost::ClusterError &error) {
-    return fail(error.exitCode, error.what());
+    return fail(exitCodeOf(error.kind), error.what());
   }
   std::string unwritable = leader ? checkWritable(options.output) : "";
   if (mpi.agree(unwritable.empty() ? ExitSuccess : ExitCantCreate) != ExitSuccess)
@@ -111,7 +111,7 @@ int runProfile(const ProfileCommandOptions &options) {
   try {
     profiled = cost::profileCluster(base, profile);
   } catch (const cost::ProfileError &error) {
-    return fail(error.exitCode, error.what());
+    return fail(exitCodeOf(error.kind), error.what());
   }
 
   std::string writeError;
@@ -120,7 +120,7 @@ int runProfile(const ProfileCommandOptions &options) {
     try {
       cost::writeClusterFile(profiled, options.output);
     } catch (const cost::ClusterError &error) {
-      written = error.exitCode;
+      written = exitCodeOf(error.kind);
       writeError = error.what();
     }
   }

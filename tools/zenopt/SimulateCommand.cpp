@@ -47,13 +47,13 @@ int runSimulate(const SimulateOptions &options) {
   } catch (const zenrt::PlanError &error) {
     std::string message = error.what();
     // Errors raised while simulating name no file yet.
-    if (message.rfind(options.planPath, 0) != 0 && error.exitCode == ExitDataError)
+    if (message.rfind(options.planPath, 0) != 0 && exitCodeOf(error.kind) == ExitDataError)
       message = options.planPath + ": " + message;
-    return reportError(message, error.exitCode);
+    return reportError(message, exitCodeOf(error.kind));
   } catch (const cost::ClusterError &error) {
-    return reportError(error.what(), error.exitCode);
+    return reportError(error.what(), exitCodeOf(error.kind));
   } catch (const zenrt::io::FileError &error) {
-    return reportError(error.what(), error.exitCode);
+    return reportError(error.what(), exitCodeOf(error.kind));
   }
 }
 

@@ -1,7 +1,7 @@
 //===- zenrt/FileIO.h - Bounded input reads and all-or-nothing outputs ----===//
 //
 // Every file zenopt reads or writes goes through here, so that the exit-code
-// contract of DESIGN.md holds for each of them alike: an input larger than its
+// contract of docs/design.md holds for each of them alike: an input larger than its
 // limit is bad data (65) found before it is read into memory, a missing,
 // unreadable or directory input is 66, and the outputs of one run appear
 // together or not at all (73 when one cannot be written). Free of LLVM/MLIR and
@@ -11,6 +11,8 @@
 #ifndef ZENRT_FILEIO_H
 #define ZENRT_FILEIO_H
 
+#include "zen/Errors.h"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -18,13 +20,11 @@
 
 namespace zenrt::io {
 
-/// A file that cannot be read or written; `exitCode` is 65, 66 or 73 and the
-/// message names the file.
-class FileError : public std::runtime_error {
+/// A file that cannot be read (Unreadable), is too large (BadInput) or cannot
+/// be written (Unwritable); the message names the file.
+class FileError : public zen::Error {
 public:
-  FileError(int exitCode, const std::string &message)
-      : std::runtime_error(message), exitCode(exitCode) {}
-  int exitCode;
+  using Error::Error;
 };
 
 /// Reads all of `path`, a regular file, pipe or character device, holding at most
@@ -48,9 +48,9 @@ public:
   OutputFiles(const OutputFiles &) = delete;
   OutputFiles &operator=(const OutputFiles &) = delete;
 
-  /// Throws FileError(73) when `path` cannot be written.
+  /// Throws FileError(Unwritable) when `path` cannot be written.
   void add(const std::string &path, const std::string &contents);
-  /// Throws FileError(73); on failure no file written aside is left.
+  /// Throws FileError(Unwritable); on failure no file written aside is left.
   void commit();
 
 private:
@@ -65,7 +65,7 @@ private:
   std::vector<Pending> pending;
 };
 
-/// Writes one file as an OutputFiles of one entry. Throws FileError(73).
+/// Writes one file as an OutputFiles of one entry. Throws FileError(Unwritable).
 void writeFile(const std::string &path, const std::string &contents);
 
 } // namespace zenrt::io

@@ -9,6 +9,7 @@
 #ifndef ZENRT_PLAN_H
 #define ZENRT_PLAN_H
 
+#include "zen/Errors.h"
 #include "zen/Vocabulary.h"
 
 #include <cstdint>
@@ -23,16 +24,13 @@ namespace zenrt {
 /// The only format version this library reads and writes.
 inline constexpr int64_t kPlanFormatVersion = 1;
 
-/// A plan that cannot be read, is malformed, or cannot be written.
-/// `exitCode` follows DESIGN.md: 65 bad data, 66 missing/unreadable file,
-/// 70 internal (writePlan asked to write an invalid plan). The message names
-/// the file (or source) and the JSON path, e.g.
+/// A plan that is malformed (BadInput), cannot be read (Unreadable) or written
+/// (Unwritable), or that writePlan was asked to write invalid (Internal). The
+/// message names the file (or source) and the JSON path, e.g.
 /// `plan.json: /buckets/3/collectives/0/chunks: must be >= 1`.
-class PlanError : public std::runtime_error {
+class PlanError : public zen::Error {
 public:
-  PlanError(int exitCode, const std::string &message)
-      : std::runtime_error(message), exitCode(exitCode) {}
-  int exitCode;
+  using Error::Error;
 };
 
 // Compression methods, devices and collective kinds are the shared vocabulary
@@ -164,29 +162,30 @@ struct Plan {
 };
 
 /// Parses and validates plan text. `source` names the text in messages
-/// (normally the file path). Throws PlanError(65) on any violation.
+/// (normally the file path). Throws PlanError(BadInput) on any violation.
 Plan parsePlan(const std::string &text, const std::string &source);
 
-/// Reads and validates a plan file. Throws PlanError(66) when it cannot be
-/// read, PlanError(65) when it is invalid.
+/// Reads and validates a plan file. Throws PlanError(Unreadable) when it cannot be
+/// read, PlanError(BadInput) when it is invalid.
 Plan loadPlanFile(const std::string &path);
 
 /// Checks every semantic rule of the format (what parsePlan checks after
-/// decoding). Throws PlanError(exitCode) naming `source` and the JSON path.
-void validatePlan(const Plan &plan, const std::string &source, int exitCode = 65);
+/// decoding). Throws PlanError(`kind`) naming `source` and the JSON path.
+void validatePlan(const Plan &plan, const std::string &source,
+                  zen::ErrorKind kind = zen::ErrorKind::BadInput);
 
 /// The canonical, deterministic, pretty-printed text of a plan: fixed key
 /// order, shortest round-tripping number formatting, trailing newline.
-/// Validates first and throws PlanError(70) for an invalid plan (including
+/// Validates first and throws PlanError(Internal) for an invalid plan (including
 /// any NaN or infinity). parsePlan(writePlan(p)) reproduces p exactly.
 std::string writePlan(const Plan &plan);
 
 /// Writes `text` to `path` atomically (temporary file + rename), so a failure
-/// never leaves a partial file. Throws PlanError(73) naming the path.
+/// never leaves a partial file. Throws PlanError(Unwritable) naming the path.
 void writeFileAtomically(const std::string &path, const std::string &text);
 
 /// Writes writePlan(plan) to `path` atomically (temporary file + rename).
-/// Throws PlanError(73) when the file cannot be written.
+/// Throws PlanError(Unwritable) when the file cannot be written.
 void writePlanFile(const Plan &plan, const std::string &path);
 
 /// FNV-1a 64-bit hash of a text.

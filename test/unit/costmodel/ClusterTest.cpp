@@ -25,7 +25,7 @@ ClusterError parseError(const std::string &text) {
     return error;
   }
   ADD_FAILURE() << "parsed without error: " << text;
-  return ClusterError(0, "");
+  return ClusterError(zen::ErrorKind::Internal, "");
 }
 
 std::string replaced(std::string text, const std::string &from, const std::string &to) {
@@ -121,7 +121,7 @@ TEST(Cluster, BadFilesNameTheFileAndJsonPath) {
   };
   for (const BadCase &bad : cases) {
     ClusterError error = parseError(bad.text);
-    EXPECT_EQ(error.exitCode, 65) << bad.what;
+    EXPECT_EQ(error.kind, zen::ErrorKind::BadInput) << bad.what;
     EXPECT_NE(std::string(error.what()).find(bad.message), std::string::npos)
         << bad.what << ": got \"" << error.what() << "\"";
   }
@@ -132,7 +132,7 @@ TEST(Cluster, MissingFileIsExit66AndListsPresets) {
     loadCluster("/nonexistent/cluster.json");
     FAIL() << "loaded a missing file";
   } catch (const ClusterError &error) {
-    EXPECT_EQ(error.exitCode, 66);
+    EXPECT_EQ(error.kind, zen::ErrorKind::Unreadable);
     std::string message = error.what();
     EXPECT_NE(message.find("/nonexistent/cluster.json"), std::string::npos);
     EXPECT_NE(message.find("a100x64"), std::string::npos);
@@ -150,7 +150,7 @@ TEST(Cluster, WriteFileIsAtomicAndReportsUnwritablePaths) {
     writeClusterFile(loadCluster("a100x8"), "/nonexistent-dir/x.json");
     FAIL() << "wrote into a missing directory";
   } catch (const ClusterError &error) {
-    EXPECT_EQ(error.exitCode, 73);
+    EXPECT_EQ(error.kind, zen::ErrorKind::Unwritable);
     EXPECT_NE(std::string(error.what()).find("/nonexistent-dir/x.json"), std::string::npos);
   }
 }

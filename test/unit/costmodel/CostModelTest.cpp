@@ -15,7 +15,7 @@ const CollectiveKind kAllKinds[] = {CollectiveKind::AllReduce, CollectiveKind::R
                                     CollectiveKind::Broadcast, CollectiveKind::SendRecv};
 } // namespace
 
-// DESIGN.md: 1 GiB allreduce on 8 GPUs at busbw 235 GB/s = 2*7/8 * 1 GiB / 235 GB/s = 8.00 ms.
+// docs/design.md: 1 GiB allreduce on 8 GPUs at busbw 235 GB/s = 2*7/8 * 1 GiB / 235 GB/s = 8.00 ms.
 TEST(CostModel, WorkedAllReduceOnOneDgxA100) {
   CostModel model(loadCluster("a100x8"));
   CollectiveCost cost = model.collective(CollectiveKind::AllReduce, kGiB, model.worldGroup());
@@ -24,7 +24,7 @@ TEST(CostModel, WorkedAllReduceOnOneDgxA100) {
   EXPECT_NEAR(cost.busBandwidthGBps, 235, 2.35);
 }
 
-// DESIGN.md: on 64 GPUs at 200 GB/s per node: 2*63/64 * 1 GiB / 200 GB/s = 10.57 ms.
+// docs/design.md: on 64 GPUs at 200 GB/s per node: 2*63/64 * 1 GiB / 200 GB/s = 10.57 ms.
 TEST(CostModel, WorkedAllReduceOnEightNodesAt200GBps) {
   Cluster cluster = loadCluster("a100x64");
   cluster.interNode.efficiency = 1.0;  // 8 x 25 GB/s = 200 GB/s per node exactly
@@ -38,7 +38,7 @@ TEST(CostModel, WorkedAllReduceOnEightNodesAt200GBps) {
               184, 2);
 }
 
-// DESIGN.md: an 8-byte allreduce on 8 NVLink GPUs takes ~15 us (NCCL LL: 6.6 + 14 * 0.6).
+// docs/design.md: an 8-byte allreduce on 8 NVLink GPUs takes ~15 us (NCCL LL: 6.6 + 14 * 0.6).
 TEST(CostModel, WorkedSmallAllReduceLatency) {
   CostModel model(loadCluster("a100x8"));
   CollectiveCost cost = model.collective(CollectiveKind::AllReduce, 8, model.worldGroup());
@@ -198,7 +198,7 @@ TEST(CostModel, BandwidthOptimalAllReduce) {
 
 TEST(CostModel, BandwidthOptimalAllReduceOverASmallerGroup) {
   CostModel model(loadCluster("a100x64"));
-  // 8 ranks fill one node: NVLink, 300 GB/s x 0.7833 = 235 GB/s (DESIGN.md: 8.00 ms
+  // 8 ranks fill one node: NVLink, 300 GB/s x 0.7833 = 235 GB/s (docs/design.md: 8.00 ms
   // for 1 GiB), not the 184 GB/s of the nodes' NICs.
   double oneNode = model.bandwidthOptimalAllReduceUs(kGiB, model.groupOf(8));
   EXPECT_NEAR(oneNode, 2.0 * 7 / 8 * kGiB / (300 * 0.7833 * 1e3), 1e-6);

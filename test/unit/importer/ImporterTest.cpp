@@ -138,7 +138,7 @@ TEST(Errors, CarryExitCodes) {
     importModel("/nonexistent/model.onnx");
     FAIL() << "no error";
   } catch (const ImportError &error) {
-    EXPECT_EQ(error.exitCode, kNoInput);
+    EXPECT_EQ(error.kind, zen::ErrorKind::Unreadable);
     EXPECT_NE(std::string(error.what()).find("/nonexistent/model.onnx"), std::string::npos);
   }
   std::ifstream file(modelPath("vgg16"), std::ios::binary);
@@ -149,7 +149,7 @@ TEST(Errors, CarryExitCodes) {
     importModelFromBytes(truncated, "half.onnx");
     FAIL() << "no error";
   } catch (const ImportError &error) {
-    EXPECT_EQ(error.exitCode, kBadData);
+    EXPECT_EQ(error.kind, zen::ErrorKind::BadInput);
     EXPECT_NE(std::string(error.what()).find("half.onnx"), std::string::npos);
   }
 }

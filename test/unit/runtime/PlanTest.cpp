@@ -89,7 +89,7 @@ std::string errorAfterEdit(const std::function<void(json &)> &edit) {
   try {
     zenrt::parsePlan(document.dump(2), "plan.json");
   } catch (const PlanError &e) {
-    EXPECT_EQ(e.exitCode, 65);
+    EXPECT_EQ(e.kind, zen::ErrorKind::BadInput);
     return e.what();
   }
   return "";
@@ -99,7 +99,7 @@ std::string errorForText(const std::string &text) {
   try {
     zenrt::parsePlan(text, "plan.json");
   } catch (const PlanError &e) {
-    EXPECT_EQ(e.exitCode, 65);
+    EXPECT_EQ(e.kind, zen::ErrorKind::BadInput);
     return e.what();
   }
   return "";
@@ -139,7 +139,7 @@ TEST(Plan, WriterRefusesNonFiniteAndInvalidPlans) {
     zenrt::writePlan(plan);
     FAIL() << "NaN written";
   } catch (const PlanError &e) {
-    EXPECT_EQ(e.exitCode, 70);
+    EXPECT_EQ(e.kind, zen::ErrorKind::Internal);
     EXPECT_NE(std::string(e.what()).find("/predictions/iteration_us: must be a finite number"),
               std::string::npos)
         << e.what();
@@ -165,7 +165,7 @@ TEST(Plan, FileWriteIsAtomicAndLoadRoundTrips) {
     zenrt::writePlanFile(samplePlan(), "/nonexistent-dir/plan.json");
     FAIL() << "write into a missing directory succeeded";
   } catch (const PlanError &e) {
-    EXPECT_EQ(e.exitCode, 73);
+    EXPECT_EQ(e.kind, zen::ErrorKind::Unwritable);
   }
 }
 
@@ -174,7 +174,7 @@ TEST(Plan, MissingFileIsUnreadable) {
     zenrt::loadPlanFile("/nonexistent/plan.json");
     FAIL();
   } catch (const PlanError &e) {
-    EXPECT_EQ(e.exitCode, 66);
+    EXPECT_EQ(e.kind, zen::ErrorKind::Unreadable);
     EXPECT_NE(std::string(e.what()).find("/nonexistent/plan.json"), std::string::npos);
   }
 }

@@ -1,6 +1,6 @@
 //===- Cluster.h - cluster description --------------------------*- C++ -*-===//
 //
-// A cluster description (DESIGN.md "Cluster description"): nodes, GPUs, links,
+// A cluster description (docs/design.md, costmodel/README.md): nodes, GPUs, links,
 // and optional profiled overrides written by `zenopt profile`. Loaded from JSON
 // (a file or a built-in preset embedded in the binary) and fully validated.
 //
@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <map>
+#include "zen/Errors.h"
+
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -19,12 +21,10 @@
 
 namespace zen::cost {
 
-/// A bad or unreadable cluster description. `exitCode` follows DESIGN.md:
-/// 65 bad data (message names the file and the JSON path), 66 missing/unreadable.
-struct ClusterError : std::runtime_error {
-  ClusterError(int exitCode, const std::string &message)
-      : std::runtime_error(message), exitCode(exitCode) {}
-  int exitCode;
+/// A bad (BadInput: the message names the file and the JSON path) or
+/// unreadable (Unreadable) cluster description, or an unwritable cluster file.
+struct ClusterError : Error {
+  using Error::Error;
 };
 
 /// TF32: fp32 data through the tensor cores at reduced mantissa (Ampere and later).
@@ -111,7 +111,7 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source);
 /// Serialises a cluster (used by `zenopt profile`); parseCluster reads it back.
 std::string writeCluster(const Cluster &cluster);
 /// Writes writeCluster(cluster) to `path` atomically (temporary file + rename).
-/// Throws ClusterError(73) when the file cannot be written.
+/// Throws ClusterError(Unwritable) when the file cannot be written.
 void writeClusterFile(const Cluster &cluster, const std::string &path);
 std::vector<std::string> presetNames();
 /// The default preset name ("a100x64").

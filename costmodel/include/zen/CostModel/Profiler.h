@@ -19,10 +19,8 @@
 namespace zen::cost {
 
 /// A profiling failure that every rank sees alike (e.g. no CUDA device).
-struct ProfileError : std::runtime_error {
-  ProfileError(int exitCode, const std::string &message)
-      : std::runtime_error(message), exitCode(exitCode) {}
-  int exitCode;
+struct ProfileError : Error {
+  using Error::Error;
 };
 
 struct ProfileOptions {

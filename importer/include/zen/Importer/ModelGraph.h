@@ -4,12 +4,14 @@
 // shapes, costs every node and derives the backward pass. The result is a
 // ModelGraph; buildZenModule (ZenImporter.h) turns it into zen IR.
 //
-// Errors are reported by throwing ImportError, whose exitCode follows the CLI
-// contract: 66 input missing or unreadable, 65 bad model data.
+// Errors are reported by throwing ImportError of kind Unreadable (input missing
+// or unreadable) or BadInput (bad model data).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_IMPORTER_MODELGRAPH_H
 #define ZEN_IMPORTER_MODELGRAPH_H
+
+#include "zen/Errors.h"
 
 #include <cstdint>
 #include <map>
@@ -21,13 +23,9 @@
 
 namespace zen::importer {
 
-/// Exit codes carried by ImportError (sysexits.h values, as in the CLI).
-enum ImportExitCode : int { kBadData = 65, kNoInput = 66 };
-
-struct ImportError : std::runtime_error {
-  ImportError(int exitCode, const std::string &message)
-      : std::runtime_error(message), exitCode(exitCode) {}
-  int exitCode;
+/// A model that is malformed (BadInput) or cannot be read (Unreadable).
+struct ImportError : Error {
+  using Error::Error;
 };
 
 struct ImportOptions {
