@@ -187,7 +187,7 @@ public:
       throw RuntimeError(ZENRT_ERR_TIMEOUT,
                          "rank " + std::to_string(myRank) + ": timeout after " +
                              secondsText(timeoutSeconds) +
-                             " s in the start-up agreement: nothing from " + rankList(silent) +
+                             " s in the start-up agreement: no word with " + rankList(silent) +
                              " (dead, stalled or not started)");
     }
     std::vector<uint64_t> all(static_cast<size_t>(mySize));
@@ -223,7 +223,7 @@ public:
         answers[size_t(r)] = Position(round->words[size_t(r)].begin(),
                                       round->words[size_t(r)].begin() + round->counts[size_t(r)]);
     if (!round->unanswered().empty())
-      abandoned.push_back(std::move(round));
+      abandoned.push_back(std::move(round));  // MPI may still use its buffers
     return answers;
   }
   [[noreturn]] void abortJob(int exitCode) override {
@@ -239,7 +239,8 @@ private:
         : words(size_t(ranks), std::vector<uint64_t>(size_t(words))),
           counts(size_t(ranks), -1), receives(size_t(ranks), MPI_REQUEST_NULL),
           sends(size_t(ranks), MPI_REQUEST_NULL) {}
-    /// Tests every open request; true once every receive completed.
+    /// Tests every open request; true once every receive and send completed (MPI is then
+    /// done with the buffers).
     bool testAll() {
       bool all = true;
       for (size_t r = 0; r < receives.size(); ++r) {
@@ -247,6 +248,8 @@ private:
           int done = 0;
           if (MPI_Test(&sends[r], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             sends[r] = MPI_REQUEST_NULL;  // an error: nothing more will happen
+          else if (!done)
+            all = false;
         }
         if (receives[r] == MPI_REQUEST_NULL)
           continue;
@@ -264,10 +267,11 @@ private:
       return all;
     }
     bool answered(int r) const { return counts[size_t(r)] >= 0; }
+    /// The ranks whose message, to or from this one, has not gone through.
     std::vector<int> unanswered() const {
       std::vector<int> ranks;
       for (size_t r = 0; r < receives.size(); ++r)
-        if (receives[r] != MPI_REQUEST_NULL)
+        if (receives[r] != MPI_REQUEST_NULL || sends[r] != MPI_REQUEST_NULL)
           ranks.push_back(int(r));
       return ranks;
     }

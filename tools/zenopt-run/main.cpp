@@ -374,6 +374,8 @@ void injectFault(const Options &options, int rank) {
 }
 
 int run(const Options &options, int rank, int ranks) {
+  if (options.faultPhase == "startup")
+    injectFault(options, rank);
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -571,7 +573,7 @@ int main(int argc, char **argv) {
   app.add_option("--fault-stall-rank", options.stallRank)->group("");
   app.add_option("--fault-kill-rank", options.killRank)->group("");
   app.add_option("--fault-phase", options.faultPhase)
-      ->check(CLI::IsMember({"collectives", "check"}))
+      ->check(CLI::IsMember({"startup", "collectives", "check"}))
       ->group("");
   app.add_flag("--device", options.device,
                "Gradients in CUDA device memory: CUDA kernels and NCCL (needs libzenrt built "
