@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <random>
 
 using namespace zen::cost;
@@ -211,14 +210,13 @@ std::vector<SimTask> syntheticIteration(int layers, int streams, bool decoupled,
 }
 } // namespace
 
-TEST(Simulator, DeterministicAndFast) {
+// Speed is measured in bench/costmodel (zen-costmodel-bench), not here.
+TEST(Simulator, DeterministicOnLargeGraphs) {
   CostModel model = exactModel(1.15);
   for (bool decoupled : {false, true}) {
     std::vector<SimTask> tasks = syntheticIteration(decoupled ? 3334 : 5000, 3, decoupled, 7);
     ASSERT_GE(tasks.size(), 10000u);
-    auto begin = std::chrono::steady_clock::now();
     SimResult first = simulate(model, tasks);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     SimResult second = simulate(model, tasks);
     ASSERT_EQ(first.error, "");
     EXPECT_EQ(first.startUs, second.startUs);
@@ -232,8 +230,5 @@ TEST(Simulator, DeterministicAndFast) {
           EXPECT_GE(first.startUs[i], first.endUs[dep] - 1e-6);
       }
     EXPECT_GE(first.iterationUs, first.computeAloneUs);
-    // Generous bound for a loaded 2-core CI machine; typically a few ms.
-    EXPECT_LT(ms, 200) << tasks.size() << " tasks took " << ms << " ms";
-    std::printf("simulate: %zu tasks (decoupled=%d) in %.2f ms\n", tasks.size(), decoupled, ms);
   }
 }
