@@ -5,13 +5,23 @@
 # plus what it finds. Any crash, sanitizer report, leak or hang fails: libFuzzer exits
 # non-zero and leaves the input that did it in the build directory (crash-*, leak-*,
 # timeout-*); add it to the corpus once fixed.
-#   ZEN_FUZZ_SECONDS   per target (default 60)
+# By default the run is reproducible: a fixed seed and a fixed number of inputs per target,
+# so CI passes or fails the same way on every run of the same commit. Exploration (a random
+# seed for a time budget) is opt-in and belongs on a developer's machine.
+#   ZEN_FUZZ_RUNS      inputs per target in the reproducible run (default 200000)
+#   ZEN_FUZZ_SECONDS   explore instead: a random seed for this many seconds per target
 #   ZEN_FUZZ_TARGETS   which (default "importer plan cluster")
 #   ZEN_FUZZ_BUILD_DIR (default build-fuzz)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${ZEN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
-seconds="${ZEN_FUZZ_SECONDS:-60}"
+if [ -n "${ZEN_FUZZ_SECONDS:-}" ]; then
+  budget=(-max_total_time="$ZEN_FUZZ_SECONDS")
+  what="$ZEN_FUZZ_SECONDS s, random seed"
+else
+  budget=(-runs="${ZEN_FUZZ_RUNS:-200000}" -seed=1)
+  what="${ZEN_FUZZ_RUNS:-200000} inputs, seed 1"
+fi
 targets="${ZEN_FUZZ_TARGETS:-importer plan cluster}"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S "$root/test/fuzz" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -23,10 +33,12 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 for target in $targets; do
   # libFuzzer adds what it finds to its first directory: a scratch copy, not the repository.
+  # The reproducible run starts it empty; exploration keeps what earlier runs found.
   scratch="$build/corpus-$target"
+  [ -n "${ZEN_FUZZ_SECONDS:-}" ] || rm -rf "$scratch"
   mkdir -p "$scratch"
-  echo "zenopt fuzz: $target for $seconds s"
-  "$build/zen-$target-fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  echo "zenopt fuzz: $target ($what)"
+  "$build/zen-$target-fuzzer" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/$target-" \
     "$scratch" "$root/test/fuzz/corpus/$target" 2>&1 | grep -v "^#[0-9]" || {
     echo "zenopt fuzz: $target FAILED (see $build/$target-*)"

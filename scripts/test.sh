@@ -13,7 +13,7 @@ cd "$build"
 status=0
 ctest --output-on-failure -j "$(nproc)" --timeout 300 || status=$?
 # The fuzz step: ASan + UBSan libFuzzer builds of the importer, plan and cluster targets,
-# 60 s each over their corpora; a finding fails the run.
+# a fixed seed and input count each over their corpora; a finding fails the run.
 "$root/scripts/fuzz.sh" || status=$?
 echo "zenopt: build + tests took $(( $(date +%s) - start )) s"
 exit $status

@@ -81,6 +81,8 @@ void checkVersions(const onnx::ModelProto &model, const std::string &path, Loade
 }
 
 /// Checks every declared dim: non-negative, and the element count of the tensor fits.
+/// Zero dims count as one, as the cost model counts them (ModelGraph), so that a zero axis
+/// cannot hide an overflowing product of the others.
 void checkDims(const std::string &path, const std::string &tensor,
                const std::vector<int64_t> &dims) {
   int64_t elements = 1;
@@ -89,7 +91,7 @@ void checkDims(const std::string &path, const std::string &tensor,
       fail(path, "tensor '" + tensor + "' has negative dimension " + std::to_string(dims[i]) +
                      " at axis " + std::to_string(i));
     // 16 bytes per element at most: the byte count must fit too.
-    if (__builtin_mul_overflow(elements, dims[i], &elements) ||
+    if (__builtin_mul_overflow(elements, std::max<int64_t>(dims[i], 1), &elements) ||
         elements > std::numeric_limits<int64_t>::max() / 16)
       fail(path, "tensor '" + tensor + "' has overflowing dimensions (axis " +
                      std::to_string(i) + " = " + std::to_string(dims[i]) + ")");

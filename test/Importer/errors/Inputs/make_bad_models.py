@@ -31,6 +31,8 @@ def save(model, name):
 save(linear_model([4, -3]), "negative-dim.onnx")
 save(linear_model([4, 3], input_dims=(1, -4)), "negative-input-dim.onnx")
 save(linear_model([4, 1 << 40, 1 << 30]), "overflowing-dim.onnx")
+# A zero axis makes the true element count 0, but the cost model counts it as one.
+save(linear_model([0, 1 << 40, 1 << 30]), "zero-axis-overflowing-dim.onnx")
 random.seed(7)
 with open("random-bytes.onnx", "wb") as f:
     f.write(bytes(random.getrandbits(8) for _ in range(4096)))
