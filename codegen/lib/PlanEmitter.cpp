@@ -124,9 +124,7 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
                << sim.name << "' without a valid bucket";
       zenrt::Collective collective;
       collective.op = sim.collective;
-      collective.algorithm =
-          cost::toString(model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks)
-                             .algorithm);
+      collective.algorithm = cost::toString(cost::collectiveCost(model, sim).algorithm);
       collective.chunks = sim.chunks;
       collective.stream = sim.stream;
       collective.priority = sim.priority;

@@ -4,6 +4,18 @@
 #include <fmt/format.h>
 
 namespace zen::codegen {
+namespace {
+/// The compressor a plan bucket runs (method None when uncompressed).
+cost::CompressionSpec compressionOf(const zenrt::Bucket &bucket) {
+  cost::CompressionSpec spec;
+  spec.method = bucket.compression.method;
+  spec.ratio = bucket.compression.ratio;
+  spec.rank = bucket.compression.rank;
+  spec.device = bucket.compression.device;
+  spec.errorFeedback = bucket.compression.errorFeedback;
+  return spec;
+}
+} // namespace
 
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.cluster.worldSize > model.cluster().worldSize())
@@ -50,12 +62,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
         sim.durationUs = task.workUs;
         break;
       }
-      cost::CompressionSpec spec;
-      spec.method = bucket.compression.method;
-      spec.ratio = bucket.compression.ratio;
-      spec.rank = bucket.compression.rank;
-      spec.device = sim.device;
-      spec.errorFeedback = bucket.compression.errorFeedback;
+      cost::CompressionSpec spec = compressionOf(bucket);
       // Sparse and sign payloads are all-gathered: one decode consumes every rank's.
       const bool gathered = !bucket.collectives.empty() &&
                             bucket.collectives.front().op == zenrt::CollectiveKind::AllGather;
@@ -73,6 +80,10 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.group = group;
       sim.chunks = collective.chunks;
       sim.stream = static_cast<int>(collective.stream);
+      if (bucket.compression.method != cost::CompressionMethod::None) {
+        sim.compression = compressionOf(bucket);
+        sim.elements = bucket.elements;
+      }
       break;
     }
     }
@@ -88,6 +99,15 @@ double gradientBytes(const zenrt::Plan &plan) {
     bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
   return bytes;
 }
+
+/// The compressors the plan's buckets run, each once.
+std::vector<cost::CompressionSpec> compressorsOf(const zenrt::Plan &plan) {
+  std::vector<cost::CompressionSpec> compressors;
+  for (const zenrt::Bucket &bucket : plan.buckets)
+    if (bucket.compression.method != cost::CompressionMethod::None)
+      compressors.push_back(compressionOf(bucket));
+  return compressors;
+}
 } // namespace
 
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
@@ -102,9 +122,8 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
     task.durationUs = result.endUs[i] - result.startUs[i];
     // Work is the task's time alone: what the simulator was given, or the
     // collective's uncontended time.
-    task.workUs = sim.kind == cost::TaskKind::Collective
-                      ? model.chunkedCollective(sim.collective, sim.bytes, sim.group, sim.chunks).timeUs
-                      : sim.durationUs;
+    task.workUs = sim.kind == cost::TaskKind::Collective ? cost::collectiveCost(model, sim).timeUs
+                                                         : sim.durationUs;
   }
   // The bound takes the model's compute alone: neither the slowdown overlap causes nor
   // compression kernels, which are costs of the plan, not of the model.
@@ -116,11 +135,13 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   plan.predictions.iterationUs = result.iterationUs;
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
-  // Every gradient byte all-reduced once, uncompressed, over the plan's data-parallel group.
+  // The least any plan with the same compressors spends synchronising every
+  // gradient byte over the plan's data-parallel group.
   const double bytes = gradientBytes(plan);
   const cost::Group group = model.groupOf(plan.cluster.worldSize);
-  plan.predictions.commBoundUs = model.bandwidthOptimalAllReduceUs(bytes, group);
-  plan.predictions.lowerBoundUs = model.lowerBoundUs(modelComputeUs, bytes, group);
+  const std::vector<cost::CompressionSpec> compressors = compressorsOf(plan);
+  plan.predictions.commBoundUs = model.communicationBoundUs(bytes, group, compressors);
+  plan.predictions.lowerBoundUs = model.lowerBoundUs(modelComputeUs, bytes, group, compressors);
   return result;
 }
 

@@ -6,6 +6,10 @@
 // the host before encoding and the fp32 result back after decoding, over PCIe,
 // and runs at the CPU kernels' (profiled or configured) throughput.
 //
+// PowerSGD is priced as the runtime executes it (runtime/lib/Programs.cpp):
+// encode copies the bucket into its matrix M and forms P = M Q; between the
+// all-reduce of P and that of Q it orthogonalises P and forms Q = M^T P.
+//
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/CostModel.h"
 
@@ -71,6 +75,34 @@ double CostModel::wireBytes(const CompressionSpec &spec, int64_t elements) {
   return kFloatBytes * e;
 }
 
+double CostModel::wireBytesLowerBound(const CompressionSpec &spec, double elements) {
+  double e = std::max(elements, 0.0);
+  switch (spec.method) {
+  case CompressionMethod::None:
+    return kFloatBytes * e;
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+    return 2 * e;
+  case CompressionMethod::Int8:
+    // Each bucket also sends a scale per started chunk.
+    return e * (1 + kFloatBytes / kInt8ChunkElements);
+  case CompressionMethod::TopK:
+  case CompressionMethod::RandomK:
+    return kSparseEntryBytes * std::clamp(spec.ratio, 0.0, 1.0) * e;
+  case CompressionMethod::Sign:
+    return e / 8;
+  case CompressionMethod::PowerSGD: {
+    // A bucket sends r' (rows + cols) floats with rows x cols >= e and
+    // r' = min(r, rows, cols): at least 2 r sqrt(e) when r' = r, else at least
+    // rows x cols >= e. min(e, 2 r sqrt(e)) is concave, so splitting never
+    // sends less than one bucket of all the elements would.
+    double rank = static_cast<double>(std::max<int64_t>(spec.rank, 1));
+    return kFloatBytes * std::min(e, 2 * rank * std::sqrt(e));
+  }
+  }
+  return kFloatBytes * e;
+}
+
 CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elements,
                                        int64_t payloads) const {
   CompressionCost cost;
@@ -82,7 +114,7 @@ CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elem
   double dense = kFloatBytes * e;
   double kept = static_cast<double>(keptElements(spec, elements));
 
-  KernelWork encode, decode;
+  KernelWork encode, between, decode;
   switch (spec.method) {
   case CompressionMethod::None:
     break;
@@ -113,11 +145,15 @@ CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elem
     matrixShape(elements, rows, cols);
     double r = static_cast<double>(powerRank(spec, rows, cols));
     double m = static_cast<double>(rows) * static_cast<double>(cols);
-    double factors = r * static_cast<double>(rows + cols) * kFloatBytes;
-    // P = M Q, orthogonalise P, Q = M^T P: two passes over M, two GEMMs.
-    encode = {2 * kFloatBytes * m + 2 * factors, 4 * m * r + 2 * static_cast<double>(rows) * r * r, 3};
+    double p = static_cast<double>(rows) * r * kFloatBytes;
+    double q = static_cast<double>(cols) * r * kFloatBytes;
+    // Copy the bucket into M, then P = M Q (one GEMM reading M and Q).
+    encode = {dense + kFloatBytes * m + kFloatBytes * m + q + p, 2 * m * r, 2};
+    // Gram-Schmidt over P's r columns, then Q = M^T P (reads M and P).
+    between = {2 * r * p + kFloatBytes * m + p + q,
+               2 * static_cast<double>(rows) * r * r + 2 * m * r, 2};
     // M ~ P Q^T.
-    decode = {factors + kFloatBytes * m, 2 * m * r, 1};
+    decode = {p + q + kFloatBytes * m, 2 * m * r, 1};
     break;
   }
   }
@@ -133,6 +169,7 @@ CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elem
       return computeUs(work.flops, work.bytes, DType::F32) + work.launches * kGpuKernelLaunchUs;
     };
     cost.encodeUs = gpuUs(encode);
+    cost.betweenUs = gpuUs(between);
     cost.decodeUs = gpuUs(decode);
     return cost;
   }
@@ -146,8 +183,40 @@ CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elem
   double encodeRead = spec.method == CompressionMethod::PowerSGD ? encode.bytes : dense;
   double decodeRead = std::max(decode.bytes - dense, p * cost.wireBytes);
   cost.encodeUs = dense * pcieUsPerByte + encodeRead / (cpuGBps * 1e3);
+  cost.betweenUs = between.bytes / (cpuGBps * 1e3);
   cost.decodeUs = decodeRead / (cpuGBps * 1e3) + dense * pcieUsPerByte;
   return cost;
+}
+
+CollectiveCost CostModel::compressedCollective(const CompressionSpec &spec, int64_t elements,
+                                               Group group, int64_t chunks) const {
+  double wire = wireBytes(spec, elements);
+  if (spec.method != CompressionMethod::PowerSGD) {
+    // Sparse and sign payloads are all-gathered: every rank's lands everywhere.
+    if (vocab::isAllReducible(spec.method))
+      return chunkedCollective(CollectiveKind::AllReduce, wire, group, chunks);
+    return chunkedCollective(CollectiveKind::AllGather,
+                             wire * static_cast<double>(std::max<int64_t>(group.ranks, 1)), group,
+                             chunks);
+  }
+  int64_t rows, cols;
+  matrixShape(elements, rows, cols);
+  double r = static_cast<double>(powerRank(spec, rows, cols));
+  CollectiveCost p = chunkedCollective(CollectiveKind::AllReduce,
+                                       static_cast<double>(rows) * r * kFloatBytes, group, chunks);
+  CollectiveCost q = chunkedCollective(CollectiveKind::AllReduce,
+                                       static_cast<double>(cols) * r * kFloatBytes, group, chunks);
+  CollectiveCost both = p;
+  both.latencyUs = p.latencyUs + compression(spec, elements).betweenUs + q.latencyUs;
+  both.bandwidthUs = p.bandwidthUs + q.bandwidthUs;
+  both.timeUs = both.latencyUs + both.bandwidthUs;
+  both.algBandwidthGBps = both.busBandwidthGBps = 0;
+  if (both.timeUs > 0) {
+    double n = static_cast<double>(std::max<int64_t>(group.ranks, 1));
+    both.algBandwidthGBps = wire / both.timeUs / 1e3;
+    both.busBandwidthGBps = both.algBandwidthGBps * 2 * (n - 1) / n;
+  }
+  return both;
 }
 
 std::optional<CompressionSpec> parseCompressionSpec(const std::string &text, std::string *error) {

@@ -1,23 +1,37 @@
 //===- CostModel.cpp - collective and compute costs -----------------------===//
 //
-// Collectives follow NCCL's own tuning model (src/graph/tuning.cc): for every
-// algorithm and protocol a latency (base + per-hop, by link kind) and a
-// bandwidth (bus bandwidth scaled by the protocol's efficiency); the tuner
-// picks the cheapest pair. Two deliberate differences from NCCL's additive
-// `latency + bytes / bandwidth`:
+// Collectives follow NCCL's own tuning model (src/graph/tuning.cc,
+// ncclTopoTuneModel and ncclTopoGetAlgoTime, NCCL 2.30.7; the constants used
+// here are unchanged since 2.23): for every algorithm and protocol
 //
-//  - Per-hop latencies are pipelined away once a step's transfer outlasts them:
-//    NCCL keeps NCCL_STEPS (8) slices in flight, so a large ring allreduce costs
-//    its bandwidth term plus one hop, not plus 2(n-1) hops. Hence
-//    time = base + max(hop chain, bandwidth term + one hop). This is what makes
-//    nccl-tests' large-message busbw match the link rate times efficiency.
-//  - Hierarchical (2D) allreduce is modelled although NCCL lacks it, because
-//    Horovod/BytePS-style planners use it and it wins on few-NIC nodes.
+//   time = latency + bytes / algorithm bandwidth,
+//   latency = base + per-hop latencies (by link kind, algorithm and protocol),
+//   algorithm bandwidth = bus bandwidth x protocol efficiency, converted to the
+//                         algorithm's bytes (ring: n / nsteps, tree: 1/2),
+//
+// and the tuner runs the cheapest pair. Every term is additive, so a
+// collective's time strictly increases with its size. Our deviations:
+//
+//  - Hierarchical (2D) reduce-scatter / all-gather / all-reduce is modelled
+//    although NCCL lacks it (Horovod/BytePS-style planners use it, and it wins
+//    on few-NIC nodes): its intra- and inter-node phases are each priced as
+//    above and added.
+//  - All-to-all and send/recv (NCCL's p2p path, which its tuner does not price)
+//    are our own latency + bytes / rate estimates with the same constants.
+//  - NCCL's size-bucketed corrections are left out: the tree's medium-size
+//    bandwidth factors and the ring's 1.4x "plateau" latency step (they make
+//    time non-monotone in size or depend on the channel count), and the
+//    per-channel LL128 / tree bandwidth caps (the cluster file does not give
+//    NCCL's channel count). The LL bandwidth cap is kept across nodes, where it
+//    depends only on the node count.
+//  - MPI over shared memory (`shm`) has one protocol, no base latency and the
+//    file's per-hop latencies as they are.
 //
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/CostModel.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -27,34 +41,111 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr int kNumProtocols = 3;
 constexpr Protocol kProtocols[kNumProtocols] = {Protocol::LL, Protocol::LL128, Protocol::Simple};
+constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
 
-/// Link classes of NCCL's latency table, plus MPI over shared memory.
-enum class Fabric { NVLink, PCIe, Net, Shm };
+/// NCCL's hardware classes of the hop latency table.
+enum Fabric { kNVLink, kPCIe, kNetwork };
+/// Rows of NCCL's latency tables.
+enum Pattern { kRing, kTree };
 
-Fabric intraFabric(const LinkSpec &link) {
-  if (link.kind == "nvlink")
-    return Fabric::NVLink;
-  if (link.kind == "shm")
-    return Fabric::Shm;
-  return Fabric::PCIe;
-}
-
-enum class Shape { Ring, Tree };
-
-// NCCL 2.12+ tuning.cc, microseconds, {LL, LL128, Simple}.
+// ncclTunerConstantsDefaults (NCCL 2.30.7), microseconds, {LL, LL128, Simple}.
 constexpr double kBaseLatencyUs[2][kNumProtocols] = {{6.6, 14.0, 8.4},   // ring
-                                                     {6.8, 14.0, 0.0}};  // tree
+                                                     {6.8, 14.0, 8.4}};  // tree
 constexpr double kHopLatencyUs[3][2][kNumProtocols] = {
     {{0.6, 1.9, 3.4}, {0.6, 1.25, 4.0}},   // NVLink: ring, tree
     {{1.0, 2.5, 5.7}, {1.0, 1.9, 4.0}},    // PCIe
     {{2.7, 4.0, 14.0}, {5.0, 8.5, 14.0}},  // network
 };
-// Fraction of the bus bandwidth each protocol achieves (tuning.cc "model
-// refinements": LL moves 8-byte words with a 4-byte flag and is further
-// limited by its threads; LL128 keeps 120 of every 128 bytes).
-constexpr double kRingProtocolEfficiency[kNumProtocols] = {1.0 / 4.0, 0.92, 1.0};
-constexpr double kTreeEfficiency = 0.9;
-constexpr double kTreeProtocolEfficiency[kNumProtocols] = {1.0 / 3.8, 0.915, 1.0};
+// A ring crossing nodes still posts every step to the network proxy: each
+// intra-node step costs at least this (x86 Intel and default; three times for
+// Simple).
+constexpr double kNetPostOverheadUs = 1.0;
+constexpr double kSimpleNetPostFactor = 3.0;
+// Bus-bandwidth refinements ("various model refinements" in ncclTopoTuneModel).
+constexpr double kRingLLFraction = 0.5;      // 8-byte lines with a 4-byte flag
+constexpr double kLL128Fraction = 0.92;      // 120 of every 128 bytes
+constexpr double kTreeFraction = 0.92;       // all-reduce trees
+constexpr double kTreeLLDivisor = 3.8;
+constexpr double kTreeLL128FractionOneNode = 7.0 / 9.0;
+constexpr double kTreeLL128FractionNodes = 120.0 / 128.0;
+// llMaxBws across nodes (its Intel row; AMD's 22.5 / 19.0 are close): LL's bus
+// bandwidth never exceeds this, GB/s.
+constexpr double kLLMaxGBpsTwoNodes = 39.0;
+constexpr double kLLMaxGBpsMoreNodes = 20.4;
+
+/// One algorithm with one protocol: time = latencyUs + usPerByte x bytes.
+struct Line {
+  double latencyUs = kInfinity;
+  double usPerByte = 0;
+  Protocol protocol = Protocol::Simple;
+
+  double at(double bytes) const { return latencyUs + usPerByte * bytes; }
+};
+
+/// One phase of an algorithm and the ways to run it (a protocol each; for the
+/// 2D all-reduce's inter-node phase, ring or tree too). The tuner runs the
+/// cheapest for the size.
+class Phase {
+public:
+  void add(const Line &line) { lines_[count_++] = line; }
+  const Line &cheapestAt(double bytes) const {
+    const Line *best = &lines_[0];
+    for (int i = 1; i < count_; ++i)
+      if (lines_[i].at(bytes) < best->at(bytes))
+        best = &lines_[i];
+    return *best;
+  }
+  double minUsPerByte() const {
+    double least = kInfinity;
+    for (int i = 0; i < count_; ++i)
+      least = std::min(least, lines_[i].usPerByte);
+    return least;
+  }
+  /// The phase moves only `fraction` of the collective's buffer.
+  void moveFractionOfBuffer(double fraction) {
+    for (int i = 0; i < count_; ++i)
+      lines_[i].usPerByte *= fraction;
+  }
+
+private:
+  std::array<Line, 2 * kNumProtocols> lines_;
+  int count_ = 0;
+};
+
+struct Estimate {
+  double latencyUs = 0;
+  double bandwidthUs = 0;
+  Protocol protocol = Protocol::Simple;
+};
+
+/// An algorithm as consecutive phases (one, or up to three for the 2D one),
+/// each run with its own cheapest option; the last phase names the protocol.
+class PhasedAlgorithm {
+public:
+  Phase &addPhase() { return phases_[count_++]; }
+  bool empty() const { return count_ == 0; }
+  Estimate at(double bytes) const {
+    Estimate total;
+    for (int i = 0; i < count_; ++i) {
+      const Line &line = phases_[i].cheapestAt(bytes);
+      total.latencyUs += line.latencyUs;
+      total.bandwidthUs += line.usPerByte * bytes;
+      total.protocol = line.protocol;
+    }
+    return total;
+  }
+  /// No way to run it moves a byte for less (latencies only add).
+  double minUsPerByte() const {
+    double total = 0;
+    for (int i = 0; i < count_; ++i)
+      total += phases_[i].minUsPerByte();
+    return total;
+  }
+
+private:
+  std::array<Phase, 3> phases_;
+  int count_ = 0;
+};
 
 /// The placement and link rates one algorithm phase sees.
 struct Topology {
@@ -63,12 +154,13 @@ struct Topology {
   int64_t ranksPerNode = 1;  // g
   double intraGBps = 0;      // per rank, achievable
   double nodeGBps = 0;       // per node across the network, achievable
-  Fabric intra = Fabric::NVLink;
-  double intraLatencyUs = 0;  // LL per-hop latency from the cluster file
+  bool mpi = false;          // MPI over shared memory, not NCCL
+  Fabric intraFabric = kNVLink;
+  double intraLatencyUs = 0;  // the file's LL per-hop latencies
   double interLatencyUs = 0;
 
   /// Ring bottleneck: a rank's own link inside a node, the node's NICs across.
-  double ringGBps() const {
+  double busGBps() const {
     double rate = kInfinity;
     if (ranksPerNode > 1)
       rate = std::min(rate, intraGBps);
@@ -77,156 +169,135 @@ struct Topology {
     return rate;
   }
 
-  bool mpi() const { return intra == Fabric::Shm; }
+  double llCapGBps() const {
+    return nodes == 2 ? kLLMaxGBpsTwoNodes : nodes > 2 ? kLLMaxGBpsMoreNodes : kInfinity;
+  }
 
-  /// Per-hop latency of `protocol` on the intra- or inter-node link: the file's
-  /// LL latency scaled by NCCL's ratio for this shape and protocol.
-  double hopUs(bool interNode, Shape shape, int protocol) const {
-    if (mpi())
+  /// The protocols the fabric has: NCCL's three on GPUs, one for MPI.
+  int firstProtocol() const { return mpi ? kSimple : kLL; }
+
+  /// Per-hop latency: the file's LL latency scaled by NCCL's ratio for this
+  /// pattern and protocol.
+  double hopUs(bool interNode, Pattern pattern, int protocol) const {
+    if (mpi)
       return interNode ? interLatencyUs : intraLatencyUs;
-    int fabric = interNode ? 2 : (intra == Fabric::NVLink ? 0 : 1);
-    double scale = kHopLatencyUs[fabric][static_cast<int>(shape)][protocol] /
-                   kHopLatencyUs[fabric][0][0];
-    double hop = (interNode ? interLatencyUs : intraLatencyUs) * scale;
-    // tuning.cc: LL intra-node hops are slower when the ring also crosses nodes.
-    if (!interNode && nodes > 1 && protocol == 0)
-      hop *= 1.8;
-    return hop;
+    Fabric fabric = interNode ? kNetwork : intraFabric;
+    // With one rank per node every network hop is exposed: NCCL prices it at the tree's.
+    Pattern row = interNode && ranksPerNode == 1 ? kTree : pattern;
+    double scale = kHopLatencyUs[fabric][row][protocol] / kHopLatencyUs[fabric][kRing][kLL];
+    return (interNode ? interLatencyUs : intraLatencyUs) * scale;
   }
 
-  double baseUs(Shape shape, int protocol) const {
-    return mpi() ? 0.0 : kBaseLatencyUs[static_cast<int>(shape)][protocol];
+  double baseUs(Pattern pattern, int protocol) const {
+    return mpi ? 0.0 : kBaseLatencyUs[pattern][protocol];
+  }
+
+  /// Fraction of a link's rate a protocol moves as payload.
+  double payloadFraction(int protocol) const {
+    if (mpi || protocol == kSimple)
+      return 1.0;
+    return protocol == kLL ? kRingLLFraction : kLL128Fraction;
   }
 };
 
-struct Estimate {
-  double timeUs = kInfinity;
-  double latencyUs = 0;
-  double bandwidthUs = 0;
-  Protocol protocol = Protocol::Simple;
-};
-
-/// time = base + max(hop chain, transfer + one hop), split into the shared
-/// transfer part and the rest.
-Estimate pipelined(double baseUs, double chainUs, double transferUs, double lastHopUs,
-                   Protocol protocol) {
-  Estimate estimate;
-  estimate.timeUs = baseUs + std::max(chainUs, transferUs + lastHopUs);
-  estimate.bandwidthUs = transferUs;
-  estimate.latencyUs = estimate.timeUs - transferUs;
-  estimate.protocol = protocol;
-  return estimate;
-}
-
-/// Only the protocols the fabric has: NCCL's three on GPUs, one for MPI.
-template <typename F> Estimate cheapestProtocol(const Topology &topo, F &&priceProtocol) {
-  Estimate best;
-  for (int p = topo.mpi() ? 2 : 0; p < kNumProtocols; ++p) {
-    Estimate candidate = priceProtocol(p);
-    if (candidate.timeUs < best.timeUs)
-      best = candidate;
+/// Ring over `steps` steps of which `interSteps` cross nodes; every rank moves
+/// `wireFactor` x bytes through the ring's bottleneck (nccl-tests' bus factor,
+/// which is NCCL's busBw x n / nsteps conversion).
+void addRing(Phase &phase, const Topology &topo, int64_t steps, int64_t interSteps,
+             double wireFactor) {
+  for (int p = topo.firstProtocol(); p < kNumProtocols; ++p) {
+    double intraHop = topo.hopUs(false, kRing, p);
+    if (!topo.mpi && topo.nodes > 1)
+      intraHop = std::max(intraHop, kNetPostOverheadUs * (p == kSimple ? kSimpleNetPostFactor : 1));
+    double interHop = topo.hopUs(true, kRing, p);
+    double busGBps = topo.busGBps() * topo.payloadFraction(p);
+    if (!topo.mpi && p == kLL)
+      busGBps = std::min(busGBps, topo.llCapGBps());
+    phase.add({topo.baseUs(kRing, p) + static_cast<double>(steps - interSteps) * intraHop +
+                   static_cast<double>(interSteps) * interHop,
+               wireFactor / (busGBps * 1e3), kProtocols[p]});
   }
-  return best;
 }
 
-/// Ring over `steps` steps of which `interSteps` cross nodes, moving
-/// `wireFactor * bytes` through the ring's bottleneck.
-Estimate ring(const Topology &topo, double bytes, int64_t steps, int64_t interSteps,
-              double wireFactor) {
-  return cheapestProtocol(topo, [&](int p) {
-    double intraHop = topo.hopUs(false, Shape::Ring, p);
-    double interHop = topo.hopUs(true, Shape::Ring, p);
-    double chain = (steps - interSteps) * intraHop + interSteps * interHop;
-    double efficiency = topo.mpi() ? 1.0 : kRingProtocolEfficiency[p];
-    double transfer = wireFactor * bytes / (topo.ringGBps() * efficiency * 1e3);
-    return pipelined(topo.baseUs(Shape::Ring, p), chain, transfer,
-                     interSteps > 0 ? interHop : intraHop, kProtocols[p]);
-  });
-}
-
-/// NCCL's double binary tree: a chain inside each node, a tree across nodes;
-/// every byte goes up and comes back down (algbw = busbw / 2).
-Estimate treeAllReduce(const Topology &topo, double bytes) {
-  int64_t depth = static_cast<int64_t>(std::floor(std::log2(static_cast<double>(topo.nodes))));
-  return cheapestProtocol(topo, [&](int p) {
-    double intraHop = topo.hopUs(false, Shape::Tree, p);
-    double interHop = topo.hopUs(true, Shape::Tree, p);
-    double chain = 2.0 * ((topo.ranksPerNode - 1) * intraHop + depth * interHop);
-    double efficiency = kTreeEfficiency * (topo.mpi() ? 1.0 : kTreeProtocolEfficiency[p]);
-    double transfer = 2.0 * bytes / (topo.ringGBps() * efficiency * 1e3);
-    return pipelined(topo.baseUs(Shape::Tree, p), chain, transfer,
-                     topo.nodes > 1 ? interHop : intraHop, kProtocols[p]);
-  });
+/// NCCL's double binary tree all-reduce: a chain inside each node, a tree of
+/// depth log2(N) across nodes, up and back down; algorithm bandwidth is half the
+/// bus bandwidth.
+void addTreeAllReduce(Phase &phase, const Topology &topo) {
+  double depth = std::floor(std::log2(static_cast<double>(topo.nodes)));
+  for (int p = topo.firstProtocol(); p < kNumProtocols; ++p) {
+    double latency = topo.baseUs(kTree, p) +
+                     2.0 * (static_cast<double>(topo.ranksPerNode - 1) * topo.hopUs(false, kTree, p) +
+                            depth * topo.hopUs(true, kTree, p));
+    double busGBps = topo.busGBps() * kTreeFraction;
+    if (p == kLL)
+      busGBps = std::min(busGBps / kTreeLLDivisor, topo.llCapGBps());
+    else if (p == kLL128)
+      busGBps *= topo.nodes == 1 ? kTreeLL128FractionOneNode : kTreeLL128FractionNodes;
+    phase.add({latency, 2.0 / (busGBps * 1e3), kProtocols[p]});
+  }
 }
 
 /// All-to-all as grouped send/recv: intra-node peers over the rank's own link,
 /// remote peers over its share of the node's NICs, both at once.
-Estimate directAllToAll(const Topology &topo, double bytes) {
+void addDirectAllToAll(Phase &phase, const Topology &topo) {
   double n = static_cast<double>(topo.ranks);
   double localPeers = static_cast<double>(topo.ranksPerNode - 1);
   double remotePeers = n - 1 - localPeers;
-  double localUs = localPeers > 0 ? localPeers / n * bytes / (topo.intraGBps * 1e3) : 0;
+  double localUsPerByte = localPeers > 0 ? localPeers / n / (topo.intraGBps * 1e3) : 0;
   double nicShareGBps = topo.nodeGBps / static_cast<double>(topo.ranksPerNode);
-  double remoteUs = remotePeers > 0 ? remotePeers / n * bytes / (nicShareGBps * 1e3) : 0;
-  return cheapestProtocol(topo, [&](int p) {
-    bool remote = remotePeers > 0;
-    double hop = topo.hopUs(remote, Shape::Ring, p);
+  double remoteUsPerByte = remotePeers > 0 ? remotePeers / n / (nicShareGBps * 1e3) : 0;
+  bool remote = remotePeers > 0;
+  for (int p = topo.firstProtocol(); p < kNumProtocols; ++p) {
     // Each peer adds a send/recv pair to the grouped launch: one LL hop apiece.
-    double issue = (n - 1) * topo.hopUs(false, Shape::Ring, 0);
-    double efficiency = topo.mpi() ? 1.0 : kRingProtocolEfficiency[p];
-    double transfer = std::max(localUs, remoteUs) / efficiency;
-    return pipelined(topo.baseUs(Shape::Ring, p), hop + issue, transfer, hop, kProtocols[p]);
-  });
+    double issue = (n - 1) * topo.hopUs(false, kRing, topo.firstProtocol());
+    phase.add({topo.baseUs(kRing, p) + topo.hopUs(remote, kRing, p) + issue,
+               std::max(localUsPerByte, remoteUsPerByte) / topo.payloadFraction(p), kProtocols[p]});
+  }
 }
 
-Estimate directSendRecv(const Topology &topo, double bytes) {
+void addDirectSendRecv(Phase &phase, const Topology &topo) {
   bool remote = topo.nodes > 1;
   // One peer: a single NIC across nodes, the rank's own link inside one.
-  double rateGBps = remote ? topo.nodeGBps / static_cast<double>(topo.ranksPerNode) : topo.intraGBps;
-  return cheapestProtocol(topo, [&](int p) {
-    double hop = topo.hopUs(remote, Shape::Ring, p);
-    double efficiency = topo.mpi() ? 1.0 : kRingProtocolEfficiency[p];
-    return pipelined(topo.baseUs(Shape::Ring, p), hop, bytes / (rateGBps * efficiency * 1e3), hop,
-                     kProtocols[p]);
-  });
+  double rateGBps =
+      remote ? topo.nodeGBps / static_cast<double>(topo.ranksPerNode) : topo.intraGBps;
+  for (int p = topo.firstProtocol(); p < kNumProtocols; ++p)
+    phase.add({topo.baseUs(kRing, p) + topo.hopUs(remote, kRing, p),
+               1.0 / (rateGBps * topo.payloadFraction(p) * 1e3), kProtocols[p]});
 }
 
-Estimate flat(CollectiveKind kind, Algorithm algorithm, const Topology &topo, double bytes) {
+void addFlat(Phase &phase, CollectiveKind kind, Algorithm algorithm, const Topology &topo) {
   int64_t n = topo.ranks, nodes = topo.nodes;
   double fraction = static_cast<double>(n - 1) / static_cast<double>(n);
   switch (kind) {
   case CollectiveKind::AllReduce:
     if (algorithm == Algorithm::Tree)
-      return treeAllReduce(topo, bytes);
-    return ring(topo, bytes, 2 * (n - 1), 2 * (nodes - 1), 2 * fraction);
+      addTreeAllReduce(phase, topo);
+    else
+      addRing(phase, topo, 2 * (n - 1), 2 * (nodes - 1), 2 * fraction);
+    return;
   case CollectiveKind::ReduceScatter:
   case CollectiveKind::AllGather:
-    return ring(topo, bytes, n - 1, nodes - 1, fraction);
+    addRing(phase, topo, n - 1, nodes - 1, fraction);
+    return;
   case CollectiveKind::Broadcast:
     // A pipelined chain: every byte crosses each link once.
-    return ring(topo, bytes, n - 1, nodes - 1, 1.0);
+    addRing(phase, topo, n - 1, nodes - 1, 1.0);
+    return;
   case CollectiveKind::AllToAll:
-    return directAllToAll(topo, bytes);
+    addDirectAllToAll(phase, topo);
+    return;
   case CollectiveKind::SendRecv:
-    return directSendRecv(topo, bytes);
+    addDirectSendRecv(phase, topo);
+    return;
   }
-  return {};
 }
 
-Estimate sum(const Estimate &a, const Estimate &b) {
-  Estimate total;
-  total.timeUs = a.timeUs + b.timeUs;
-  total.latencyUs = a.latencyUs + b.latencyUs;
-  total.bandwidthUs = a.bandwidthUs + b.bandwidthUs;
-  total.protocol = b.protocol;
-  return total;
-}
-
-/// 2D: an intra-node phase on the full buffer, the inter-node phase among the
-/// `ranksPerNode` parallel groups of node peers on a 1/g shard each, sharing
-/// the node's NICs. Allreduce = intra reduce-scatter + inter allreduce + intra
-/// all-gather; reduce-scatter and all-gather drop the last or first phase.
-Estimate hierarchical(CollectiveKind kind, const Topology &topo, double bytes) {
+/// 2D: intra-node phases on the full buffer, and the inter-node phase among
+/// the `ranksPerNode` parallel groups of node peers on a 1/g shard each,
+/// sharing the node's NICs. All-reduce = intra reduce-scatter + inter
+/// all-reduce (ring or tree) + intra all-gather; reduce-scatter and all-gather
+/// keep their own kind in both phases.
+void addHierarchical(PhasedAlgorithm &algorithm, CollectiveKind kind, const Topology &topo) {
   Topology intra = topo;
   intra.ranks = topo.ranksPerNode;
   intra.nodes = 1;
@@ -234,30 +305,18 @@ Estimate hierarchical(CollectiveKind kind, const Topology &topo, double bytes) {
   inter.ranks = topo.nodes;
   inter.ranksPerNode = 1;
   inter.nodeGBps = topo.nodeGBps / static_cast<double>(topo.ranksPerNode);
-  double shard = bytes / static_cast<double>(topo.ranksPerNode);
-  auto interPhase = [&](CollectiveKind phaseKind) {
-    Estimate best = flat(phaseKind, Algorithm::Ring, inter, shard);
-    if (phaseKind == CollectiveKind::AllReduce) {
-      Estimate tree = flat(phaseKind, Algorithm::Tree, inter, shard);
-      if (tree.timeUs < best.timeUs)
-        best = tree;
-    }
-    return best;
-  };
-  switch (kind) {
-  case CollectiveKind::AllReduce:
-    return sum(sum(flat(CollectiveKind::ReduceScatter, Algorithm::Ring, intra, bytes),
-                   flat(CollectiveKind::AllGather, Algorithm::Ring, intra, bytes)),
-               interPhase(CollectiveKind::AllReduce));
-  case CollectiveKind::ReduceScatter:
-    return sum(flat(CollectiveKind::ReduceScatter, Algorithm::Ring, intra, bytes),
-               interPhase(CollectiveKind::ReduceScatter));
-  case CollectiveKind::AllGather:
-    return sum(flat(CollectiveKind::AllGather, Algorithm::Ring, intra, bytes),
-               interPhase(CollectiveKind::AllGather));
-  default:
-    return {};
+
+  if (kind == CollectiveKind::AllReduce) {
+    addFlat(algorithm.addPhase(), CollectiveKind::ReduceScatter, Algorithm::Ring, intra);
+    addFlat(algorithm.addPhase(), CollectiveKind::AllGather, Algorithm::Ring, intra);
+  } else {
+    addFlat(algorithm.addPhase(), kind, Algorithm::Ring, intra);
   }
+  Phase &across = algorithm.addPhase();
+  addFlat(across, kind, Algorithm::Ring, inter);
+  if (kind == CollectiveKind::AllReduce)
+    addFlat(across, kind, Algorithm::Tree, inter);
+  across.moveFractionOfBuffer(1.0 / static_cast<double>(topo.ranksPerNode));
 }
 
 double busFactor(CollectiveKind kind, int64_t ranks) {
@@ -280,10 +339,41 @@ Group normalized(Group group) {
   return group;
 }
 
+Topology topologyOf(const Cluster &cluster, Group group) {
+  Topology topo;
+  topo.ranks = group.ranks;
+  topo.nodes = group.nodes;
+  topo.ranksPerNode = (group.ranks + group.nodes - 1) / group.nodes;
+  topo.intraGBps = cluster.intraNode.bandwidthGBps * cluster.intraNode.efficiency;
+  // With fewer ranks than NICs on a node, each rank drives its own NIC only.
+  int64_t activeNics = std::min(cluster.nicsPerNode, topo.ranksPerNode);
+  topo.nodeGBps = static_cast<double>(activeNics) * cluster.interNode.bandwidthGBps *
+                  cluster.interNode.efficiency;
+  topo.mpi = cluster.intraNode.kind == "shm";
+  topo.intraFabric = cluster.intraNode.kind == "nvlink" ? kNVLink : kPCIe;
+  topo.intraLatencyUs = cluster.intraNode.latencyUs;
+  topo.interLatencyUs = cluster.interNode.latencyUs;
+  return topo;
+}
+
+/// The phases of `algorithm` for `kind` over `group` (empty when unsupported).
+PhasedAlgorithm phasesOf(const Cluster &cluster, CollectiveKind kind, Algorithm algorithm,
+                         Group group) {
+  PhasedAlgorithm phased;
+  if (!CostModel::supports(kind, algorithm, group))
+    return phased;
+  Topology topo = topologyOf(cluster, group);
+  if (algorithm == Algorithm::Hierarchical)
+    addHierarchical(phased, kind, topo);
+  else
+    addFlat(phased.addPhase(), kind, algorithm, topo);
+  return phased;
+}
+
 CollectiveCost finish(CollectiveKind kind, double bytes, Group group, Algorithm algorithm,
                       const Estimate &estimate, bool profiled) {
   CollectiveCost cost;
-  cost.timeUs = estimate.timeUs;
+  cost.timeUs = estimate.latencyUs + estimate.bandwidthUs;
   cost.algorithm = algorithm;
   cost.protocol = estimate.protocol;
   cost.latencyUs = estimate.latencyUs;
@@ -296,20 +386,11 @@ CollectiveCost finish(CollectiveKind kind, double bytes, Group group, Algorithm 
   return cost;
 }
 
-Topology topologyOf(const Cluster &cluster, Group group) {
-  Topology topo;
-  topo.ranks = group.ranks;
-  topo.nodes = group.nodes;
-  topo.ranksPerNode = (group.ranks + group.nodes - 1) / group.nodes;
-  topo.intraGBps = cluster.intraNode.bandwidthGBps * cluster.intraNode.efficiency;
-  // With fewer ranks than NICs on a node, each rank drives its own NIC only.
-  int64_t activeNics = std::min(cluster.nicsPerNode, topo.ranksPerNode);
-  topo.nodeGBps = static_cast<double>(activeNics) * cluster.interNode.bandwidthGBps *
-                  cluster.interNode.efficiency;
-  topo.intra = intraFabric(cluster.intraNode);
-  topo.intraLatencyUs = cluster.intraNode.latencyUs;
-  topo.interLatencyUs = cluster.interNode.latencyUs;
-  return topo;
+bool hasProfile(const Cluster &cluster, CollectiveKind kind, int64_t ranks) {
+  for (const ProfiledCollective &fit : cluster.profiled)
+    if (fit.kind == kind && fit.ranks == ranks)
+      return true;
+  return false;
 }
 
 /// The profiled fit for (kind, ranks) whose size range holds `bytes`, else
@@ -332,6 +413,9 @@ const ProfiledCollective *findProfile(const Cluster &cluster, CollectiveKind kin
   }
   return nearest;
 }
+
+constexpr Algorithm kAlgorithms[] = {Algorithm::Ring, Algorithm::Tree, Algorithm::Hierarchical,
+                                     Algorithm::Direct};
 
 } // namespace
 
@@ -383,27 +467,22 @@ CollectiveCost CostModel::collective(CollectiveKind kind, double bytes, Group gr
   }
   bytes = std::max(bytes, 0.0);
   if (group.ranks == 1 || bytes == 0)
-    return finish(kind, bytes, group, algorithm, Estimate{0, 0, 0, Protocol::Simple}, false);
+    return finish(kind, bytes, group, algorithm, Estimate{}, false);
 
   if (const ProfiledCollective *fit = findProfile(cluster_, kind, group.ranks, bytes)) {
     Estimate measured;
-    measured.bandwidthUs = fit->betaUsPerByte * bytes;
     measured.latencyUs = fit->alphaUs;
-    measured.timeUs = measured.latencyUs + measured.bandwidthUs;
+    measured.bandwidthUs = fit->betaUsPerByte * bytes;
     return finish(kind, bytes, group, algorithm, measured, true);
   }
-
-  Topology topo = topologyOf(cluster_, group);
-  Estimate estimate = algorithm == Algorithm::Hierarchical ? hierarchical(kind, topo, bytes)
-                                                           : flat(kind, algorithm, topo, bytes);
-  return finish(kind, bytes, group, algorithm, estimate, false);
+  return finish(kind, bytes, group, algorithm,
+                phasesOf(cluster_, kind, algorithm, group).at(bytes), false);
 }
 
 CollectiveCost CostModel::collective(CollectiveKind kind, double bytes, Group group) const {
   CollectiveCost best;
   best.timeUs = kInfinity;
-  for (Algorithm algorithm :
-       {Algorithm::Ring, Algorithm::Tree, Algorithm::Hierarchical, Algorithm::Direct}) {
+  for (Algorithm algorithm : kAlgorithms) {
     if (!supports(kind, algorithm, group))
       continue;
     CollectiveCost candidate = collective(kind, bytes, group, algorithm);
@@ -420,8 +499,7 @@ CollectiveCost CostModel::chunkedCollective(CollectiveKind kind, double bytes, G
   if (chunks == 1)
     return piece;
   double count = static_cast<double>(chunks);
-  Estimate total{piece.timeUs * count, piece.latencyUs * count, piece.bandwidthUs * count,
-                 piece.protocol};
+  Estimate total{piece.latencyUs * count, piece.bandwidthUs * count, piece.protocol};
   return finish(kind, bytes, normalized(group), piece.algorithm, total, piece.profiled);
 }
 
@@ -437,27 +515,51 @@ double CostModel::computeUs(double flops, double bytes, DType dtype) const {
   return std::max(flopUs, memoryUs);
 }
 
-double CostModel::bandwidthOptimalAllReduceUs(double bytes, Group group) const {
-  if (group.ranks <= 1 || bytes <= 0)
+double CostModel::cheapestUsPerByte(CollectiveKind kind, Group group) const {
+  group = normalized(group);
+  if (group.ranks == 1)
     return 0;
-  // A profile measured the real bandwidth term: use its large-message slope.
-  const ProfiledCollective *largest = nullptr;
-  for (const ProfiledCollective &fit : cluster_.profiled)
-    if (fit.kind == CollectiveKind::AllReduce && fit.ranks == group.ranks &&
-        (!largest || fit.maxBytes > largest->maxBytes))
-      largest = &fit;
-  if (largest && largest->betaUsPerByte > 0)
-    return largest->betaUsPerByte * bytes;
-  double n = static_cast<double>(group.ranks);
-  return 2.0 * (n - 1) / n * bytes / (topologyOf(cluster_, group).ringGBps() * 1e3);
+  double least = kInfinity;
+  // A profile replaces the analytic model for its (kind, ranks) at every size:
+  // any of its fitted ranges may price a piece.
+  if (hasProfile(cluster_, kind, group.ranks)) {
+    for (const ProfiledCollective &fit : cluster_.profiled)
+      if (fit.kind == kind && fit.ranks == group.ranks)
+        least = std::min(least, fit.betaUsPerByte);
+    return least;
+  }
+  for (Algorithm algorithm : kAlgorithms) {
+    PhasedAlgorithm phased = phasesOf(cluster_, kind, algorithm, group);
+    if (!phased.empty())
+      least = std::min(least, phased.minUsPerByte());
+  }
+  return least;
 }
 
-double CostModel::bandwidthOptimalAllReduceUs(double bytes) const {
-  return bandwidthOptimalAllReduceUs(bytes, worldGroup());
+double CostModel::communicationBoundUs(double gradientBytes, Group group,
+                                       const std::vector<CompressionSpec> &compressors) const {
+  group = normalized(group);
+  if (group.ranks <= 1 || gradientBytes <= 0)
+    return 0;
+  const double allReduce = cheapestUsPerByte(CollectiveKind::AllReduce, group);
+  const double allGather = cheapestUsPerByte(CollectiveKind::AllGather, group);
+  // Dense gradients: one all-reduce, or a reduce-scatter and an all-gather (decomposed).
+  double bound = gradientBytes * std::min(allReduce, cheapestUsPerByte(CollectiveKind::ReduceScatter,
+                                                                      group) + allGather);
+  const double elements = gradientBytes / 4;
+  for (const CompressionSpec &spec : compressors) {
+    double wire = wireBytesLowerBound(spec, elements);
+    // Sparse and sign payloads are all-gathered: every rank receives every rank's.
+    bound = std::min(bound, vocab::isAllReducible(spec.method)
+                                ? wire * allReduce
+                                : wire * static_cast<double>(group.ranks) * allGather);
+  }
+  return bound;
 }
 
-double CostModel::lowerBoundUs(double computeUs, double gradientBytes, Group group) const {
-  return std::max(computeUs, bandwidthOptimalAllReduceUs(gradientBytes, group));
+double CostModel::lowerBoundUs(double computeUs, double gradientBytes, Group group,
+                               const std::vector<CompressionSpec> &compressors) const {
+  return std::max(computeUs, communicationBoundUs(gradientBytes, group, compressors));
 }
 
 } // namespace zen::cost

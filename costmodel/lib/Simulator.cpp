@@ -45,6 +45,8 @@ std::string validate(const std::vector<SimTask> &tasks) {
         return where + "bytes must be finite and non-negative";
       if (task.chunks < 1)
         return where + "chunks must be at least 1";
+      if (task.elements < 0)
+        return where + "elements must be non-negative";
     } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
       return where + "duration must be finite and non-negative";
     }
@@ -76,7 +78,7 @@ public:
       }
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
-      CollectiveCost cost = model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+      CollectiveCost cost = collectiveCost(model, task);
       latencyUs_[i] = cost.latencyUs;
       bandwidthUs_[i] = cost.bandwidthUs;
     }
@@ -361,6 +363,12 @@ private:
 };
 
 } // namespace
+
+CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
+  if (task.compression.method != CompressionMethod::None)
+    return model.compressedCollective(task.compression, task.elements, task.group, task.chunks);
+  return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+}
 
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks) {
   SimResult invalid;

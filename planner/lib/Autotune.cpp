@@ -236,16 +236,10 @@ void Searcher::price(int begin, int end, bool decompose,
       bool gathered = !isAllReducible(spec.method);
       cost::CompressionCost cost =
           model_.compression(spec, elements, gathered ? problem_.group.ranks : 1);
-      double wire = gathered ? cost.wireBytes * static_cast<double>(problem_.group.ranks)
-                             : cost.wireBytes;
       priced.encodeUs = cost.encodeUs;
       priced.decodeUs = cost.decodeUs;
-      priced.tailUs = cost.decodeUs +
-                      model_
-                          .collective(gathered ? CollectiveKind::AllGather
-                                               : CollectiveKind::AllReduce,
-                                      wire, problem_.group)
-                          .timeUs;
+      priced.tailUs =
+          cost.decodeUs + model_.compressedCollective(spec, elements, problem_.group).timeUs;
     }
     out.push_back(priced);
   }
@@ -486,7 +480,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t
 
 AutotuneResult Searcher::run() {
   AutotuneResult result;
-  result.lowerBoundUs = lowerBoundUs(problem_, model_);
+  result.lowerBoundUs = lowerBoundUs(problem_, model_, options_.compressors);
   seedBaselines(result);
   seedDynamicPrograms();
 

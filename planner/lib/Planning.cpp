@@ -173,6 +173,10 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
                            : wireBytes;
     collective.group = problem.group;
     collective.chunks = bucket.chunks;
+    if (compressed) {
+      collective.compression = bucket.compression;
+      collective.elements = elements;
+    }
     collective.stream = bucket.stream;
     collective.priority = bucket.priority;
     if (before >= 0)
@@ -235,8 +239,10 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
   return evaluation;
 }
 
-double lowerBoundUs(const Problem &problem, const cost::CostModel &model) {
-  return model.lowerBoundUs(problem.totalComputeUs(), problem.totalGradientBytes(), problem.group);
+double lowerBoundUs(const Problem &problem, const cost::CostModel &model,
+                    const std::vector<cost::CompressionSpec> &compressors) {
+  return model.lowerBoundUs(problem.totalComputeUs(), problem.totalGradientBytes(), problem.group,
+                            compressors);
 }
 
 std::optional<cost::DType> parseComputeDtype(const std::string &name) {
@@ -351,12 +357,8 @@ double bucketCommUs(const Problem &problem, const cost::CostModel &model, double
   bool gathered = !isAllReducible(compression->method);
   cost::CompressionCost cost =
       model.compression(*compression, elements, gathered ? problem.group.ranks : 1);
-  double wire = gathered ? cost.wireBytes * static_cast<double>(problem.group.ranks)
-                         : cost.wireBytes;
   return cost.encodeUs + cost.decodeUs +
-         model.collective(gathered ? CollectiveKind::AllGather : CollectiveKind::AllReduce, wire,
-                          problem.group)
-             .timeUs;
+         model.compressedCollective(*compression, elements, problem.group).timeUs;
 }
 } // namespace
 

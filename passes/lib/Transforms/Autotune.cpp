@@ -85,7 +85,8 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
         module, builder.getI64IntegerAttr(state->group.ranks));
     ZenDialect::PredictedAttrHelper(context).setAttr(
         module, PredictionAttr::get(context, evaluation.iterationUs, evaluation.computeUs,
-                                    evaluation.exposedCommUs, lowerBoundUs(problem, model)));
+                                    evaluation.exposedCommUs,
+                                    lowerBoundUs(problem, model, *allowed)));
     ZenDialect::BaselinesAttrHelper(context).setAttr(module, timesAttr(builder, baselineUs));
     markAnalysesPreserved<CostModelAnalysis>();
   }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 using namespace zen::cost;
 
@@ -33,6 +35,74 @@ TEST(Compression, WireBytesPerMethod) {
   // A tiny top-k still sends one element; the rank never exceeds the matrix.
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::TopK, 1e-9), 10), 8);
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::PowerSGD, 0, 64), 4), 2 * (2 + 2) * 4);
+}
+
+// wireBytesLowerBound bounds the bytes of every split into buckets, for every method, so the
+// lower bound holds whatever buckets a plan forms (splitmix64: a portable random sequence).
+TEST(Compression, WireBytesLowerBoundHoldsForEveryBucketing) {
+  uint64_t state = 12345;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  const std::vector<CompressionSpec> specs = {
+      spec(CompressionMethod::None),           spec(CompressionMethod::FP16),
+      spec(CompressionMethod::BF16),           spec(CompressionMethod::Int8),
+      spec(CompressionMethod::TopK, 0.01),     spec(CompressionMethod::TopK, 0.3),
+      spec(CompressionMethod::RandomK, 0.001), spec(CompressionMethod::Sign),
+      spec(CompressionMethod::PowerSGD, 0, 1), spec(CompressionMethod::PowerSGD, 0, 4),
+      spec(CompressionMethod::PowerSGD, 0, 64)};
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<int64_t> buckets(1 + next() % 12);
+    int64_t total = 0;
+    for (int64_t &elements : buckets) {
+      // Log-uniform from 1 to 2^26 elements.
+      elements = int64_t(1) << (next() % 27);
+      elements += static_cast<int64_t>(next() % static_cast<uint64_t>(elements));
+      total += elements;
+    }
+    for (const CompressionSpec &method : specs) {
+      double sent = 0;
+      for (int64_t elements : buckets)
+        sent += CostModel::wireBytes(method, elements);
+      EXPECT_GE(sent, CostModel::wireBytesLowerBound(method, static_cast<double>(total)))
+          << toString(method.method) << " rank " << method.rank << " trial " << trial;
+    }
+  }
+  // Tight where it can be: dense and fp16 exactly, PowerSGD on a square matrix exactly.
+  EXPECT_EQ(CostModel::wireBytesLowerBound(spec(CompressionMethod::None), 1e6), 4e6);
+  EXPECT_EQ(CostModel::wireBytesLowerBound(spec(CompressionMethod::FP16), 1e6), 2e6);
+  EXPECT_EQ(CostModel::wireBytesLowerBound(spec(CompressionMethod::PowerSGD, 0, 4), 1e6),
+            CostModel::wireBytes(spec(CompressionMethod::PowerSGD, 0, 4), 1'000'000));
+}
+
+// PowerSGD as the runtime runs it: all-reduce P, orthogonalise and form Q, all-reduce Q.
+TEST(Compression, PowerSgdExchangesTwoDependentAllReduces) {
+  CostModel model(loadCluster("a100x64"));
+  Group world = model.worldGroup();
+  const int64_t e = 1'000'000;  // a 1000 x 1000 matrix
+  CompressionSpec powerSgd = spec(CompressionMethod::PowerSGD, 0, 4);
+  CollectiveCost p = model.collective(CollectiveKind::AllReduce, 1000 * 4 * 4, world);
+  CollectiveCost exchange = model.compressedCollective(powerSgd, e, world);
+  CompressionCost kernels = model.compression(powerSgd, e);
+  EXPECT_GT(kernels.betweenUs, 0);
+  // P and Q have the same shape here: two equal all-reduces and the work between them.
+  EXPECT_NEAR(exchange.timeUs, 2 * p.timeUs + kernels.betweenUs, 1e-9);
+  EXPECT_NEAR(exchange.bandwidthUs, 2 * p.bandwidthUs, 1e-9);
+  EXPECT_NEAR(exchange.latencyUs, 2 * p.latencyUs + kernels.betweenUs, 1e-9);
+  // Not one all-reduce of both factors: a second latency and the orthogonalisation.
+  EXPECT_GT(exchange.timeUs,
+            model.collective(CollectiveKind::AllReduce, kernels.wireBytes, world).timeUs +
+                p.latencyUs);
+  // The other methods: one all-reduce, or one all-gather of every rank's payload.
+  CompressionSpec fp16 = spec(CompressionMethod::FP16);
+  EXPECT_DOUBLE_EQ(model.compressedCollective(fp16, e, world).timeUs,
+                   model.collective(CollectiveKind::AllReduce, 2e6, world).timeUs);
+  CompressionSpec topk = spec(CompressionMethod::TopK, 0.01);
+  EXPECT_DOUBLE_EQ(model.compressedCollective(topk, e, world, 2).timeUs,
+                   model.chunkedCollective(CollectiveKind::AllGather, 8e4 * 64, world, 2).timeUs);
 }
 
 TEST(Compression, CostsArePositiveAndScaleWithSize) {

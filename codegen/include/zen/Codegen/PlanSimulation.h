@@ -23,7 +23,8 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
 
 /// Simulates `plan` on `model`, writes every task's start and duration and the
 /// predictions (iteration, compute, exposed communication, lower bound:
-/// CostModel::lowerBoundUs of the model's compute alone) back into the plan,
+/// CostModel::lowerBoundUs of the model's compute alone with the compressors
+/// the plan's buckets run) back into the plan,
 /// and returns the raw result.
 cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model);
 

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace zen::cost {
 
@@ -31,7 +32,9 @@ struct CollectiveCost {
   double busBandwidthGBps = 0;   // nccl-tests convention
   Protocol protocol = Protocol::Simple;
   /// timeUs = latencyUs + bandwidthUs. bandwidthUs is the wire-transfer part
-  /// that concurrent collectives share (the simulator slows only this part).
+  /// that concurrent collectives share (the simulator slows only this part);
+  /// latencyUs is the rest: start-up and per-hop latencies, and for PowerSGD
+  /// the work between its two all-reduces.
   double latencyUs = 0;
   double bandwidthUs = 0;
   /// Priced by a profiled alpha-beta override of the cluster file.
@@ -41,6 +44,9 @@ struct CollectiveCost {
 struct CompressionCost {
   double encodeUs = 0;   // includes the device->host copy for CPU offload
   double decodeUs = 0;   // includes the host->device copy for CPU offload
+  /// Work between the collectives of a two-stage exchange (PowerSGD:
+  /// orthogonalise P and form Q = M^T P between all-reducing P and Q).
+  double betweenUs = 0;
   double wireBytes = 0;  // payload size per rank
 };
 
@@ -99,22 +105,43 @@ public:
                               int64_t payloads = 1) const;
   /// Bytes one rank sends for `elements` fp32 values under `spec`.
   static double wireBytes(const CompressionSpec &spec, int64_t elements);
+  /// A lower bound on the bytes one rank sends for `elements` fp32 values under
+  /// `spec` however they are split into buckets: the sum of wireBytes over any
+  /// partition is at least this. It is linear or concave in `elements` and 0 at
+  /// 0, so it also bounds plans that compress only some buckets.
+  static double wireBytesLowerBound(const CompressionSpec &spec, double elements);
+  /// The collective(s) that carry a bucket of `elements` fp32 values compressed
+  /// with `spec` over `group`, each split into `chunks`: one all-reduce of the
+  /// payload (fp16, bf16, int8), one all-gather of every rank's payload (top-k,
+  /// random-k, sign), or PowerSGD as the runtime runs it (runtime/lib/Programs.cpp):
+  /// all-reduce P (rows x r), orthogonalise P and form Q = M^T P, all-reduce Q
+  /// (cols x r): two latencies, and the work between them in latencyUs.
+  /// `spec.method` must not be None.
+  CollectiveCost compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
+                                      int64_t chunks = 1) const;
 
   /// Compute runs this many times slower while a collective is in flight.
   double overlapSlowdown() const { return cluster_.overlapSlowdown; }
 
-  /// Bandwidth-optimal allreduce time of `bytes` over `group` (the lower
-  /// bound's communication term): 2(n-1)/n * bytes / the group's bottleneck
-  /// bandwidth (its ranks' own links within a node, the nodes' NICs across).
-  /// A profiled allreduce fit for the group's rank count gives the slope instead.
-  double bandwidthOptimalAllReduceUs(double bytes, Group group) const;
-  /// The same over every GPU of the cluster.
-  double bandwidthOptimalAllReduceUs(double bytes) const;
-
+  /// The least per-byte cost of `kind` over `group` under any algorithm,
+  /// protocol or profiled size range: every such collective of b bytes, and
+  /// every split of it into pieces, takes at least b times this.
+  double cheapestUsPerByte(CollectiveKind kind, Group group) const;
+  /// The least communication time of any plan that synchronises
+  /// `gradientBytes` of fp32 gradients over `group`, uncompressed or with any of
+  /// `compressors` on any buckets: the fewest bytes such a plan sends
+  /// (wireBytesLowerBound) times cheapestUsPerByte of the collective that
+  /// carries them (all-reduce, reduce-scatter + all-gather, or the all-gather of
+  /// sparse payloads). Latencies, chunking and concurrency only add to it: the
+  /// simulator shares bandwidth among concurrent collectives.
+  double communicationBoundUs(double gradientBytes, Group group,
+                              const std::vector<CompressionSpec> &compressors = {}) const;
   /// An iteration's lower bound, which the planner and a plan's predictions
-  /// report: max(`computeUs`, the bandwidth-optimal allreduce of every gradient
-  /// byte once, uncompressed, over the data-parallel `group`).
-  double lowerBoundUs(double computeUs, double gradientBytes, Group group) const;
+  /// report: max(`computeUs`, communicationBoundUs). No plan with at most these
+  /// compressors (any bucketing, chunking, algorithm or schedule) is predicted
+  /// faster.
+  double lowerBoundUs(double computeUs, double gradientBytes, Group group,
+                      const std::vector<CompressionSpec> &compressors = {}) const;
 
 private:
   Cluster cluster_;

@@ -44,6 +44,11 @@ struct SimTask {
   double bytes = 0;
   Group group;
   int64_t chunks = 1;
+  /// Collective tasks of a compressed bucket: its compressor and fp32 element
+  /// count, for CostModel::compressedCollective (PowerSGD exchanges its payload
+  /// in two dependent all-reduces); `collective` and `bytes` stay the totals.
+  CompressionSpec compression;
+  int64_t elements = 0;
   /// Lower issues first among ready tasks on the same stream.
   int64_t priority = 0;
   /// Indices of tasks that must finish first.
@@ -76,6 +81,10 @@ struct SimResult {
   /// other fields are zero. simulate() never throws.
   std::string error;
 };
+
+/// What a collective task costs alone: CostModel::compressedCollective for a
+/// compressed payload, CostModel::chunkedCollective otherwise.
+CollectiveCost collectiveCost(const CostModel &model, const SimTask &task);
 
 /// Simulates `tasks` (indices are task ids; deps must point to other tasks).
 /// Deterministic: the same tasks give the same result.

@@ -125,8 +125,10 @@ struct Evaluation {
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
 
 /// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
-/// over its data-parallel group problem.group.
-double lowerBoundUs(const Problem &problem, const cost::CostModel &model);
+/// over its data-parallel group problem.group: no plan using at most the
+/// `compressors` is predicted faster.
+double lowerBoundUs(const Problem &problem, const cost::CostModel &model,
+                    const std::vector<cost::CompressionSpec> &compressors = {});
 
 /// A compute precision: "fp32", "tf32", "bf16" or "fp16"; nullopt otherwise.
 std::optional<cost::DType> parseComputeDtype(const std::string &name);
@@ -203,7 +205,7 @@ struct AutotuneResult {
   PlanChoice best;
   Evaluation bestEval;
   std::map<std::string, double> baselineUs;  // every baseline's iteration time (bestBaseline)
-  double lowerBoundUs = 0;
+  double lowerBoundUs = 0;                   // lowerBoundUs with options.compressors
   int64_t evaluations = 0;                   // full simulations run
 };
 
