@@ -110,9 +110,9 @@ TEST(PlanSimulation, BoundIsForThePlansDataParallelGroup) {
   ASSERT_EQ(plan.cluster.worldSize, 8);
   cost::SimResult result = codegen::simulatePlan(plan, model);
   const double bytes = 4.0 * ((1 << 20) + (1 << 22));
-  EXPECT_DOUBLE_EQ(plan.predictions.commBoundUs,
-                   model.bandwidthOptimalAllReduceUs(bytes, model.groupOf(8)));
-  EXPECT_LT(plan.predictions.commBoundUs, model.bandwidthOptimalAllReduceUs(bytes));
+  EXPECT_DOUBLE_EQ(plan.predictions.commBoundUs, model.communicationBoundUs(bytes, model.groupOf(8)));
+  EXPECT_NEAR(plan.predictions.commBoundUs, 2.0 * 7 / 8 * bytes / (300 * 0.7833 * 1e3), 1e-9);
+  EXPECT_LT(plan.predictions.commBoundUs, model.communicationBoundUs(bytes, model.worldGroup()));
   EXPECT_DOUBLE_EQ(model.lowerBoundUs(0, bytes, model.groupOf(8)), plan.predictions.commBoundUs);
   EXPECT_DOUBLE_EQ(plan.predictions.lowerBoundUs,
                    std::max(result.computeAloneUs, plan.predictions.commBoundUs));
@@ -156,6 +156,10 @@ TEST(PlanSimulation, CpuCompressionRunsBesideTheComputeStream) {
   EXPECT_GT(gpu.computeAloneUs, 5100);
   EXPECT_DOUBLE_EQ(onGpu.predictions.lowerBoundUs, std::max(5100.0, onGpu.predictions.commBoundUs));
   EXPECT_DOUBLE_EQ(onGpu.predictions.lowerBoundUs, offloaded.predictions.lowerBoundUs);
+  // The bound covers the plan's own compressor: int8 sends a quarter of the dense bytes.
+  zenrt::Plan dense = twoBucketPlan(model);
+  codegen::simulatePlan(dense, model);
+  EXPECT_LT(onGpu.predictions.commBoundUs, 0.26 * dense.predictions.commBoundUs);
 
   // Re-costed on another cluster as the planner prices it: on the CPU, with error feedback.
   cost::CostModel h100(cost::loadCluster("h100x256"));

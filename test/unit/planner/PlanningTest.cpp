@@ -185,9 +185,9 @@ TEST(Planning, LowerBoundUsesTheDataParallelGroup) {
     gradient.optimizerUs = 0;
   const double bytes = problem.totalGradientBytes();
   double bound = lowerBoundUs(problem, model);
-  EXPECT_DOUBLE_EQ(bound, model.bandwidthOptimalAllReduceUs(bytes, model.groupOf(8)));
+  EXPECT_DOUBLE_EQ(bound, model.communicationBoundUs(bytes, model.groupOf(8)));
   EXPECT_NEAR(bound, 2.0 * 7 / 8 * bytes / (300 * 0.7833 * 1e3), 1e-6);
-  EXPECT_LT(bound, 0.75 * model.bandwidthOptimalAllReduceUs(bytes));  // the world's, over IB
+  EXPECT_LT(bound, 0.75 * model.communicationBoundUs(bytes, model.worldGroup()));  // over IB
   for (const std::string &name : baselineNames())
     EXPECT_GE(evaluate(problem, baseline(name, problem, model), model).iterationUs, bound) << name;
 }
@@ -225,9 +225,8 @@ TEST(Autotune, NeverWorseThanAnyBaseline) {
     ASSERT_EQ(result.baselineUs.size(), baselineNames().size());
     for (const auto &[name, us] : result.baselineUs)
       EXPECT_LE(result.bestEval.iterationUs, us) << name;
-    // The bound is for uncompressed communication; compression may beat it.
-    if (options.compressors.empty())
-      EXPECT_GE(result.bestEval.iterationUs, result.lowerBoundUs * (1 - 1e-9));
+    // The bound covers the allowed compressors.
+    EXPECT_GE(result.bestEval.iterationUs, result.lowerBoundUs * (1 - 1e-9));
   }
 }
 
