@@ -196,6 +196,7 @@ int run(const Options &options, int rank, int ranks) {
   std::vector<std::vector<float>> inputs(plan.tensors.size());
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     tensorIndex[plan.tensors[t].name] = t;
+    inputs[t].resize(gradients.values(t).size());
     runtime.registerGradient(plan.tensors[t].name, gradients.registered(t),
                              plan.tensors[t].elements);
   }
@@ -242,8 +243,6 @@ int run(const Options &options, int rank, int ranks) {
   std::vector<BucketCheck> worst(plan.buckets.size());
   bool numericsOk = true;
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
-    for (size_t t = 0; t < plan.tensors.size(); ++t)
-      inputs[t].resize(size_t(plan.tensors[t].elements));
     zen::run::fillGradients(plan, options.gradients, options.seed, rank, iteration, inputs);
     for (size_t t = 0; t < plan.tensors.size(); ++t)
       gradients.values(t) = inputs[t];
