@@ -370,8 +370,10 @@ def passes_bench(ctx, reps):
 
 # ----------------------------------------------------------------------------- 3. runtime
 
-def runtime_bench(ctx, models):
-    """Plans the runtime model per strategy and rank count, then runs the plans round-robin.
+def runtime_bench(ctx, models, compute="gemm"):
+    """Plans the runtime model per strategy and rank count, then runs the plans round-robin
+    with `zenopt-run --compute COMPUTE` (gemm: real CPU work of each compute task's FLOPs and
+    bytes; sleep: its predicted duration).
 
     Returns {ranks: {strategy: entry}}; an entry holds "error" when its plan could not be
     written or a launch failed, and its measurements otherwise.
@@ -402,11 +404,13 @@ def runtime_bench(ctx, models):
                                "predicted_exposed_comm": summary["exposed_comm_us"],
                                "compute_tasks": compute_tasks,
                                "compression": summary["compression"],
+                               "predicted_compute": summary["compute_us"],
                                "buckets": summary["buckets"], "measured": [], "best": [],
-                               "numerics": []}
+                               "measured_compute": [], "numerics": []}
         # The nooverlap plan without compute (--time-scale 0) measures the communication alone.
         nooverlap = plans["nooverlap"]
-        calibration = {"time_scale": 0, "measured": [], "best": [], "numerics": []}
+        calibration = {"time_scale": 0, "measured": [], "best": [], "measured_compute": [],
+                       "numerics": []}
         if "error" in nooverlap:
             calibration["error"] = nooverlap["error"]
         else:
@@ -422,7 +426,8 @@ def runtime_bench(ctx, models):
                     continue
                 cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks),
                        zenrun, entry["path"], "--iters", str(ctx.profile.runtime_iters), "--json",
-                       "--timeout", "120", "--time-scale", str(entry.get("time_scale", 1))]
+                       "--timeout", "120", "--time-scale", str(entry.get("time_scale", 1)),
+                       "--compute", compute]
                 proc = run(cmd, timeout=600, check=False)
                 out = json_object(proc.stdout)
                 if out is None:
@@ -431,6 +436,7 @@ def runtime_bench(ctx, models):
                     continue
                 entry["measured"].append(out["measured_iteration_us"])
                 entry["best"].append(out["measured_best_iteration_us"])
+                entry["measured_compute"].append(out["measured_compute_us"])
                 entry["numerics"].append(out["numerics"])
         results[ranks] = {"plans": plans, "comm_only": calibration}
     return results
@@ -625,8 +631,10 @@ def runtime_section(rep, ctx, runtime, plots_rel):
     rep.add(f"Model `zenopt-modelgen {' '.join(RUNTIME_MODEL)}`, planned with `zenopt MODEL "
             f"--cluster cpu-local --dp N --strategy S -o PLAN` (auto+comp adds `--compressor "
             f"{COMPRESSORS}`), executed with `mpirun --allow-run-as-root --oversubscribe -np N "
-            f"zenopt-run PLAN --iters {p.runtime_iters} --json` (compute emulated at its predicted "
-            f"duration, real MPI collectives, numerics checked). Each launch reports the mean "
+            f"zenopt-run PLAN --iters {p.runtime_iters} --json --compute gemm` (each compute task "
+            f"runs as real CPU work: a GEMM of its FLOPs and a memory pass of its bytes; real MPI "
+            f"collectives; numerics checked). The `cpu-local` preset was fitted on this same "
+            f"machine. Each launch reports the mean "
             f"iteration after one warm-up, slowest rank; {p.runtime_rounds} launches per plan, "
             f"round-robin across strategies with a rotating start. Ratios to the reference "
             f"(auto, or the first strategy that ran if auto did not) are taken within each round, "
@@ -679,8 +687,8 @@ def runtime_section(rep, ctx, runtime, plots_rel):
                 f"{ran[predicted.index(min(predicted))]}, fastest measured: "
                 f"{ran[measured.index(min(measured))]}. Measured exceeds predicted by "
                 f"{fmt_time_us(min(offsets))} to {fmt_time_us(max(offsets))} per iteration "
-                f"(median {fmt_time_us(median(offsets))}); zenopt-run emulates compute with one "
-                f"sleep per compute task ({', '.join(map(str, tasks))} per iteration), and "
+                f"(median {fmt_time_us(median(offsets))}); zenopt-run runs "
+                f"{', '.join(map(str, tasks))} compute tasks per iteration as real work, and "
                 f"{ranks} ranks share the 2 cores with everything else running."
                 + (f" Communication alone (the nooverlap plan with `--time-scale 0`) measures "
                    f"{fmt_time_us(median(comm_only['measured']))} (best iteration "

@@ -2,6 +2,7 @@
 #include "Executor.h"
 
 #include "Compute.h"
+#include "Mutation.h"
 #include "zenrt/zenrt.h"
 
 #include <algorithm>
@@ -540,7 +541,7 @@ bool Executor::compressComplete() {
     if (run.state != BucketState::Complete)
       continue;
     BucketBuffers &b = run.buffers;
-    if (b.errorFeedback)
+    if (b.errorFeedback && !mutated(Mutation::ForgetsResidual))
       run.first->add(b.residual.data(), b.fusion.data(), b.elements);
     if (run.program->compress(b) && b.errorFeedback)
       run.first->subtract(b.fusion.data(), b.sent.data(), b.residual.data(), b.elements);

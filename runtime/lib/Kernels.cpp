@@ -1,6 +1,7 @@
 //===- Kernels.cpp - CPU compression kernels ---------------------------------===//
 #include "zenrt/Kernels.h"
 
+#include "Mutation.h"
 #include "Scalar.h"
 
 #include <algorithm>
@@ -227,6 +228,8 @@ void keepTopK(Candidates candidates, size_t count, uint32_t threshold, size_t k,
     values[taken] = candidates.values[j];
     taken += keep;
   }
+  if (mutated(Mutation::TopKDropsOne))
+    values[k - 1] = 0.0f;
 }
 
 /// Scratch of at least `size` entries; never shrinks, so a reused vector is not
@@ -302,6 +305,8 @@ void randomKIndices(uint64_t seed, size_t n, size_t k, uint32_t *indices,
   for (size_t word = 0; word < bitmap.size(); ++word)
     for (uint64_t bits = bitmap[word]; bits; bits &= bits - 1)
       indices[out++] = uint32_t(word * 64 + size_t(__builtin_ctzll(bits)));
+  if (mutated(Mutation::RandomKRepeatsIndex) && k >= 2)
+    indices[k - 1] = indices[k - 2];
 }
 
 void gather(const float *in, const uint32_t *indices, size_t k, float *values) {
@@ -345,6 +350,8 @@ void compressSign(const float *in, size_t n, uint8_t *payload) {
   }
   float scale = n ? float(sumAbs / double(n)) : 0.0f;
   std::memcpy(payload + (n + 7) / 8, &scale, 4);
+  if (mutated(Mutation::SignFlipsOne) && n > 0)
+    payload[0] ^= 1u;
 }
 
 ZENRT_VECTOR_CLONES

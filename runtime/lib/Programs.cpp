@@ -1,6 +1,8 @@
 //===- Programs.cpp - Per-bucket compression + collective programs ---------===//
 #include "Programs.h"
 
+#include "Mutation.h"
+
 #include "zenrt/Kernels.h"
 #include "zenrt/zenrt.h"
 
@@ -531,6 +533,8 @@ public:
     rows = size_t(std::ceil(std::sqrt(double(n))));
     cols = ceilDiv(n, rows);
     rank = std::min<size_t>({size_t(bucket.compression.rank), rows, cols});
+    if (mutated(Mutation::PowerSgdLosesRank) && rank >= 2)
+      --rank;
     matrix = compute.allocate<float>(rows * cols);  // the tail past n stays zero
     approximation = compute.allocate<float>(rows * cols);
     p = compute.allocate<float>(rows * rank);
@@ -574,6 +578,8 @@ public:
   void finish(BucketBuffers &b) override {
     compute.scale(q.data(), q.size(), 1.0f / float(ranks));
     compute.outerProduct(p.data(), q.data(), rows, cols, rank, approximation.data());
+    if (mutated(Mutation::PowerSgdZeros))
+      compute.zero(approximation.data(), approximation.size() * sizeof(float));
     const float *approx = approximation.data();
     if (b.errorFeedback)
       compute.subtract(b.fusion.data(), approx, b.residual.data(), b.elements);

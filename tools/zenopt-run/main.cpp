@@ -1,23 +1,27 @@
 //===- zenopt-run - execute a plan under mpirun, check numerics, measure -===//
 //
 //   mpirun -np N zenopt-run PLAN.json [--iters N] [--json] [--time-scale X] [--timeout S]
-//                                     [--device]
+//                                     [--compute gemm|sleep] [--gradients MODE] [--device]
 //
-// Every rank registers random gradients (seeded per rank and iteration), walks
-// the plan's schedule emulating compute tasks by sleeping their predicted
-// durations (times --time-scale), marks gradients ready as their producing
-// tasks finish, waits, and checks every bucket's result against a plain
-// MPI_Allreduce of the uncompressed inputs (see checkBucket). With --device the
-// gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied
-// in before and out after each iteration for the check. Every wait, the
-// iteration barrier and the check's own collectives included, is bounded by the
-// timeout: a rank that times out names the ranks it waited for and ends the job.
+// Every rank registers random gradients (seeded per rank and iteration; --gradients shapes
+// them for the lossy methods' checks), walks the plan's schedule performing compute tasks
+// (--compute gemm: real CPU work of each task's FLOPs and bytes, see ComputeWork.h; sleep:
+// the task's predicted duration; both times --time-scale), marks gradients ready as their
+// producing tasks finish, waits, and checks every bucket's result and what each rank sent
+// against reference code of the compression method (Numerics.h). With --device the
+// gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied in before and
+// out after each iteration for the check. Every wait, the iteration barrier and the
+// check's own collectives included, is bounded by the timeout: a rank that times out names
+// the ranks it waited for and ends the job.
 // Exit codes: 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan /
 // ranks disagree, 66 plan unreadable, 70 timeout or internal error.
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "Collectives.h"
+#include "ComputeWork.h"
 #include "ExitCodes.h"
+#include "Numerics.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 
@@ -33,7 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <random>
+#include <optional>
 #include <signal.h>
 #include <stdexcept>
 #include <thread>
@@ -41,11 +45,19 @@
 
 namespace {
 
+using zen::run::BoundedCollectives;
+using zen::run::BucketCheck;
+using zen::run::GradientMode;
+
+enum class ComputeMode { Gemm, Sleep };
+
 struct Options {
   std::string planPath;
   int iterations = 5;
   bool json = false;
   double timeScale = 1.0;
+  std::string compute;  // "gemm", "sleep", or "" for the plan's default (defaultCompute)
+  GradientMode gradients = GradientMode::Normal;
   double timeoutSeconds = 0;
   uint64_t seed = 1;
   // Fault injection for the tests: this rank stalls (sleeps) or is killed (SIGKILL, as by
@@ -133,14 +145,6 @@ private:
   std::vector<float *> onDevice;
 };
 
-struct BucketCheck {
-  std::string check;
-  double maxError = 0;  // max over elements and ranks of |result - reference|
-  double bound = 0;     // the bound at the element of maxError's worst ratio
-  bool ok = true;
-  std::string detail;
-};
-
 int exitCodeFor(int status) {
   switch (status) {
   case ZENRT_ERR_PLAN:
@@ -155,208 +159,10 @@ int exitCodeFor(int status) {
   }
 }
 
-/// The tool's own collectives (iteration barrier, numerics check, aggregates): non-blocking
-/// MPI calls polled through the runtime, so they are bounded by its timeout like its own.
-class BoundedCollectives {
-public:
-  explicit BoundedCollectives(zenrt::Runtime &runtime) : runtime(runtime) {}
-
-  void barrier(const std::string &what) {
-    MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
-    await(request, what + " (MPI_Ibarrier)");
-  }
-  std::vector<double> allreduceSum(const std::vector<double> &local, const std::string &what) {
-    std::vector<double> out(local.size());
-    MPI_Request request;
-    MPI_Iallreduce(local.data(), out.data(), int(local.size()), MPI_DOUBLE, MPI_SUM,
-                   MPI_COMM_WORLD, &request);
-    await(request, what + " (MPI_Iallreduce)");
-    return out;
-  }
-  double allreduceScalar(double value, MPI_Op op, const std::string &what) {
-    double out = 0;
-    MPI_Request request;
-    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
-    await(request, what + " (MPI_Iallreduce)");
-    return out;
-  }
-  void broadcast(std::vector<double> &values, const std::string &what) {
-    MPI_Request request;
-    MPI_Ibcast(values.data(), int(values.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &request);
-    await(request, what + " (MPI_Ibcast)");
-  }
-
-private:
-  void await(MPI_Request &request, const std::string &what) {
-    runtime.await(
-        [&] {
-          int done = 0;
-          MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-          return done != 0;
-        },
-        what);
-  }
-  zenrt::Runtime &runtime;
-};
-
-/// The per-iteration data of one bucket, packed like its fusion buffer.
-struct BucketData {
-  std::vector<double> input;      // gradient + old residual (what compression saw)
-  std::vector<double> result;     // what the runtime wrote back
-  std::vector<double> sent;       // decoded local contribution
-  std::vector<double> residual;   // new residual (error feedback)
-  bool errorFeedback = false;
-};
-
-/// Compares |result - reference| against tolerance(i) elementwise.
-void compareElementwise(BucketCheck &check, const std::vector<double> &result,
-                        const std::vector<double> &reference,
-                        const std::function<double(size_t)> &tolerance) {
-  for (size_t i = 0; i < result.size(); ++i) {
-    double error = std::fabs(result[i] - reference[i]), bound = tolerance(i);
-    if (error > check.maxError) {
-      check.maxError = error;
-      check.bound = bound;
-    }
-    if (!(error <= bound) && check.ok) {
-      check.ok = false;
-      check.detail = "element " + std::to_string(i) + ": result " + std::to_string(result[i]) +
-                     " reference " + std::to_string(reference[i]) + " error " +
-                     std::to_string(error) + " > bound " + std::to_string(bound);
-    }
-  }
-}
-
-/// Checks one bucket (collective over all ranks: every rank calls it for every bucket).
-///  - none: the MPI_Allreduce average within float rounding (W+2)*2^-24*sum|v|;
-///    broadcast: rank 0's values exactly.
-///  - fp16/bf16: within (W+2)*u*sum|v| + W*2^-24 (u = 2^-11 resp. 2^-8).
-///  - int8: within 2*sum_r max|v_r|/(254 W) + float rounding (quantisation, and
-///    re-quantisation of the two-phase all-reduce).
-///  - topk/randomk/sign: error feedback invariant sent + new residual == input
-///    + old residual, and result == average of the ranks' sent; top-k keeps the
-///    largest magnitudes.
-///  - powersgd: the invariant, and result = P P^T avg(v) is an orthogonal
-///    projection: |result|^2 + |result - avg|^2 <= |avg|^2 (relative 1e-3; equal
-///    but for the dropped zero padding of the bucket's matrix).
-BucketCheck checkBucket(const zenrt::Bucket &bucket, size_t index, const BucketData &data,
-                        int ranks, BoundedCollectives &mpi) {
-  using zenrt::CompressionMethod;
-  BucketCheck check;
-  const std::string what = "the numerics check of bucket " + std::to_string(index);
-  size_t n = data.input.size();
-  double W = ranks;
-  const double u32 = std::ldexp(1.0, -24);
-  std::vector<double> reference = mpi.allreduceSum(data.input, what);
-  std::vector<double> absolute(n);
-  for (size_t i = 0; i < n; ++i)
-    absolute[i] = std::fabs(data.input[i]);
-  std::vector<double> absSum = mpi.allreduceSum(absolute, what);
-  for (double &value : reference)
-    value /= W;
-  auto floatRounding = [&](size_t i) { return (W + 2) * u32 * absSum[i] + 1e-30; };
-  CompressionMethod method = bucket.compression.method;
-
-  auto checkInvariant = [&] {
-    if (!data.errorFeedback)
-      return;
-    for (size_t i = 0; i < n && check.ok; ++i) {
-      double lhs = data.sent[i] + data.residual[i];
-      double bound = 2 * u32 * (std::fabs(data.input[i]) + std::fabs(data.sent[i])) + 1e-30;
-      if (std::fabs(lhs - data.input[i]) > bound) {
-        check.ok = false;
-        check.detail = "error feedback invariant broken at element " + std::to_string(i) +
-                       ": sent + residual = " + std::to_string(lhs) + ", input + old residual = " +
-                       std::to_string(data.input[i]);
-      }
-    }
-  };
-
-  switch (method) {
-  case CompressionMethod::None:
-    if (bucket.collectives[0].op == zenrt::CollectiveKind::Broadcast) {
-      check.check = "broadcast of rank 0";
-      std::vector<double> rootValues = data.input;
-      mpi.broadcast(rootValues, what);
-      compareElementwise(check, data.result, rootValues, [](size_t) { return 0.0; });
-    } else {
-      check.check = "exact to float rounding";
-      compareElementwise(check, data.result, reference, floatRounding);
-    }
-    break;
-  case CompressionMethod::FP16:
-  case CompressionMethod::BF16: {
-    double u = std::ldexp(1.0, method == CompressionMethod::FP16 ? -11 : -8);
-    check.check = std::string(zenrt::toString(method)) + " bound (W+2)*u*sum|v|";
-    compareElementwise(check, data.result, reference, [&](size_t i) {
-      return (W + 2) * u * absSum[i] + W * u32 + 1e-30;
-    });
-    break;
-  }
-  case CompressionMethod::Int8: {
-    double localMax = 0;
-    for (double v : data.input)
-      localMax = std::max(localMax, std::fabs(v));
-    double sumOfMax = mpi.allreduceScalar(localMax, MPI_SUM, what);
-    check.check = "int8 bound 2*sum(max|v|)/(254W)";
-    compareElementwise(check, data.result, reference, [&](size_t i) {
-      return 1.01 * 2 * sumOfMax / (254 * W) + floatRounding(i);
-    });
-    break;
-  }
-  case CompressionMethod::TopK:
-  case CompressionMethod::RandomK:
-  case CompressionMethod::Sign: {
-    check.check = "error feedback invariant + average of sent";
-    checkInvariant();
-    std::vector<double> sentAverage = mpi.allreduceSum(data.sent, what), sentAbs(n);
-    for (size_t i = 0; i < n; ++i)
-      sentAbs[i] = std::fabs(data.sent[i]);
-    std::vector<double> sentAbsSum = mpi.allreduceSum(sentAbs, what);
-    for (double &value : sentAverage)
-      value /= W;
-    compareElementwise(check, data.result, sentAverage,
-                       [&](size_t i) { return (W + 2) * u32 * sentAbsSum[i] + 1e-30; });
-    if (method == CompressionMethod::TopK && check.ok) {
-      double minKept = INFINITY, maxDropped = 0;
-      for (size_t i = 0; i < n; ++i)
-        if (data.sent[i] != 0)
-          minKept = std::min(minKept, std::fabs(data.input[i]));
-        else
-          maxDropped = std::max(maxDropped, std::fabs(data.input[i]));
-      if (minKept < maxDropped) {
-        check.ok = false;
-        check.detail = "top-k kept |v| = " + std::to_string(minKept) + " but dropped " +
-                       std::to_string(maxDropped);
-      }
-    }
-    break;
-  }
-  case CompressionMethod::PowerSGD: {
-    check.check = "error feedback invariant + orthogonal projection";
-    checkInvariant();
-    double resultNorm = 0, errorNorm = 0, referenceNorm = 0;
-    for (size_t i = 0; i < n; ++i) {
-      resultNorm += data.result[i] * data.result[i];
-      errorNorm += (data.result[i] - reference[i]) * (data.result[i] - reference[i]);
-      referenceNorm += reference[i] * reference[i];
-      check.maxError = std::max(check.maxError, std::fabs(data.result[i] - reference[i]));
-    }
-    check.bound = 1e-3 * referenceNorm;
-    // Equality for the padded matrix; dropping the zero padding's approximation
-    // only lowers the left side.
-    double excess = resultNorm + errorNorm - referenceNorm;
-    if (check.ok && !(excess <= 1e-3 * referenceNorm + 1e-20)) {
-      check.ok = false;
-      check.detail = "not a projection: |r|^2 + |r - avg|^2 = " +
-                     std::to_string(resultNorm + errorNorm) + " but |avg|^2 = " +
-                     std::to_string(referenceNorm);
-    }
-    break;
-  }
-  }
-  return check;
+/// gemm for plans made for the cpu-local cluster (this machine's ranks compute on the CPU,
+/// as the preset assumes) unless the gradients live on a GPU; sleep otherwise.
+ComputeMode defaultCompute(const zenrt::Plan &plan, bool device) {
+  return plan.cluster.name == "cpu-local" && !device ? ComputeMode::Gemm : ComputeMode::Sleep;
 }
 
 /// The test hooks: a stalled rank sleeps past every timeout (its runtime still answers the
@@ -390,6 +196,7 @@ int run(const Options &options, int rank, int ranks) {
   std::vector<std::vector<float>> inputs(plan.tensors.size());
   for (size_t t = 0; t < plan.tensors.size(); ++t) {
     tensorIndex[plan.tensors[t].name] = t;
+    inputs[t].resize(gradients.values(t).size());
     runtime.registerGradient(plan.tensors[t].name, gradients.registered(t),
                              plan.tensors[t].elements);
   }
@@ -411,18 +218,34 @@ int run(const Options &options, int rank, int ranks) {
       for (const zenrt::BucketTensor &entry : bucket.tensors)
         decoupledTensors.push_back(entry.name);
 
-  std::vector<double> iterationUs;
+  ComputeMode compute = options.compute.empty() ? defaultCompute(plan, options.device)
+                        : options.compute == "gemm" ? ComputeMode::Gemm
+                                                    : ComputeMode::Sleep;
+  double largestTaskBytes = 0;
+  bool anyWork = false, anyDuration = false;
+  for (const zenrt::Task &task : plan.schedule)
+    if (task.kind == zenrt::TaskKind::Compute) {
+      largestTaskBytes = std::max(largestTaskBytes, double(task.bytes) * options.timeScale);
+      anyWork |= task.flops > 0 || task.bytes > 0;
+      anyDuration |= task.durationUs > 0;
+    }
+  // Plans that predate flops and bytes per task (or hand-written ones) have nothing to run.
+  if (compute == ComputeMode::Gemm && options.timeScale > 0 && anyDuration && !anyWork)
+    throw zenrt::PlanError(zen::ErrorKind::BadInput,
+                           options.planPath + ": /schedule: no compute task gives its flops or "
+                                              "bytes: nothing to run for --compute gemm (use "
+                                              "--compute sleep)");
+  std::optional<zen::run::ComputeWork> work;
+  if (compute == ComputeMode::Gemm)
+    work.emplace(largestTaskBytes);
+
+  std::vector<double> iterationUs, computeUs;
   std::vector<BucketCheck> worst(plan.buckets.size());
   bool numericsOk = true;
   for (int iteration = 0; iteration < options.iterations; ++iteration) {
-    std::mt19937_64 generator(options.seed * 1000003ull + uint64_t(rank) * 7919ull +
-                              uint64_t(iteration));
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (size_t t = 0; t < plan.tensors.size(); ++t) {
-      for (float &value : gradients.values(t))
-        value = normal(generator);
-      inputs[t] = gradients.values(t);
-    }
+    zen::run::fillGradients(plan, options.gradients, options.seed, rank, iteration, inputs);
+    for (size_t t = 0; t < plan.tensors.size(); ++t)
+      gradients.values(t) = inputs[t];
     gradients.copyIn();
     std::vector<std::vector<float>> oldResiduals(plan.buckets.size());
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
@@ -435,6 +258,7 @@ int run(const Options &options, int rank, int ranks) {
     if (iteration == 0 && options.faultPhase == "collectives")
       injectFault(options, rank);
     auto start = std::chrono::steady_clock::now();
+    std::chrono::duration<double, std::micro> computing{0};
     bool waited = false;
     auto finishBackward = [&] {
       for (size_t t : unproduced)
@@ -447,8 +271,13 @@ int run(const Options &options, int rank, int ranks) {
         continue;  // the runtime performs communication tasks itself
       if (task.phase == zenrt::Phase::Optimizer && !waited)
         finishBackward();
-      std::this_thread::sleep_for(
-          std::chrono::duration<double, std::micro>(task.durationUs * options.timeScale));
+      auto taskStart = std::chrono::steady_clock::now();
+      if (work)
+        work->run(double(task.flops) * options.timeScale, double(task.bytes) * options.timeScale);
+      else
+        std::this_thread::sleep_for(
+            std::chrono::duration<double, std::micro>(task.durationUs * options.timeScale));
+      computing += std::chrono::steady_clock::now() - taskStart;
       for (const std::string &name : task.produces)
         runtime.markReady(name);
     }
@@ -458,6 +287,7 @@ int run(const Options &options, int rank, int ranks) {
       runtime.wait(name);  // before the next forward
     iterationUs.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    computeUs.push_back(computing.count());
     gradients.copyOut();
     if (iteration == 0 && options.faultPhase == "check")
       injectFault(options, rank);
@@ -465,23 +295,20 @@ int run(const Options &options, int rank, int ranks) {
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
       const zenrt::Bucket &bucket = plan.buckets[b];
       auto view = runtime.debugBucket(int(b));
-      BucketData data;
-      data.errorFeedback = bucket.compression.errorFeedback;
+      zen::run::BucketData data;
       for (const zenrt::BucketTensor &entry : bucket.tensors) {
         size_t t = tensorIndex.at(entry.name);
         for (int64_t i = 0; i < entry.elements; ++i) {
-          double old = oldResiduals[b].empty() ? 0.0 : oldResiduals[b][size_t(entry.offset + i)];
-          data.input.push_back(double(inputs[t][size_t(i)]) + old);
+          float old = oldResiduals[b].empty() ? 0.0f : oldResiduals[b][size_t(entry.offset + i)];
+          data.input.push_back(inputs[t][size_t(i)] + old);  // a float sum, as the runtime's
           data.result.push_back(gradients.values(t)[size_t(i)]);
         }
       }
-      std::vector<float> sent = gradients.fetch(view.sent, view.elements);
-      data.sent.assign(sent.begin(), sent.end());
-      if (view.residual) {
-        std::vector<float> residual = gradients.fetch(view.residual, view.elements);
-        data.residual.assign(residual.begin(), residual.end());
-      }
-      BucketCheck check = checkBucket(bucket, b, data, ranks, mpi);
+      data.sent = gradients.fetch(view.sent, view.elements);
+      if (view.residual)
+        data.residual = gradients.fetch(view.residual, view.elements);
+      BucketCheck check =
+          zen::run::checkBucket(bucket, b, data, options.gradients, ranks, mpi);
       if (!check.ok)
         std::fprintf(stderr, "zenopt-run: rank %d: iteration %d: bucket %zu (%s): %s\n", rank,
                      iteration, b, zenrt::toString(bucket.compression.method),
@@ -493,24 +320,27 @@ int run(const Options &options, int rank, int ranks) {
   }
 
   // Aggregate over ranks: numerics ok everywhere, slowest rank's mean iteration time.
-  double mean = 0, best = iterationUs.empty() ? 0 : iterationUs[0];
   size_t skip = iterationUs.size() > 1 ? 1 : 0;  // the first iteration warms up
-  for (size_t i = skip; i < iterationUs.size(); ++i) {
-    mean += iterationUs[i];
-    best = std::min(best, iterationUs[i]);
-  }
-  mean /= double(std::max<size_t>(1, iterationUs.size() - skip));
+  auto meanAfterWarmUp = [skip](const std::vector<double> &values) {
+    double sum = 0;
+    for (size_t i = skip; i < values.size(); ++i)
+      sum += values[i];
+    return sum / double(values.size() - skip);
+  };
+  double best = *std::min_element(iterationUs.begin() + std::ptrdiff_t(skip), iterationUs.end());
   const std::string summary = "the summary over ranks";
   bool allOk = mpi.allreduceScalar(numericsOk ? 0 : 1, MPI_MAX, summary) == 0;
-  double measured = mpi.allreduceScalar(mean, MPI_MAX, summary);
+  double measured = mpi.allreduceScalar(meanAfterWarmUp(iterationUs), MPI_MAX, summary);
   double measuredBest = mpi.allreduceScalar(best, MPI_MAX, summary);
+  double measuredCompute = mpi.allreduceScalar(meanAfterWarmUp(computeUs), MPI_MAX, summary);
   std::vector<double> errors(plan.buckets.size());
   for (size_t b = 0; b < errors.size(); ++b)
     errors[b] = mpi.allreduceScalar(worst[b].maxError, MPI_MAX, summary);
-  double computeUs = 0;
+  double predictedCompute = 0;
   for (const zenrt::Task &task : plan.schedule)
     if (task.kind == zenrt::TaskKind::Compute)
-      computeUs += task.durationUs * options.timeScale;
+      predictedCompute += task.durationUs * options.timeScale;
+  const char *computeName = compute == ComputeMode::Gemm ? "gemm" : "sleep";
 
   if (rank == 0) {
     if (options.json) {
@@ -520,7 +350,9 @@ int run(const Options &options, int rank, int ranks) {
       out["iterations"] = options.iterations;
       out["time_scale"] = options.timeScale;
       out["predicted_iteration_us"] = plan.predictions.iterationUs;
-      out["emulated_compute_us"] = computeUs;
+      out["compute"] = computeName;
+      out["predicted_compute_us"] = predictedCompute;
+      out["measured_compute_us"] = measuredCompute;
       out["measured_iteration_us"] = measured;
       out["measured_best_iteration_us"] = measuredBest;
       out["numerics"] = allOk ? "ok" : "failed";
@@ -536,11 +368,15 @@ int run(const Options &options, int rank, int ranks) {
                   ranks, options.iterations, options.timeScale);
       std::printf("  predicted iteration  %12.1f us (on %s)\n", plan.predictions.iterationUs,
                   plan.cluster.name.c_str());
-      std::printf("  emulated compute     %12.1f us\n", computeUs);
+      std::printf("  predicted compute    %12.1f us (scaled)\n", predictedCompute);
+      std::printf("  measured compute     %12.1f us (--compute %s: %s; mean, slowest rank)\n",
+                  measuredCompute, computeName,
+                  compute == ComputeMode::Gemm ? "a GEMM and a memory pass per task"
+                                               : "each task sleeps its prediction");
       std::printf("  measured iteration   %12.1f us (mean, slowest rank; best %.1f us)\n",
                   measured, measuredBest);
       for (size_t b = 0; b < plan.buckets.size(); ++b)
-        std::printf("  bucket %zu %-8s %-48s max error %.3g\n", b,
+        std::printf("  bucket %zu %-8s %-56s max error %.3g\n", b,
                     zenrt::toString(plan.buckets[b].compression.method), worst[b].check.c_str(),
                     errors[b]);
       std::printf("numerics: %s\n", allOk ? "ok" : "FAILED");
@@ -554,8 +390,9 @@ int run(const Options &options, int rank, int ranks) {
 
 int main(int argc, char **argv) {
   Options options;
-  CLI::App app{"Execute a zenopt plan under mpirun: random gradients, numerics check against "
-               "MPI_Allreduce, measured vs predicted iteration time.\nExit codes: 0 ok, 1 "
+  CLI::App app{"Execute a zenopt plan under mpirun: random gradients, numerics checked against "
+               "reference code of each compression method, measured vs predicted iteration "
+               "time.\nExit codes: 0 ok, 1 "
                "numerics check failed, 2 bad command line, 65 bad plan or ranks disagree, "
                "66 plan unreadable, 70 timeout or internal error."};
   app.add_option("plan", options.planPath, "Plan file (plan.json)")->required();
@@ -563,8 +400,20 @@ int main(int argc, char **argv) {
       ->check(zen::cli::wholeNumber(1, 1000000));
   app.add_flag("--json", options.json, "Print one JSON object (times in microseconds)");
   app.add_option("--time-scale", options.timeScale,
-                 "Factor on the plan's compute durations when emulating compute (0 = none)")
+                 "Factor on the compute tasks' work: durations (--compute sleep), FLOPs and "
+                 "bytes (--compute gemm); 0 = no compute")
       ->check(zen::cli::realNumber(0, 1e6));
+  app.add_option("--compute", options.compute,
+                 "How compute tasks run: gemm (a single-precision GEMM of the task's FLOPs and "
+                 "a memory pass of its bytes, on the CPU) or sleep (the predicted duration). "
+                 "Default: gemm for a cpu-local plan on host buffers, sleep otherwise")
+      ->check(CLI::IsMember({"gemm", "sleep"}));
+  std::string gradients = "normal";
+  app.add_option("--gradients", gradients,
+                 "Gradients fed to the check: normal (default), tied (top-k buckets on a grid "
+                 "of 1/8: ties at the threshold), low-rank (PowerSGD buckets of the planned "
+                 "rank: reconstructed exactly)")
+      ->check(CLI::IsMember({"normal", "tied", "low-rank"}));
   app.add_option("--timeout", options.timeoutSeconds,
                  "Seconds any wait may take (default: ZENRT_TIMEOUT_S or 300)")
       ->check(zen::cli::realNumber(0, 1e6, /*exclusiveLow=*/true));
@@ -581,8 +430,15 @@ int main(int argc, char **argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0)  // --help
+      return app.exit(e);
+    std::fprintf(stderr, "zenopt-run: error: %s\nRun with --help for more information.\n",
+                 e.what());
+    return zen::cli::ExitUsage;
   }
+  options.gradients = gradients == "tied"       ? GradientMode::Tied
+                      : gradients == "low-rank" ? GradientMode::LowRank
+                                                : GradientMode::Normal;
 
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

@@ -1,0 +1,41 @@
+//===- Mutation.h - Test-only broken kernels (internal) ---------------------===//
+//
+// The mutation test (test/Runtime/mutants.test) shows that zenopt-run's numerics check fails
+// on a broken kernel. The library variant zenrt_mutant is built with ZENRT_MUTANTS and breaks
+// the kernel that the environment variable ZENRT_MUTATE names; in every other build
+// `mutated` is constantly false and the hooks compile away.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZENRT_LIB_MUTATION_H
+#define ZENRT_LIB_MUTATION_H
+
+#ifdef ZENRT_MUTANTS
+#include <cstdlib>
+#include <cstring>
+#endif
+
+namespace zenrt {
+
+enum class Mutation {
+  TopKDropsOne,         // "topk": top-k sends k - 1 elements
+  RandomKRepeatsIndex,  // "randomk": random-k draws one index twice
+  SignFlipsOne,         // "sign": sign compression flips the first element's sign
+  PowerSgdLosesRank,    // "powersgd-rank": PowerSGD factors of rank r - 1 (for r >= 2)
+  PowerSgdZeros,        // "powersgd-zero": PowerSGD returns zeros
+  ForgetsResidual,      // "error-feedback": the residual is kept but never added back
+};
+
+#ifdef ZENRT_MUTANTS
+inline bool mutated(Mutation mutation) {
+  static const char *const kNames[] = {"topk",          "randomk",       "sign",
+                                       "powersgd-rank", "powersgd-zero", "error-feedback"};
+  static const char *const chosen = std::getenv("ZENRT_MUTATE");
+  return chosen && std::strcmp(chosen, kNames[static_cast<int>(mutation)]) == 0;
+}
+#else
+constexpr bool mutated(Mutation) { return false; }
+#endif
+
+}  // namespace zenrt
+
+#endif  // ZENRT_LIB_MUTATION_H
