@@ -36,7 +36,7 @@ GENERATED_MODELS = {
     "bert_large": ["bert", "--layers", "24", "--hidden", "1024", "--heads", "16", "--seq", "512",
                    "--vocab", "30522"],
 }
-GROWTH_TENSORS = [100, 1000, 3000, 10000]
+GROWTH_TENSORS = [100, 300, 1000, 3000, 10000]
 # Runtime model: compute and gradient traffic of the same order on cpu-local (~25 ms each), so
 # the strategies' overlap decisions matter, with few enough elements (1.8 M) that zenopt-run's
 # per-iteration numerics check keeps a launch to a few seconds.
@@ -91,6 +91,33 @@ def loglog_fit(xs, ys):
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
     k = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
     return k, my - k * mx
+
+
+def regime_fits(xs, ys):
+    """Growth exponents per regime: the two-segment log-log fit (segments share the break point,
+    each has at least two points) with the least squared residual, or one fit for fewer than four
+    points or when one line fits as well. Returns [(x_from, x_to, k)]."""
+    def fit_residual(lo, hi):
+        k, c = loglog_fit(xs[lo:hi + 1], ys[lo:hi + 1])
+        return k, sum((math.log(y) - (k * math.log(x) + c)) ** 2
+                      for x, y in zip(xs[lo:hi + 1], ys[lo:hi + 1]))
+
+    last = len(xs) - 1
+    k, best = fit_residual(0, last)
+    regimes = [(xs[0], xs[last], k)]
+    if len(xs) < 4:
+        return regimes
+    for b in range(1, last):
+        (k1, r1), (k2, r2) = fit_residual(0, b), fit_residual(b, last)
+        # A break must explain clearly more than one line does.
+        if r1 + r2 < 0.5 * best:
+            best = r1 + r2
+            regimes = [(xs[0], xs[b], k1), (xs[b], xs[last], k2)]
+    return regimes
+
+
+def fmt_regimes(regimes):
+    return "; ".join(f"{a}–{b} tensors: **{k:.2f}**" for a, b, k in regimes)
 
 
 def ranks(values):
@@ -293,18 +320,21 @@ def plan_quality(ctx, models, clusters):
                 "auto_buckets": plain["buckets"], "lower_bound": plain["lower_bound_us"],
                 "compute": plain["compute_us"], "comm_bound": plain["comm_bound_us"],
                 "comp": comp["iteration_us"], "comp_method": comp["compression"],
-                "comp_baselines": comp["baselines"], "comp_lower_bound": comp["lower_bound_us"],
+                "comp_baselines": comp["baselines"],
+                "comp_baselines_uncompressed": comp["baselines_uncompressed"],
+                "comp_lower_bound": comp["lower_bound_us"],
             }
             cases.append(case)
     return cases
 
 
 def violations(case):
-    """Comparisons auto loses: against each baseline, auto+c against each baseline run with the
-    first compressor, and auto+c against auto (allowing compression must never hurt)."""
-    first = COMPRESSORS.split(",")[0]
+    """Comparisons auto loses: against each baseline, auto+c against each baseline at its best
+    allowed compressor, and auto+c against auto (allowing compression must never hurt). All three
+    hold by construction (the baselines and auto's plan seed the search), so a violation is a bug,
+    and their absence is not a finding."""
     checks = [(f"auto > {b}", case["auto"], case["baselines"][b]) for b in BASELINES]
-    checks += [(f"auto+c > {b}+{first}", case["comp"], case["comp_baselines"][b])
+    checks += [(f"auto+c > {b} at its best", case["comp"], case["comp_baselines"][b])
                for b in BASELINES]
     checks.append(("auto+c > auto", case["comp"], case["auto"]))
     return [f"{what} ({fmt_time_us(slow)} vs {fmt_time_us(fast)}, "
@@ -471,9 +501,13 @@ def quality_section(rep, cases, plots_rel):
     rep.add()
     rep.add(f"Every model on every preset cluster (data parallel over all of its GPUs, the model's "
             f"own batch). `auto` searches without compression; `auto+c` may use any of "
-            f"`{COMPRESSORS}` per bucket (its chosen methods are listed). Baselines are planned "
-            f"without compression. Lower bound (LB) = max(compute, bandwidth-optimal allreduce of "
-            f"all gradients, uncompressed), so auto+c/LB may fall below 1. Times are the simulator's predictions, deterministic, so one run each.")
+            f"`{COMPRESSORS}` per bucket (its chosen methods are listed). The baselines in this "
+            f"table are uncompressed; with compression allowed each baseline is compared at its "
+            f"best (the fastest allowed compressor on every bucket, or none) in the table after. "
+            f"The baselines seed auto's search, so auto is never slower than them by "
+            f"construction: the speedups measure how much the search finds beyond them. "
+            f"Lower bound (LB): `lower_bound_us` of the uncompressed run (docs/design.md). Times "
+            f"are the simulator's predictions, deterministic, so one run each.")
     rep.add()
     rows = []
     for c in cases:
@@ -486,34 +520,57 @@ def quality_section(rep, cases, plots_rel):
                   + ["auto", "auto+c", "auto+c uses", "LB", "auto/LB", "auto+c/LB"], rows,
                   ["l", "l"] + ["r"] * (len(BASELINES) + 3) + ["l", "r", "r", "r"]))
     rep.add()
-    rep.add("Speedup of auto over each baseline (baseline time / auto time; ≥ 1 means auto is "
-            "at least as fast), and of auto+c over the same uncompressed baselines:")
+    rep.add("Speedup of auto over each uncompressed baseline (baseline time / auto time; ≥ 1 "
+            "means auto is at least as fast):")
     rep.add()
     rows = []
     for c in cases:
         rows.append([c["model"], c["cluster"]]
                     + [fmt_x(c["baselines"][b] / c["auto"]) for b in BASELINES]
-                    + [fmt_x(min(c["baselines"].values()) / c["auto"]),
-                       fmt_x(min(c["baselines"].values()) / c["comp"])])
+                    + [fmt_x(min(c["baselines"].values()) / c["auto"])])
     rep.add(table(["model", "cluster"] + [f"vs {b}" for b in BASELINES]
-                  + ["auto vs best baseline", "auto+c vs best baseline"], rows,
-                  ["l", "l"] + ["r"] * (len(BASELINES) + 2)))
+                  + ["vs best baseline"], rows, ["l", "l"] + ["r"] * (len(BASELINES) + 1)))
     rep.add()
-    rep.add("Geometric mean over all model × cluster cases:")
+    rep.add(f"With compression allowed (`--compressor {COMPRESSORS}`), like with like: each "
+            f"baseline at its best — the fastest allowed compressor applied to every bucket, as "
+            f"DDP's communication hooks do, or none when that is faster (`zenopt --json`'s "
+            f"`baselines`; the uncompressed ones are `baselines_uncompressed`) — and the "
+            f"speedup of auto+c over it:")
     rep.add()
-    rows = [["auto"] + [fmt_x(geomean([c["baselines"][b] / c["auto"] for c in cases]))
-                        for b in BASELINES],
-            ["auto+c"] + [fmt_x(geomean([c["baselines"][b] / c["comp"] for c in cases]))
-                          for b in BASELINES]]
+    rows = []
+    for c in cases:
+        fair = c["comp_baselines"]
+        rows.append([c["model"], c["cluster"]]
+                    + [fmt_time_us(fair[b]) for b in BASELINES]
+                    + [fmt_time_us(c["comp"])]
+                    + [fmt_x(fair[b] / c["comp"]) for b in BASELINES]
+                    + [fmt_x(min(fair.values()) / c["comp"])])
+    rep.add(table(["model", "cluster"] + [f"{b} at best" for b in BASELINES] + ["auto+c"]
+                  + [f"vs {b}" for b in BASELINES] + ["vs best baseline"], rows,
+                  ["l", "l"] + ["r"] * (2 * len(BASELINES) + 2)))
+    rep.add()
+    rep.add("Geometric mean over all model × cluster cases (the auto+c row against baselines "
+            "at their best is the fair compressed comparison; against uncompressed baselines it "
+            "mixes the gain of compressing with the gain of planning, and is shown only for "
+            "reference):")
+    rep.add()
+    rows = [["auto vs uncompressed baselines"]
+            + [fmt_x(geomean([c["baselines"][b] / c["auto"] for c in cases])) for b in BASELINES],
+            ["**auto+c vs baselines at their best allowed compressor**"]
+            + [fmt_x(geomean([c["comp_baselines"][b] / c["comp"] for c in cases]))
+               for b in BASELINES],
+            ["auto+c vs uncompressed baselines (reference only)"]
+            + [fmt_x(geomean([c["baselines"][b] / c["comp"] for c in cases])) for b in BASELINES]]
     rep.add(table(["", *[f"vs {b}" for b in BASELINES]], rows))
     rep.add()
     lost = [(c["model"], c["cluster"], v) for c in cases for v in violations(c)]
     within = [c for c in cases if c["auto"] <= 1.05 * c["lower_bound"]]
     within_comp = [c for c in cases if c["comp"] <= 1.05 * c["lower_bound"]]
-    rep.add(f"- Cases where auto is slower than a baseline (must never happen; auto+c is checked "
-            f"against the baselines run with `{COMPRESSORS.split(',')[0]}` and against auto): "
+    rep.add(f"- Cases where auto is slower than a baseline, auto+c slower than a baseline at its "
+            f"best or than auto (true by construction, since these plans seed the search: a "
+            f"sanity check, not a finding): "
             + (", ".join(f"**{m} / {cl}: {v}**" for m, cl, v in lost) if lost
-               else "**none**") + ".")
+               else "none") + ".")
     rep.add(f"- auto within 5% of the lower bound: **{len(within)} of {len(cases)}** cases; "
             f"auto+c: **{len(within_comp)} of {len(cases)}**.")
     far = sorted(cases, key=lambda c: -c["auto"] / c["lower_bound"])[:5]
@@ -549,9 +606,13 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
             f"zen module; plan = the zen-autotune pass; codegen = plan emission + plan JSON text. "
             f"End to end = `zenopt MODEL.onnx --json` as a process ({p.cli_reps} runs, "
             f"interleaved across models): start-up, import, planning, plan emission and the "
-            f"summary, not writing a plan file.")
+            f"summary, not writing a plan file. The phases are timed as the process runs them "
+            f"(each from a fresh context, teardown excluded), so their sum should not exceed end "
+            f"to end; end to end − sum is what only the process does (loading the MLIR/LLVM "
+            f"libraries, registering dialects, reading the file once, printing, teardown at "
+            f"exit).")
     rep.add()
-    rows, failures = [], []
+    rows, failures, inconsistent = [], [], []
     for name, tensors, phase_list, e2e in phases:
         cells = []
         for phase_name, phase in zip(PHASES, phase_list):
@@ -566,11 +627,20 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
         total = sum(median(ph["wall"]) for ph in measured)
         cpu_total = sum(median(ph["cpu"]) for ph in measured)
         lo, hi, _ = spread(e2e["wall"])
+        rest = median(e2e["wall"]) - total
+        if rest < 0:
+            inconsistent.append(f"{name} (sum exceeds end to end by {fmt_s(-rest)}, "
+                                f"{-rest / median(e2e['wall']) * 100:.0f}%)")
         rows.append([name, tensors] + cells + [fmt_s(total) + partial, fmt_s(cpu_total) + partial,
                     f"{fmt_s(median(e2e['wall']))} ({fmt_s(lo)}–{fmt_s(hi)})",
-                    fmt_s(median(e2e["cpu"]))])
+                    fmt_s(median(e2e["cpu"])), ("−" if rest < 0 else "") + fmt_s(abs(rest))])
     rep.add(table(["model", "tensors", "import", "build IR", "plan", "codegen",
-                   "sum (wall)", "sum (CPU)", "end to end (wall)", "end to end (CPU)"], rows))
+                   "sum (wall)", "sum (CPU)", "end to end (wall)", "end to end (CPU)",
+                   "end to end − sum"], rows))
+    rep.add()
+    rep.add("Phase sum ≤ end to end: " + ("**yes**, for every model." if not inconsistent else
+            "**no** for " + ", ".join(inconsistent) + " (the phases and the process ran at "
+            "different times; compare the min–max spreads and the machine load in section 4)."))
     rep.add()
     if failures:
         rep.add("Failed phases (* = sum without them):")
@@ -588,7 +658,7 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
             f"plan phase in process, median of {p.growth_reps} repetitions:")
     rep.add()
     xs = [g["tensors"] for g in growth]
-    k, _ = loglog_fit(xs, [median(g["wall"]) for g in growth])
+    regimes = regime_fits(xs, [median(g["wall"]) for g in growth])
     rows = [[g["name"], g["tensors"], fmt_s(median(g["wall"])),
              f"{fmt_s(min(g['wall']))}–{fmt_s(max(g['wall']))}", fmt_s(median(g["cpu"])),
              f"{median(g['wall']) / g['tensors'] * 1e6:.0f} µs"] for g in growth]
@@ -597,19 +667,22 @@ def speed_section(rep, ctx, phases, growth, synthetic, plots_rel):
     local = [f"{a['tensors']}→{b['tensors']}: "
              f"{math.log(median(b['wall']) / median(a['wall'])) / math.log(b['tensors'] / a['tensors']):.2f}"
              for a, b in zip(growth, growth[1:])]
-    rep.add(f"Log-log fit: planning time ∝ tensors^**{k:.2f}** (1.0 = linear); local exponents "
-            f"between neighbouring sizes {', '.join(local)}.")
+    rep.add(f"Growth exponent per regime (log-log fits, planning time ∝ tensors^k, 1.0 = linear; a "
+            f"break is fitted only where two lines explain the data clearly better than one): "
+            f"{fmt_regimes(regimes)}. Local exponents between neighbouring sizes: "
+            f"{', '.join(local)}. Where the exponent drops at large sizes, the local search's "
+            f"budget (`AutotuneOptions::localSearchWork`, evaluations × tasks) has taken over: "
+            f"above it, plan quality depends on the budget.")
     if synthetic:
         sx = sorted(synthetic)
-        ks, _ = loglog_fit(sx, [median(synthetic[n]) for n in sx])
         rep.add(f"The planner's own benchmark (`zen-planner-bench` BM_Autotune: synthetic problems, "
                 f"autotune only, no IR) gives "
                 + ", ".join(f"{n} tensors {fmt_s(median(synthetic[n]))}" for n in sx)
-                + f": exponent **{ks:.2f}**.")
+                + f": exponents {fmt_regimes(regime_fits(sx, [median(synthetic[n]) for n in sx]))}.")
     rep.add()
     rep.add(f"![planning time against tensor count]({plots_rel}/planning_time.svg)")
     rep.add()
-    return k
+    return regimes
 
 
 def targets(phases):
@@ -742,14 +815,18 @@ def plots(cases, growth, runtime, plots_dir):
                          base=1.0)
     xs = [g["tensors"] for g in growth]
     ys = [median(g["wall"]) for g in growth]
-    k, c = loglog_fit(xs, ys)
-    fit = [(x, math.exp(c) * x ** k) for x in (min(xs), max(xs))]
+    fits = []
+    for lo, hi, k in regime_fits(xs, ys):
+        segment = [(x, y) for x, y in zip(xs, ys) if lo <= x <= hi]
+        _, c = loglog_fit([x for x, _ in segment], [y for _, y in segment])
+        fits.append((f"{lo}–{hi}: ∝ n^{k:.2f}", [(x, math.exp(c) * x ** k) for x in (lo, hi)],
+                     False))
     linear = [(x, ys[0] * x / xs[0]) for x in (min(xs), max(xs))]
     svgplot.scatter(os.path.join(plots_dir, "planning_time.svg"),
                     "planning time against gradient tensors (deep MLPs)",
                     [("plan phase, median", list(zip(xs, ys)))], "gradient tensors",
                     "planning time (s)", log_x=True, log_y=True,
-                    lines=[(f"fit: ∝ n^{k:.2f}", fit, False), ("linear", linear, True)])
+                    lines=fits + [("linear", linear, True)])
     if any("error" not in e for result in runtime.values() for e in result["plans"].values()):
         series = []
         for ranks, result in runtime.items():
@@ -766,21 +843,24 @@ def plots(cases, growth, runtime, plots_dir):
 def headline(ctx, cases, speed, runtime, runtime_agree, total_s, build_s):
     """The summary bullets at the top of RESULTS.md (also copied into the README)."""
     auto_gm = {b: geomean([c["baselines"][b] / c["auto"] for c in cases]) for b in BASELINES}
-    comp_gm = {b: geomean([c["baselines"][b] / c["comp"] for c in cases]) for b in BASELINES}
+    comp_gm = {b: geomean([c["comp_baselines"][b] / c["comp"] for c in cases]) for b in BASELINES}
     worst = max(cases, key=lambda c: c["auto"] / c["lower_bound"])
     lost = [v for c in cases for v in violations(c)]
     lost_to_baselines = [v for v in lost if not v.startswith("auto+c")]
     comp_worse = [c for c in cases if c["comp"] > c["auto"] * (1 + 1e-9)]
     within = sum(c["auto"] <= 1.05 * c["lower_bound"] for c in cases)
-    phases, exponent = speed
+    phases, regimes = speed
     bullets = [
         f"**Plan quality** ({len(cases)} model × cluster cases, predicted): `--strategy auto` is "
         f"faster than each baseline by a geometric mean of "
         + ", ".join(f"**{auto_gm[b]:.2f}×** ({b})" for b in BASELINES)
-        + "; with compression allowed "
+        + "; with compression allowed, against each baseline at its best allowed compressor "
+        "(or none), "
         + ", ".join(f"{comp_gm[b]:.2f}× ({b})" for b in BASELINES) + ". "
-        + ("auto is never slower than a baseline. " if not lost_to_baselines else
-           f"**auto is slower than a baseline in {len(lost_to_baselines)} comparisons.** ")
+        + ("The baselines seed auto's search, so auto is never slower than them by "
+           "construction. " if not lost_to_baselines else
+           f"**auto is slower than a baseline in {len(lost_to_baselines)} comparisons (a bug: "
+           f"the baselines seed the search).** ")
         + f"auto is within 5% of the lower bound in {within} of {len(cases)} cases; worst "
         f"auto/LB = {worst['auto'] / worst['lower_bound']:.3f} ({worst['model']} on "
         f"{worst['cluster']})."
@@ -794,7 +874,8 @@ def headline(ctx, cases, speed, runtime, runtime_agree, total_s, build_s):
                     for name, limit, seconds, cpu in targets(phases))
         + "; " + "; ".join(f"{name} {fmt_s(median(e2e['wall']))}" for name, _, _, e2e in phases
                            if name in GENERATED_MODELS)
-        + f". Planning time grows as tensors^{exponent:.2f} (deep MLPs, 100 to 10 000 tensors).",
+        + f". Planning time growth exponent per regime (deep MLPs): "
+        + fmt_regimes(regimes).replace("**", "") + ".",
     ]
     if runtime:
         errors = [abs(median(e["measured"]) / e["predicted"] - 1)
@@ -896,7 +977,7 @@ def render(ctx, raw, build_s):
 
     body = Report()
     quality_section(body, cases, "plots")
-    exponent = speed_section(body, ctx, phases, growth, synthetic, "plots")
+    regimes = speed_section(body, ctx, phases, growth, synthetic, "plots")
     agreements = {}
     if runtime:
         agreements = runtime_section(body, ctx, runtime, "plots")
@@ -912,7 +993,7 @@ def render(ctx, raw, build_s):
     rep.add()
     rep.add(raw["host"])
     rep.add()
-    summary = headline(ctx, cases, (phases, exponent), runtime, agreements, raw["measure_s"],
+    summary = headline(ctx, cases, (phases, regimes), runtime, agreements, raw["measure_s"],
                        build_s)
     rep.add(summary)
     rep.add()

@@ -137,10 +137,14 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     out.schedule.push_back(std::move(task));
   }
 
-  if (auto baselines = module->getAttrOfType<mlir::DictionaryAttr>("zen.baselines"))
-    for (mlir::NamedAttribute entry : baselines)
-      if (auto value = mlir::dyn_cast<mlir::FloatAttr>(entry.getValue()))
-        out.baselines[entry.getName().str()] = value.getValueAsDouble();
+  auto readTimes = [&](llvm::StringRef attribute, std::map<std::string, double> &times) {
+    if (auto entries = module->getAttrOfType<mlir::DictionaryAttr>(attribute))
+      for (mlir::NamedAttribute entry : entries)
+        if (auto value = mlir::dyn_cast<mlir::FloatAttr>(entry.getValue()))
+          times[entry.getName().str()] = value.getValueAsDouble();
+  };
+  readTimes("zen.baselines", out.baselines);
+  readTimes("zen.baselines_uncompressed", out.baselinesUncompressed);
 
   // The plan must score exactly as the planner scored its choice: the plan file
   // is what `zenopt simulate` and the runtime see.

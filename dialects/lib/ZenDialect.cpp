@@ -79,7 +79,8 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                   "a positive integer");
   if (name == PredictedAttrHelper::getNameStr())
     return expect(isa<PredictionAttr>(value), "a #zen.prediction");
-  if (name == BaselinesAttrHelper::getNameStr()) {
+  if (name == BaselinesAttrHelper::getNameStr() ||
+      name == BaselinesUncompressedAttrHelper::getNameStr()) {
     auto times = dyn_cast<DictionaryAttr>(value);
     return expect(times && llvm::all_of(times, [](NamedAttribute entry) {
                     auto time = dyn_cast<FloatAttr>(entry.getValue());

@@ -87,6 +87,18 @@ FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOptio
   return state;
 }
 
+plan::BaselineOptions baselineOptions(llvm::ArrayRef<int64_t> manualBuckets, int64_t thresholdBytes,
+                                      double horovodCycleTimeMs, int64_t horovodFusionThresholdMb) {
+  plan::BaselineOptions options;
+  options.manualBuckets.assign(manualBuckets.begin(), manualBuckets.end());
+  options.thresholdBytes = thresholdBytes;
+  options.horovodCycleUs = horovodCycleTimeMs * 1e3;
+  // Far beyond any model's gradients, and no overflow when scaled to bytes.
+  constexpr int64_t kLargestThresholdMb = int64_t(1) << 40;
+  options.horovodFusionBytes = std::min(horovodFusionThresholdMb, kLargestThresholdMb) << 20;
+  return options;
+}
+
 std::optional<std::vector<cost::CompressionSpec>> compressorsOption(Operation *op,
                                                                     const std::string &text) {
   std::string error;

@@ -31,6 +31,10 @@ mlir::FailureOr<PlanningState> preparePlanning(mlir::ModuleOp module,
                                                std::optional<int64_t> dp,
                                                std::optional<llvm::StringRef> requiredBy);
 
+/// The baseline rules' settings from a pass's options (sizes as the options spell them).
+plan::BaselineOptions baselineOptions(llvm::ArrayRef<int64_t> manualBuckets, int64_t thresholdBytes,
+                                      double horovodCycleTimeMs, int64_t horovodFusionThresholdMb);
+
 /// Parses a pass's `compressor` option; emits an error on `op` when invalid.
 std::optional<std::vector<cost::CompressionSpec>> compressorsOption(mlir::Operation *op,
                                                                     const std::string &text);

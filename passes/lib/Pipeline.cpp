@@ -13,6 +13,8 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   autotune.compressor = options.compressor;
   autotune.strategy = options.strategy;
   autotune.buckets = options.buckets;
+  autotune.horovodCycleTimeMs = options.horovodCycleTimeMs;
+  autotune.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   pm.addPass(createAutotune(autotune));
 }
 

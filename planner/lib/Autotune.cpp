@@ -343,6 +343,10 @@ void Searcher::seedBaselines(AutotuneResult &result) {
       continue;
     Evaluation evaluation = evaluate(problem_, *choice, model_);
     ++evaluations_;
+    result.baselineUncompressedUs[name] = evaluation.iterationUs;
+    // A baseline's user may always switch compression off: it is reported at its best.
+    if (auto reported = result.baselineUs.find(name); reported != result.baselineUs.end())
+      reported->second = std::min(reported->second, evaluation.iterationUs);
     offer(Candidate{std::move(*choice), std::move(evaluation), 1}, {}, true);
   }
 }

@@ -300,6 +300,29 @@ std::vector<CompressionSpec> placements(const CompressionSpec &allowed) {
 
 //===----------------------------------------------------------------------===//
 // Baselines
+//
+// Each follows the system it is named after, on the same simulator as auto:
+//  - nooverlap: one all-reduce per tensor after the whole backward pass (no
+//    overlap; the textbook synchronous data parallelism).
+//  - wfbp: wait-free backpropagation (Poseidon, Zhang et al., USENIX ATC 2017):
+//    each tensor's all-reduce is issued as soon as its gradient is ready.
+//  - ddp: PyTorch DistributedDataParallel's reducer (torch/nn/parallel/
+//    distributed.py, `compute_bucket_assignment_by_size`): in ready order, a
+//    bucket closes once it holds bucket_cap_mb (25 MiB); the first bucket's cap
+//    is _DEFAULT_FIRST_BUCKET_BYTES (1 MiB).
+//  - horovod: Horovod's tensor fusion (docs/tensor-fusion.rst): every cycle
+//    (HOROVOD_CYCLE_TIME) the background thread takes the tensors ready so far
+//    and fuses them, in order, into buffers of at most HOROVOD_FUSION_THRESHOLD
+//    bytes (a larger tensor goes alone), repeating until none is left. Defaults
+//    1 ms and 128 MiB since v0.21.0 (#2468), 5 ms and 64 MiB before. Cycles
+//    start at multiples of the cycle time from the start of the iteration, with
+//    gradients ready when compute alone would produce them. The simulator starts
+//    each fused buffer when its last tensor is ready, not at the next cycle
+//    boundary, which favours Horovod by up to one cycle per buffer.
+//  - mgwfbp: MG-WFBP (Shi, Chu and Li, IEEE INFOCOM 2019): merge the next
+//    gradient into the running bucket when waiting for it costs less than the
+//    start-up time of a separate collective.
+//  - threshold / manual: a fixed byte threshold, or bucket sizes given by hand.
 //===----------------------------------------------------------------------===//
 
 const std::vector<std::string> &baselineNames() {
@@ -362,9 +385,21 @@ double bucketCommUs(const Problem &problem, const cost::CostModel &model, double
 }
 } // namespace
 
+std::string checkBaselineOptions(const BaselineOptions &options) {
+  if (!(options.horovodCycleUs > 0) || !std::isfinite(options.horovodCycleUs))
+    return "the Horovod cycle time must be positive";
+  if (options.horovodFusionBytes < 0)
+    return "the Horovod fusion threshold must not be negative";
+  if (options.thresholdBytes < 1)
+    return "the fusion threshold must be at least one byte";
+  return "";
+}
+
 std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem &problem,
                                          const cost::CostModel &model,
                                          const BaselineOptions &options, std::string &error) {
+  if (error = checkBaselineOptions(options); !error.empty())
+    return std::nullopt;
   const int count = static_cast<int>(problem.gradients.size());
   std::vector<std::pair<int, int>> ranges;
   PlanChoice choice;
@@ -390,16 +425,17 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
   } else if (name == "ddp") {
     ranges = reachesCap(1 << 20, 25 << 20);
   } else if (name == "threshold") {
-    double cap = static_cast<double>(std::max<int64_t>(1, options.thresholdBytes));
+    double cap = static_cast<double>(options.thresholdBytes);
     ranges = reachesCap(cap, cap);
   } else if (name == "horovod") {
-    // The 64 MiB fusion buffer never overflows: a tensor that does not fit starts the next one.
+    std::vector<double> ready = readyTimes(problem);
+    auto cycleOf = [&](int g) { return std::ceil(ready[g] / options.horovodCycleUs); };
+    const double fusionBytes = static_cast<double>(options.horovodFusionBytes);
     ranges = greedyBuckets(problem, [&](int, int g, double bytes) {
-      return bytes + static_cast<double>(problem.gradients[g].bytes) > double(64 << 20);
+      return cycleOf(g) != cycleOf(g - 1) ||
+             bytes + static_cast<double>(problem.gradients[g].bytes) > fusionBytes;
     });
   } else if (name == "mgwfbp") {
-    // MG-WFBP: merge a gradient into the running bucket when waiting for it
-    // costs less than the start-up time alpha of a separate collective.
     const double alpha = bucketCommUs(problem, model, 4, 1, options.compression);
     std::vector<double> ready = readyTimes(problem);
     int begin = 0;

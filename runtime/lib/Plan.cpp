@@ -292,6 +292,9 @@ Plan decodePlan(const Node &root) {
     });
     for (const auto &[name, value] : n.field("baselines").members())
       plan.baselines[name] = value.asNumber();
+    if (auto uncompressed = n.optionalField("baselines_uncompressed"))
+      for (const auto &[name, value] : uncompressed->members())
+        plan.baselinesUncompressed[name] = value.asNumber();
   });
   return plan;
 }
@@ -582,8 +585,13 @@ private:
     nonNegativeFinite("/predictions/exposed_comm_us", p.exposedCommUs);
     nonNegativeFinite("/predictions/lower_bound_us", p.lowerBoundUs);
     nonNegativeFinite("/predictions/comm_bound_us", p.commBoundUs);
-    for (const auto &[name, us] : plan.baselines) {
-      std::string path = "/baselines/" + escapeJsonPointerToken(name);
+    checkTimes("/baselines/", plan.baselines);
+    checkTimes("/baselines_uncompressed/", plan.baselinesUncompressed);
+  }
+
+  void checkTimes(const std::string &prefix, const std::map<std::string, double> &times) const {
+    for (const auto &[name, us] : times) {
+      std::string path = prefix + escapeJsonPointerToken(name);
       nonEmpty(path, name);
       nonNegativeFinite(path, us);
     }
@@ -669,6 +677,11 @@ ordered_json encodePlan(const Plan &plan) {
   root["baselines"] = ordered_json::object();
   for (const auto &[name, us] : plan.baselines)  // std::map: sorted by name
     root["baselines"][name] = us;
+  if (!plan.baselinesUncompressed.empty()) {
+    root["baselines_uncompressed"] = ordered_json::object();
+    for (const auto &[name, us] : plan.baselinesUncompressed)
+      root["baselines_uncompressed"][name] = us;
+  }
   return root;
 }
 

@@ -408,3 +408,8 @@ module attributes {zen.predicted = 1.0 : f64} {}
 
 // expected-error @+1 {{'zen.baselines' must be a dictionary of non-negative f64 times, got {ddp = "fast"}}}
 module attributes {zen.baselines = {ddp = "fast"}} {}
+
+// -----
+
+// expected-error @+1 {{'zen.baselines_uncompressed' must be a dictionary of non-negative f64 times, got {ddp = -1.000000e+00 : f64}}}
+module attributes {zen.baselines_uncompressed = {ddp = -1.0 : f64}} {}

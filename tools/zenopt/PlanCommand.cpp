@@ -41,6 +41,8 @@ struct PlanOptions {
   int64_t dp = 0;
   std::string strategy = "auto";
   std::vector<int64_t> buckets;
+  double horovodCycleTimeMs = 1.0;
+  int64_t horovodFusionThresholdMb = 128;
   std::string compressor;
   std::string precision = "fp32";
   std::string output;
@@ -173,6 +175,8 @@ int runPlan(const PlanOptions &options) {
   // --strategy is checked against the same names on the command line.
   pipelineOptions.strategy = *parsePlanStrategy(options.strategy);
   pipelineOptions.buckets = options.buckets;
+  pipelineOptions.horovodCycleTimeMs = options.horovodCycleTimeMs;
+  pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   mlir::PassManager pipeline(&context);
   buildPlanPipeline(pipeline, pipelineOptions);
   {
@@ -238,6 +242,15 @@ CommandRegistration registration(
                      "With --strategy manual: bucket sizes in tensors, in gradient-ready order (3,5,2)")
           ->delimiter(',')
           ->check(wholeNumber(1));
+      // Horovod's own spellings (horovodrun --cycle-time-ms, --fusion-threshold-mb).
+      app.add_option("--horovod-cycle-time-ms", options->horovodCycleTimeMs,
+                     "Horovod baseline: cycle time in ms (5 before Horovod v0.21.0)")
+          ->check(realNumber(0, 60e3, /*exclusiveLow=*/true))
+          ->capture_default_str();
+      app.add_option("--horovod-fusion-threshold-mb", options->horovodFusionThresholdMb,
+                     "Horovod baseline: fusion threshold in MiB, 0 = no fusion (64 before v0.21.0)")
+          ->check(wholeNumber(0, int64_t{1} << 40))
+          ->capture_default_str();
       app.add_option("--compressor", options->compressor,
                      "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
                      "sign, powersgd:RANK (default: none, training stays exact)");

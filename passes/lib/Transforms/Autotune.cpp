@@ -46,17 +46,22 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
 
     plan::AutotuneOptions options;
     options.compressors = *allowed;
-    options.baseline.manualBuckets.assign(buckets.begin(), buckets.end());
-    options.baseline.thresholdBytes = thresholdBytes;
+    options.baseline = detail::baselineOptions(buckets, thresholdBytes, horovodCycleTimeMs,
+                                               horovodFusionThresholdMb);
 
+    if (std::string error = checkBaselineOptions(options.baseline); !error.empty()) {
+      module.emitError("zen-autotune: ") << error;
+      return signalPassFailure();
+    }
     PlanChoice choice;
     Evaluation evaluation;
-    std::map<std::string, double> baselineUs;
+    std::map<std::string, double> baselineUs, baselineUncompressedUs;
     if (strategy == PlanStrategy::automatic) {
       AutotuneResult result = autotune(problem, model, options);
       choice = std::move(result.best);
       evaluation = std::move(result.bestEval);
       baselineUs = std::move(result.baselineUs);
+      baselineUncompressedUs = std::move(result.baselineUncompressedUs);
     } else {
       // A baseline with compressors allowed: the best of them, as the report compares.
       std::string error;
@@ -68,9 +73,16 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
       }
       choice = std::move(baseline->choice);
       evaluation = std::move(baseline->evaluation);
-      for (const std::string &name : baselineNames())
+      for (const std::string &name : baselineNames()) {
         baselineUs[name] = bestBaseline(name, problem, model, options.baseline, *allowed, error)
                                ->evaluation.iterationUs;
+        if (!allowed->empty()) {
+          baselineUncompressedUs[name] =
+              bestBaseline(name, problem, model, options.baseline, {}, error)
+                  ->evaluation.iterationUs;
+          baselineUs[name] = std::min(baselineUs[name], baselineUncompressedUs[name]);
+        }
+      }
     }
     if (failed(applyPlan(state->training, choice, state->group)))
       return signalPassFailure();
@@ -88,6 +100,9 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
                                     evaluation.exposedCommUs,
                                     lowerBoundUs(problem, model, *allowed)));
     ZenDialect::BaselinesAttrHelper(context).setAttr(module, timesAttr(builder, baselineUs));
+    if (!baselineUncompressedUs.empty())
+      ZenDialect::BaselinesUncompressedAttrHelper(context).setAttr(
+          module, timesAttr(builder, baselineUncompressedUs));
     markAnalysesPreserved<CostModelAnalysis>();
   }
 };

@@ -26,9 +26,8 @@ struct FuseGradientsPass : impl::FuseGradientsBase<FuseGradientsPass> {
                                 std::nullopt, StringRef("zen-fuse-gradients"));
     if (failed(state))
       return signalPassFailure();
-    BaselineOptions options;
-    options.manualBuckets.assign(buckets.begin(), buckets.end());
-    options.thresholdBytes = thresholdBytes;
+    BaselineOptions options = detail::baselineOptions(buckets, thresholdBytes, horovodCycleTimeMs,
+                                                      horovodFusionThresholdMb);
     std::string error;
     std::optional<PlanChoice> choice = baselineChoice(
         strategyName(strategy).str(), state->training.problem, *state->model, options, error);

@@ -159,6 +159,10 @@ struct Plan {
   std::vector<Task> schedule;
   Predictions predictions;
   std::map<std::string, double> baselines;  // strategy name -> predicted iteration_us
+  /// With compressors allowed, `baselines` are each baseline at its best (its fastest
+  /// allowed compressor, or none when faster) and these the same baselines
+  /// uncompressed; empty otherwise (optional in the file).
+  std::map<std::string, double> baselinesUncompressed;
 };
 
 /// Parses and validates plan text. `source` names the text in messages

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <set>
 #include <tuple>
 
 using namespace zen;
@@ -106,10 +108,6 @@ TEST(Planning, BaselinesFollowTheirRules) {
     if (b + 1 < ddp.buckets.size())
       EXPECT_GE(bytesOf(bucket), cap) << "bucket " << b;
   }
-  // Horovod: a bucket never exceeds 64 MiB unless one tensor alone does.
-  for (const BucketChoice &bucket : baseline("horovod", problem, model).buckets)
-    if (bucket.size() > 1)
-      EXPECT_LE(bytesOf(bucket), double(64 << 20));
 
   BaselineOptions manual;
   manual.manualBuckets = {3, 5, 2};
@@ -133,6 +131,94 @@ TEST(Planning, BaselinesFollowTheirRules) {
     EXPECT_TRUE(bucket.compression.errorFeedback);
     EXPECT_EQ(mainCollective(bucket), cost::CollectiveKind::AllGather);
   }
+}
+
+/// When each gradient is ready with compute alone, computed here from the
+/// problem's segments independently of the planner: a bucket is ready when its
+/// last member is, so ready times never decrease.
+std::vector<double> readyTimesOf(const Problem &problem) {
+  double forward = 0;
+  for (const ComputeSegment &segment : problem.forward)
+    forward += segment.durationUs;
+  std::vector<double> ready;
+  double latest = forward;
+  for (const GradientTensor &gradient : problem.gradients) {
+    double time = forward;
+    for (int s = 0; s <= gradient.readyAfterSegment; ++s)
+      time += problem.backward[s].durationUs;
+    ready.push_back(latest = std::max(latest, time));
+  }
+  return ready;
+}
+
+// Horovod's tensor fusion: every cycle, the tensors ready so far are fused in order into
+// buffers of at most the threshold (a larger tensor alone), until none is left.
+TEST(Planning, HorovodFusesWhatEachCycleHasReady) {
+  cost::CostModel model = modelOf("a100x64");
+  Problem problem = syntheticProblem(200, 7, model, model.worldGroup());
+  std::vector<double> ready = readyTimesOf(problem);
+  auto bytesOf = [&](int begin, int end) {
+    double bytes = 0;
+    for (int g = begin; g < end; ++g)
+      bytes += static_cast<double>(problem.gradients[g].bytes);
+    return bytes;
+  };
+  auto checkRules = [&](const BaselineOptions &options) {
+    PlanChoice horovod = baseline("horovod", problem, model, options);
+    EXPECT_EQ(validateChoice(problem, horovod), "");
+    const double cycle = options.horovodCycleUs, threshold = double(options.horovodFusionBytes);
+    auto cycleOf = [&](int g) { return std::ceil(ready[g] / cycle); };
+    for (size_t b = 0; b < horovod.buckets.size(); ++b) {
+      const BucketChoice &bucket = horovod.buckets[b];
+      SCOPED_TRACE("bucket " + std::to_string(b));
+      // One cycle's tensors, within the threshold unless a single tensor exceeds it.
+      EXPECT_EQ(cycleOf(bucket.begin), cycleOf(bucket.end - 1));
+      if (bucket.size() > 1)
+        EXPECT_LE(bytesOf(bucket.begin, bucket.end), threshold);
+      // A bucket ends only at a cycle boundary or where the next tensor would not fit.
+      if (b + 1 < horovod.buckets.size() && cycleOf(bucket.end) == cycleOf(bucket.end - 1))
+        EXPECT_GT(bytesOf(bucket.begin, bucket.end + 1), threshold);
+    }
+    return horovod.buckets.size();
+  };
+  BaselineOptions current;  // Horovod >= 0.21: 1 ms, 128 MiB
+  checkRules(current);
+  BaselineOptions old;
+  old.horovodCycleUs = 5000;
+  old.horovodFusionBytes = 64ll << 20;
+  checkRules(old);
+  // A model under the threshold whose backward pass spans many cycles: Horovod sends
+  // during backward, not in one buffer after the last gradient.
+  Problem small = syntheticProblem(30, 7, model, model.worldGroup());
+  std::vector<double> smallReady = readyTimesOf(small);
+  EXPECT_LT(small.totalGradientBytes(), double(128 << 20));
+  std::set<double> cyclesWithGradients;
+  for (double time : smallReady)
+    cyclesWithGradients.insert(std::ceil(time / current.horovodCycleUs));
+  EXPECT_GE(cyclesWithGradients.size(), 3u);
+  EXPECT_EQ(baseline("horovod", small, model, current).buckets.size(),
+            cyclesWithGradients.size());
+  // One cycle as long as the whole iteration and no threshold: one buffer.
+  BaselineOptions oneCycle;
+  oneCycle.horovodCycleUs = 2 * ready.back();
+  oneCycle.horovodFusionBytes = int64_t(1) << 50;
+  EXPECT_EQ(baseline("horovod", problem, model, oneCycle).buckets.size(), 1u);
+  // A zero threshold disables fusion, as HOROVOD_FUSION_THRESHOLD=0 does.
+  BaselineOptions unfused;
+  unfused.horovodFusionBytes = 0;
+  EXPECT_EQ(baseline("horovod", problem, model, unfused).buckets.size(),
+            problem.gradients.size());
+
+  std::string error;
+  BaselineOptions bad;
+  bad.horovodCycleUs = 0;
+  EXPECT_FALSE(baselineChoice("horovod", problem, model, bad, error));
+  EXPECT_EQ(error, "the Horovod cycle time must be positive");
+  bad = {};
+  bad.horovodFusionBytes = -1;
+  EXPECT_FALSE(baselineChoice("horovod", problem, model, bad, error));
+  EXPECT_EQ(error, "the Horovod fusion threshold must not be negative");
+  EXPECT_EQ(checkBaselineOptions(bad), error);
 }
 
 TEST(Planning, SimTasksModelDecoupledAllGathers) {
@@ -268,6 +354,12 @@ TEST(Autotune, BaselinesUseTheBestAllowedCompressor) {
       EXPECT_EQ(bucket.compression.device, cost::Device::GPU);  // as DDP's hooks run
     }
   }
+  // Reported at their best: compressed when that is faster, with the uncompressed
+  // times alongside.
+  ASSERT_EQ(result.baselineUncompressedUs.size(), baselineNames().size());
+  for (const std::string &name : baselineNames())
+    EXPECT_DOUBLE_EQ(result.baselineUncompressedUs.at(name),
+                     evaluate(problem, baseline(name, problem, model), model).iterationUs);
   // Without compressors a baseline is the uncompressed plan.
   std::optional<BaselineResult> dense = bestBaseline("ddp", problem, model, {}, {}, error);
   ASSERT_TRUE(dense) << error;
@@ -275,6 +367,31 @@ TEST(Autotune, BaselinesUseTheBestAllowedCompressor) {
                    evaluate(problem, baseline("ddp", problem, model), model).iterationUs);
   EXPECT_FALSE(bestBaseline("fastest", problem, model, {}, allowed, error));
   EXPECT_NE(error.find("unknown strategy"), std::string::npos) << error;
+}
+
+// A baseline's user can always switch compression off: where every allowed compressor
+// slows a baseline down, it is reported uncompressed.
+TEST(Autotune, BaselinesAreReportedAtTheirBest) {
+  cost::CostModel model = modelOf("h100x256");
+  Problem problem = syntheticProblem(60, 9, model, model.worldGroup());
+  std::string error;
+  AutotuneOptions options;
+  options.compressors = *parseCompressors("fp16@gpu", error);
+  AutotuneResult result = autotune(problem, model, options);
+  int compressionLoses = 0;
+  for (const std::string &name : baselineNames()) {
+    SCOPED_TRACE(name);
+    BaselineOptions fp16;
+    fp16.compression = options.compressors.front();
+    double compressed = evaluate(problem, baseline(name, problem, model, fp16), model).iterationUs;
+    double plain = evaluate(problem, baseline(name, problem, model), model).iterationUs;
+    EXPECT_DOUBLE_EQ(result.baselineUncompressedUs.at(name), plain);
+    EXPECT_DOUBLE_EQ(result.baselineUs.at(name), std::min(compressed, plain));
+    compressionLoses += compressed > plain;
+  }
+  EXPECT_GT(compressionLoses, 0);  // the case this test is about occurs
+  // Without compressors there is nothing to report uncompressed.
+  EXPECT_TRUE(autotune(problem, model, {}).baselineUncompressedUs.empty());
 }
 
 /// On small problems, auto is within 1% of the best bucketing found by

@@ -10,7 +10,8 @@
 namespace zen::codegen {
 
 /// The summary as one JSON object: strategy, iteration_us, compute_us,
-/// exposed_comm_us, lower_bound_us, buckets, compression, baselines, ...
+/// exposed_comm_us, lower_bound_us, buckets, compression, baselines, ...;
+/// baselines_uncompressed with compressors allowed
 nlohmann::ordered_json summaryJson(const zenrt::Plan &plan);
 
 /// The same summary as a readable table, with auto's speedup over every baseline.

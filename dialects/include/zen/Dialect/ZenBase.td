@@ -27,7 +27,8 @@ def Zen_Dialect : Dialect {
     "::mlir::StringAttr":$strategy,
     "::mlir::IntegerAttr":$world_size,
     "::zen::PredictionAttr":$predicted,
-    "::mlir::DictionaryAttr":$baselines);
+    "::mlir::DictionaryAttr":$baselines,
+    "::mlir::DictionaryAttr":$baselines_uncompressed);
   let hasOperationAttrVerify = 1;
 }
 

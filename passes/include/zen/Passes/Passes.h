@@ -32,6 +32,13 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
                                 llvm::cl::init(PlanStrategy::automatic), planStrategyValues()};
   ListOption<int64_t> buckets{*this, "buckets",
                               llvm::cl::desc("Bucket sizes in tensors (strategy manual)")};
+  Option<double> horovodCycleTimeMs{*this, "horovod-cycle-time-ms",
+                                    llvm::cl::desc("Horovod baseline: cycle time in ms"),
+                                    llvm::cl::init(1.0)};
+  Option<int64_t> horovodFusionThresholdMb{
+      *this, "horovod-fusion-threshold-mb",
+      llvm::cl::desc("Horovod baseline: fusion threshold in MiB (0 = no fusion)"),
+      llvm::cl::init(128)};
 };
 
 /// Adds the planning pipeline to `pm` (a module pass manager).

@@ -12,6 +12,12 @@ defvar clusterOption = Option<"cluster", "cluster", "std::string", "\"\"",
     "default: the module's zen.cluster, else a100x64">;
 defvar dpOption = Option<"dp", "dp", "int64_t", "0",
     "Data-parallel ranks (0 = every GPU of the cluster)">;
+// Horovod's tensor-fusion settings, as horovodrun spells them (--cycle-time-ms,
+// --fusion-threshold-mb); the defaults are Horovod's since v0.21.0.
+defvar horovodCycleOption = Option<"horovodCycleTimeMs", "horovod-cycle-time-ms", "double", "1.0",
+    "Horovod baseline: cycle time in ms (5 before Horovod v0.21.0)">;
+defvar horovodFusionOption = Option<"horovodFusionThresholdMb", "horovod-fusion-threshold-mb",
+    "int64_t", "128", "Horovod baseline: fusion threshold in MiB, 0 = no fusion (64 before v0.21.0)">;
 
 def InsertGradSync : Pass<"zen-insert-grad-sync", "mlir::ModuleOp"> {
   let summary = "Synchronise every gradient with an all-reduce (data parallelism)";
@@ -30,7 +36,8 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
   let description = [{
     Groups consecutive gradients (in ready order) into buckets with a baseline
     rule: `wfbp` (one per tensor), `ddp` (25 MiB, first bucket 1 MiB),
-    `horovod` (64 MiB buffer), `mgwfbp` (merge while the wait is shorter than
+    `horovod` (every cycle, fuse the ready tensors into buffers of at most the
+    fusion threshold), `mgwfbp` (merge while the wait is shorter than
     the start-up time), `threshold` (close at `threshold-bytes`), `manual`
     (`buckets` sizes in tensors) or `nooverlap` (per tensor, after backward).
     Needs synchronised gradients (zen-insert-grad-sync). Ops of bucket N carry
@@ -42,7 +49,7 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
            "Bucketing rule", [{::llvm::cl::values(
              clEnumValN(::zen::FusionStrategy::wfbp, "wfbp", "one bucket per tensor"),
              clEnumValN(::zen::FusionStrategy::ddp, "ddp", "PyTorch DDP: 25 MiB, first bucket 1 MiB"),
-             clEnumValN(::zen::FusionStrategy::horovod, "horovod", "Horovod: 64 MiB fusion buffer"),
+             clEnumValN(::zen::FusionStrategy::horovod, "horovod", "Horovod: cycle-time fusion up to the threshold"),
              clEnumValN(::zen::FusionStrategy::mgwfbp, "mgwfbp", "merge while the wait is shorter than the start-up time"),
              clEnumValN(::zen::FusionStrategy::threshold, "threshold", "close at threshold-bytes"),
              clEnumValN(::zen::FusionStrategy::manual, "manual", "bucket sizes from `buckets`"),
@@ -50,7 +57,8 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size at which `threshold` closes a bucket">,
     ListOption<"buckets", "buckets", "int64_t",
-               "Bucket sizes in tensors, in gradient-ready order (strategy manual)">
+               "Bucket sizes in tensors, in gradient-ready order (strategy manual)">,
+    horovodCycleOption, horovodFusionOption
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }
@@ -124,7 +132,9 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     to every bucket in turn and keeps the fastest. `strategy` other than
     `auto` materialises that baseline.
     Records `zen.strategy`, `zen.cluster`, `zen.world_size`, `zen.predicted`
-    (a `#zen.prediction`) and `zen.baselines` on the module. The chosen plan is
+    (a `#zen.prediction`) and `zen.baselines` on the module, and with
+    compressors allowed `zen.baselines_uncompressed` (the same baselines without
+    compression). The chosen plan is
     applied with the same bucket rewrites the individual passes use.
   }];
   let options = [
@@ -136,7 +146,8 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size for strategy threshold">,
     ListOption<"buckets", "buckets", "int64_t",
-               "Bucket sizes in tensors for strategy manual">
+               "Bucket sizes in tensors for strategy manual">,
+    horovodCycleOption, horovodFusionOption
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }

@@ -155,11 +155,22 @@ struct BaselineOptions {
   std::vector<int64_t> manualBuckets;
   /// Fusion threshold in bytes for "threshold".
   int64_t thresholdBytes = 25ll << 20;
+  /// Horovod's cycle time and fusion threshold (HOROVOD_CYCLE_TIME,
+  /// HOROVOD_FUSION_THRESHOLD): 1 ms and 128 MiB since v0.21.0, 5 ms and 64 MiB before.
+  /// A threshold of 0 disables fusion, as in Horovod.
+  double horovodCycleUs = 1000;
+  int64_t horovodFusionBytes = 128ll << 20;
 };
 
+/// Why `options` cannot plan a baseline (a non-positive cycle time, a negative
+/// fusion threshold, a threshold below one byte); "" when they can.
+std::string checkBaselineOptions(const BaselineOptions &options);
+
 /// The plan of a named strategy: nooverlap, wfbp, ddp, horovod, mgwfbp,
-/// threshold or manual. Returns a message in `error` for an unknown name or a
-/// manual bucket list that does not cover the gradients.
+/// threshold or manual (the rules, and the sources they follow, are documented
+/// at the definition). Returns a message in `error` for an unknown name, a
+/// manual bucket list that does not cover the gradients, or options that
+/// checkBaselineOptions refuses.
 std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem &problem,
                                          const cost::CostModel &model,
                                          const BaselineOptions &options, std::string &error);
@@ -204,9 +215,13 @@ struct AutotuneOptions {
 struct AutotuneResult {
   PlanChoice best;
   Evaluation bestEval;
-  std::map<std::string, double> baselineUs;  // every baseline's iteration time (bestBaseline)
-  double lowerBoundUs = 0;                   // lowerBoundUs with options.compressors
-  int64_t evaluations = 0;                   // full simulations run
+  /// Every baseline's iteration time: bestBaseline's, or uncompressed when that is faster
+  /// (a baseline's user can always switch compression off).
+  std::map<std::string, double> baselineUs;
+  /// With compressors allowed: every baseline's iteration time uncompressed; else empty.
+  std::map<std::string, double> baselineUncompressedUs;
+  double lowerBoundUs = 0;  // lowerBoundUs with options.compressors
+  int64_t evaluations = 0;  // full simulations run
 };
 
 /// Searches bucketing, compression, chunks, decomposition and schedule jointly
