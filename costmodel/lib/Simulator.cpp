@@ -32,24 +32,27 @@ constexpr int kReportedIteration = 2;
 
 std::string validate(const std::vector<SimTask> &tasks) {
   int n = static_cast<int>(tasks.size());
+  // The message is built only for the offending task: validation runs on every simulation.
+  auto fail = [&](int i, const std::string &why) {
+    return "task " + std::to_string(i) + " (" + tasks[i].name + "): " + why;
+  };
   for (int i = 0; i < n; ++i) {
     const SimTask &task = tasks[i];
-    std::string where = "task " + std::to_string(i) + " (" + task.name + "): ";
     for (int dep : task.deps)
       if (dep < 0 || dep >= n || dep == i)
-        return where + "dependency " + std::to_string(dep) + " is not another task";
+        return fail(i, "dependency " + std::to_string(dep) + " is not another task");
     if (task.kind == TaskKind::Collective) {
       if (task.stream < 0)
-        return where + "negative communication stream";
+        return fail(i, "negative communication stream");
       if (!std::isfinite(task.bytes) || task.bytes < 0)
-        return where + "bytes must be finite and non-negative";
+        return fail(i, "bytes must be finite and non-negative");
       if (task.chunks < 1)
-        return where + "chunks must be at least 1";
+        return fail(i, "chunks must be at least 1");
     } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
-      return where + "duration must be finite and non-negative";
+      return fail(i, "duration must be finite and non-negative");
     }
     if (task.device == Device::CPU && task.kind != TaskKind::Compression)
-      return where + "only compression tasks can run on the CPU";
+      return fail(i, "only compression tasks can run on the CPU");
   }
   return "";
 }
@@ -287,9 +290,9 @@ private:
     }
     // Collectives move to sharing only after the sharing heap is drained, so
     // a newcomer's virtual start is the clock value at `now_`.
-    std::vector<int> finishedLatency;
+    finishedLatency_.clear();
     while (!latencyHeap_.empty() && latencyHeap_.top().first <= now_) {
-      finishedLatency.push_back(latencyHeap_.top().second);
+      finishedLatency_.push_back(latencyHeap_.top().second);
       latencyHeap_.pop();
     }
     while (!sharingHeap_.empty() && sharingHeap_.top().first <= virtualUs_) {
@@ -297,7 +300,7 @@ private:
       sharingHeap_.pop();
       complete(finished);
     }
-    for (int instance : finishedLatency)
+    for (int instance : finishedLatency_)
       enterSharing(instance);
   }
 
@@ -357,6 +360,7 @@ private:
   int activeCollectives_ = 0;
   TimedHeap latencyHeap_;
   TimedHeap sharingHeap_;
+  std::vector<int> finishedLatency_;  // scratch for advanceToNextEvent
   double virtualUs_ = 0;
 };
 

@@ -9,17 +9,30 @@
 //    previous bucket is done. f(j) = min_i max(ready_j + encode, f(i)) + wire + decode
 //    is exact for that model because max(., f(i)) + c is monotone in f(i).
 //    A CPU encode also waits for the host's compression worker, carried along
-//    the chosen path. When compression is allowed, a second, compute-aware
-//    run also charges GPU kernels to the compute stream: a GPU encode delays
-//    every later gradient and GPU encode + decode lengthen the compute
-//    stream, and a bucket is scored by max(its end, backward end + GPU
-//    compression work). That run is what finds CPU offload worthwhile
-//    (compute-bound iterations); the plain one is better where the
-//    communication path dominates, so both seed the local search.
-//    A window bounds how far back a bucket reaches, which keeps it linear.
-// 3. Local search with the full simulator: merge/split neighbours, move a
-//    boundary (on along the same way while that keeps improving), flip
-//    compression, decomposition and chunks, and the stream count.
+//    the chosen path. A second, compute-aware run also charges the compute
+//    stream: a GPU encode delays every later gradient, GPU encode + decode
+//    lengthen the compute stream, and so does every collective overlapping
+//    backward (compute runs overlapSlowdown times slower meanwhile); a bucket
+//    is scored by max(its end, backward end + that extra compute). It finds
+//    CPU offload worthwhile and fewer, larger buckets where communication
+//    hides under compute; the plain run is better where the communication
+//    path dominates, so both seed the local search.
+//    The recurrence runs over units, not tensors: runs of consecutive tiny
+//    tensors whose collective is latency-bound and which become ready close
+//    together are pre-merged (splitting one would cost a collective start-up
+//    to win less time than that), and a window bounds how far back a bucket
+//    reaches, so it is linear. Every run shares one price table per bucket
+//    end: each (bucket, option) is priced once for all families and modes.
+// 3. Local search, from the best seed of each origin (baseline, plain DP,
+//    compute-aware DP): merge all neighbours pairwise while that helps, then
+//    per bucket merge/split neighbours, move a boundary (in steps that double
+//    while they keep improving), flip compression, decomposition and chunks,
+//    and the stream count. Candidates are scored by the simulator on the
+//    condensed problem (one gradient per bucket, compute segments merged
+//    between the points buckets depend on), which simulates like the full
+//    problem up to rounding at a cost that grows with buckets, not tensors.
+//    Sweeps stop once one gains less than kSweepGain of what separates the
+//    plan from the lower bound.
 //
 // Allowing more compressors must never plan worse, but neither the DP's model
 // nor hill climbing is monotone in the options it may use: the DP can prefer a
@@ -28,21 +41,21 @@
 // options: none; with several allowed, each compressor alone; and all of
 // them. Every seed is credited to each family containing the compressors it
 // was made from, and the DP runs once per family. Then, narrowest family
-// first, the local search runs within each family from the family's best
-// seed and, when a narrower family's result is better still, once more from
-// that result; every result is credited like a seed. A run allowing a subset
-// of the compressors makes exactly the searches of its own families, and the
-// answer is the best result of all families, so allowing more never plans
-// worse -- exactly so while the evaluation budget, which the families share,
-// does not cut a search short (below a few thousand tensors). Every
-// candidate is scored by the simulator, so the result is never worse than a
-// seed.
+// first, the local search runs within each family from its best seeds
+// and, when a narrower family's result is better still, once more from
+// that result; every result is credited like a seed. Each search has its own
+// work bound, a function of the problem alone, so a run allowing a subset of
+// the compressors makes exactly the searches of its own families; the answer
+// is the best result of all families, so allowing more never plans worse, at
+// any size. Every candidate is scored by the simulator and the answer is
+// re-scored on the full problem, so the result is never worse than a seed.
 //
 //===----------------------------------------------------------------------===//
 #include "zen/Planner/Planning.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace zen::plan {
@@ -53,40 +66,161 @@ using cost::CompressionSpec;
 
 namespace {
 
-constexpr int kWindow = 256;  // the most gradients a DP bucket may reach back over
+constexpr int kWindow = 256;  // the most tensors a DP bucket may reach back over (one unit at least)
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+/// Pre-merging: a run of tensors is one unit while its collective plus the
+/// spread of its ready times stays within (1 + kTinyMargin) start-ups.
+constexpr double kTinyMargin = 0.25;
+/// The local search stops after a sweep that gains less than this fraction of
+/// the distance to the lower bound.
+constexpr double kSweepGain = 1e-3;
+/// Work bound of one local search, in simulated tasks: AutotuneOptions::
+/// localSearchWork plus this per gradient tensor.
+constexpr double kSearchWorkPerTensor = 100;
+
+/// Range maxima (or minima) of a fixed array in O(1) per query.
+class SparseTable {
+public:
+  SparseTable(const std::vector<int> &values, bool maximum) : maximum_(maximum) {
+    levels_.push_back(values);
+    for (size_t width = 2; width <= values.size(); width *= 2) {
+      const std::vector<int> &below = levels_.back();
+      std::vector<int> level(values.size() - width + 1);
+      for (size_t i = 0; i < level.size(); ++i)
+        level[i] = pick(below[i], below[i + width / 2]);
+      levels_.push_back(std::move(level));
+    }
+  }
+  /// Over [begin, end), begin < end.
+  int query(int begin, int end) const {
+    int level = 31 - __builtin_clz(static_cast<unsigned>(end - begin));
+    return pick(levels_[level][begin], levels_[level][end - (1 << level)]);
+  }
+
+private:
+  int pick(int a, int b) const { return maximum_ ? std::max(a, b) : std::min(a, b); }
+  bool maximum_;
+  std::vector<std::vector<int>> levels_;
+};
+
+std::vector<int> fieldOf(const Problem &problem, int GradientTensor::*field) {
+  std::vector<int> values;
+  values.reserve(problem.gradients.size());
+  for (const GradientTensor &gradient : problem.gradients)
+    values.push_back(gradient.*field);
+  return values;
+}
+
+template <typename T, typename F> std::vector<T> prefixSums(size_t count, F &&term) {
+  std::vector<T> sums(count + 1, T{});
+  for (size_t i = 0; i < count; ++i)
+    sums[i + 1] = sums[i] + term(i);
+  return sums;
+}
+
+/// What a bucket of gradients [begin, end) holds, in O(1).
+class GradientRanges {
+public:
+  explicit GradientRanges(const Problem &problem)
+      : bytes_(prefixSums<int64_t>(problem.gradients.size(),
+                                   [&](size_t g) { return problem.gradients[g].bytes; })),
+        elements_(prefixSums<int64_t>(problem.gradients.size(),
+                                      [&](size_t g) { return problem.gradients[g].elements; })),
+        optimizerUs_(prefixSums<double>(problem.gradients.size(),
+                                        [&](size_t g) { return problem.gradients[g].optimizerUs; })),
+        readySegment_(fieldOf(problem, &GradientTensor::readyAfterSegment), true),
+        firstForward_(fieldOf(problem, &GradientTensor::forwardSegment), false) {}
+
+  int64_t bytes(int begin, int end) const { return bytes_[end] - bytes_[begin]; }
+  int64_t elements(int begin, int end) const { return elements_[end] - elements_[begin]; }
+  double optimizerUs(int begin, int end) const { return optimizerUs_[end] - optimizerUs_[begin]; }
+  int readySegment(int begin, int end) const { return readySegment_.query(begin, end); }
+  int firstForward(int begin, int end) const { return firstForward_.query(begin, end); }
+
+private:
+  std::vector<int64_t> bytes_, elements_;
+  std::vector<double> optimizerUs_;
+  SparseTable readySegment_, firstForward_;
+};
+
+/// The cost model's collective times, remembered by kind and size in a
+/// direct-mapped table: a model's repeated layers give the DP the same bucket
+/// sizes over and over.
+class CollectiveTimes {
+public:
+  CollectiveTimes(const cost::CostModel &model, cost::Group group)
+      : model_(model), group_(group), entries_(kEntries) {}
+
+  double timeUs(CollectiveKind kind, double bytes) {
+    uint64_t bits;
+    std::memcpy(&bits, &bytes, sizeof bits);
+    Entry &entry = entries_[((bits ^ static_cast<uint64_t>(kind)) * 0x9E3779B97F4A7C15ull) >>
+                            (64 - kLogEntries)];
+    if (entry.kind != kind || entry.bytes != bytes)
+      entry = {bytes, kind, model_.collective(kind, bytes, group_).timeUs};
+    return entry.timeUs;
+  }
+
+private:
+  static constexpr int kLogEntries = 14;
+  static constexpr size_t kEntries = size_t(1) << kLogEntries;
+  struct Entry {
+    double bytes = -1;
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    double timeUs = 0;
+  };
+  const cost::CostModel &model_;
+  cost::Group group_;
+  std::vector<Entry> entries_;
+};
 
 /// One way to communicate a bucket, priced for the FIFO model.
 struct Priced {
-  CompressionSpec spec;
-  bool decomposed = false;
   double encodeUs = 0;  // before the collective: on the compute stream or the CPU worker
   double decodeUs = 0;  // after it, part of tailUs
   double tailUs = 0;    // collective (+ decode) on the communication path
 };
 
-/// The DP's state after a bucket ending at gradient j, along its best path.
+/// The DP's state after a bucket ending at unit j, along its best path.
 struct Frontier {
   double finishUs = -kInfinity;  // the communication path is free
   double scoreUs = -kInfinity;   // what the DP minimises: finishUs, or compute-aware
-                                 // max(finishUs, backward end + gpuWorkUs)
+                                 // max(finishUs, backward end + extraComputeUs)
   double gpuDelayUs = 0;         // GPU encodes so far: later gradients are ready this much later
-  double gpuWorkUs = 0;          // GPU encodes and decodes so far
+  double extraComputeUs = 0;     // GPU encodes and decodes, and overlap slowdown, so far
   double hostFreeUs = -kInfinity;  // the CPU compression worker is free
 };
 
-/// A scored plan and the stream count its schedule uses.
+/// One run of the dynamic program: the options it may choose from and its model.
+struct ProgramRun {
+  size_t family = 0;
+  bool decompose = false;
+  bool computeAware = false;
+  std::vector<int> options;  // price slots, uncompressed first
+  std::vector<Frontier> state;
+  std::vector<int> from;     // the bucket ending at unit j starts at unit from[j]
+  std::vector<int> chosen;   // and is communicated with option slot chosen[j]
+};
+
+/// A scored plan and the stream count its schedule uses. `exact`: scored on
+/// the full problem; otherwise on the condensed one.
 struct Candidate {
   PlanChoice choice;
   Evaluation evaluation;
   int streams = 1;
+  bool exact = true;
 };
+
+/// Where a seed comes from. Hill climbing from one seed of each kind ends on
+/// hills the best seed alone would miss.
+enum Origin { kBaseline, kPlainProgram, kComputeAwareProgram, kOrigins };
 
 /// A set of allowed compressors and the search's best plans using only them.
 struct Family {
-  std::vector<int> compressors;       // ascending indices into AutotuneOptions::compressors
+  std::vector<int> compressors;  // ascending indices into AutotuneOptions::compressors
   std::vector<CompressionSpec> specs;  // none first, then each member's placements
-  std::optional<Candidate> seed;       // the best seed (baseline or DP result)
+  std::vector<int> slots;              // the compressed specs' price slots
+  std::optional<Candidate> seeds[kOrigins];  // the best seed of each origin
   std::optional<Candidate> best;       // the best seed or local-search result
 };
 
@@ -94,35 +228,28 @@ bool sameSpec(const CompressionSpec &a, const CompressionSpec &b) {
   return a.method == b.method && a.device == b.device && a.ratio == b.ratio && a.rank == b.rank;
 }
 
-bool sameChoice(const PlanChoice &a, const PlanChoice &b) {
-  return a.afterBackward == b.afterBackward && a.fused == b.fused &&
-         std::equal(a.buckets.begin(), a.buckets.end(), b.buckets.begin(), b.buckets.end(),
-                    [](const BucketChoice &x, const BucketChoice &y) {
-                      return x.begin == y.begin && x.end == y.end &&
-                             x.decomposed == y.decomposed && x.chunks == y.chunks &&
-                             x.stream == y.stream && x.priority == y.priority &&
-                             x.gatherStream == y.gatherStream &&
-                             x.gatherPriority == y.gatherPriority &&
-                             sameSpec(x.compression, y.compression);
-                    });
-}
-
 bool better(const Evaluation &candidate, const Evaluation &incumbent) {
   return candidate.iterationUs < incumbent.iterationUs * (1 - 1e-9);
 }
 
+/// Price slots of the DP: the uncompressed all-reduce, its reduce-scatter when
+/// decomposed, then every placement of every allowed compressor.
+constexpr int kAllReduceSlot = 0;
+constexpr int kReduceScatterSlot = 1;
+constexpr int kFirstCompressedSlot = 2;
+
 class Searcher {
 public:
   Searcher(const Problem &problem, const cost::CostModel &model, const AutotuneOptions &options)
-      : problem_(problem), model_(model), options_(options) {
-    const size_t count = problem.gradients.size();
-    prefixBytes_.assign(count + 1, 0);
-    prefixElements_.assign(count + 1, 0);
-    for (size_t g = 0; g < count; ++g) {
-      prefixBytes_[g + 1] = prefixBytes_[g] + static_cast<double>(problem.gradients[g].bytes);
-      prefixElements_[g + 1] = prefixElements_[g] + problem.gradients[g].elements;
-    }
-    ready_ = readyTimesAlone(backwardEndUs_);
+      : problem_(problem), model_(model), options_(options), ranges_(problem) {
+    const size_t segments = problem.backward.size();
+    backwardPrefixUs_ = prefixSums<double>(
+        segments, [&](size_t k) { return problem.backward[k].durationUs; });
+    forwardPrefixUs_ = prefixSums<double>(problem.forward.size(),
+                                          [&](size_t k) { return problem.forward[k].durationUs; });
+    for (const CompressionSpec &allowed : options.compressors)
+      for (const CompressionSpec &placed : placements(allowed))
+        slotSpecs_.push_back(placed);
     // Narrowest first: none; each compressor alone (when there are several); all.
     const int allowed = static_cast<int>(options.compressors.size());
     if (allowed > 0)
@@ -134,6 +261,8 @@ public:
     for (int c = 0; c < allowed; ++c)
       all[c] = c;
     addFamily(std::move(all));
+    searchWork_ = options.localSearchWork +
+                  kSearchWorkPerTensor * static_cast<double>(problem.gradients.size());
   }
 
   AutotuneResult run();
@@ -141,29 +270,35 @@ public:
 private:
   void addFamily(std::vector<int> compressors);
   /// Credits `candidate` to every family containing the compressors it was
-  /// made from: as a seed, or as a local-search result.
-  void offer(const Candidate &candidate, const std::vector<int> &madeFrom, bool isSeed);
-  /// Scores `choice`, reusing the score of an identical DP result.
-  Evaluation evaluateSeed(const PlanChoice &choice);
+  /// made from: as a seed of `origin`, or (without one) as a local-search result.
+  void offer(const Candidate &candidate, const std::vector<int> &madeFrom,
+             std::optional<Origin> origin);
   void seedBaselines(AutotuneResult &result);
   void seedDynamicPrograms();
+  /// `choice` scored by the simulator on the condensed problem.
+  Candidate condensedCandidate(PlanChoice choice, int streams) const;
+  Evaluation condensedEvaluation(const PlanChoice &choice) const;
   std::vector<double> readyTimesAlone(double &backwardEndUs) const;
-  void price(int begin, int end, bool decompose, const std::vector<CompressionSpec> &specs,
-             std::vector<Priced> &out) const;
-  PlanChoice dynamicProgram(const std::vector<CompressionSpec> &specs, bool decompose,
-                            bool computeAware) const;
-  Candidate localSearch(const Family &family, Candidate current, int64_t budget);
+  void buildUnits();
+  Priced price(int begin, int end, int slot, CollectiveTimes &times) const;
+  void runPrograms(std::vector<ProgramRun> &runs);
+  PlanChoice choiceOf(const ProgramRun &run) const;
+  Candidate localSearch(const Family &family, Candidate current);
+  CompressionSpec slotSpec(int slot) const;
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
 
   const Problem &problem_;
   const cost::CostModel &model_;
   const AutotuneOptions &options_;
-  std::vector<double> prefixBytes_;
-  std::vector<int64_t> prefixElements_;
-  std::vector<double> ready_;
-  double backwardEndUs_ = 0;  // forward + backward, compute alone
+  GradientRanges ranges_;
+  std::vector<double> backwardPrefixUs_, forwardPrefixUs_;
+  std::vector<double> ready_;           // per gradient, compute alone
+  double backwardEndUs_ = 0;            // forward + backward, compute alone
+  double lowerBoundUs_ = 0;
+  std::vector<int> unitBegin_;          // unit u holds gradients [unitBegin_[u], unitBegin_[u + 1])
+  std::vector<CompressionSpec> slotSpecs_;  // the compressed slots' specs, from kFirstCompressedSlot
   std::vector<Family> families_;  // narrowest first; the last allows every compressor
-  std::vector<Candidate> dynamicSeeds_;  // DP results scored so far
+  double searchWork_ = 0;
   int64_t evaluations_ = 0;
 };
 
@@ -171,84 +306,166 @@ void Searcher::addFamily(std::vector<int> compressors) {
   Family family;
   family.specs.push_back(CompressionSpec{});
   for (int c : compressors)
-    for (const CompressionSpec &placed : placements(options_.compressors[c]))
+    for (const CompressionSpec &placed : placements(options_.compressors[c])) {
       family.specs.push_back(placed);
+      for (size_t s = 0; s < slotSpecs_.size(); ++s)
+        if (sameSpec(slotSpecs_[s], placed)) {
+          family.slots.push_back(kFirstCompressedSlot + static_cast<int>(s));
+          break;
+        }
+    }
   family.compressors = std::move(compressors);
   families_.push_back(std::move(family));
 }
 
-void Searcher::offer(const Candidate &candidate, const std::vector<int> &madeFrom, bool isSeed) {
+void Searcher::offer(const Candidate &candidate, const std::vector<int> &madeFrom,
+                     std::optional<Origin> origin) {
   for (Family &family : families_) {
     if (!std::includes(family.compressors.begin(), family.compressors.end(), madeFrom.begin(),
                        madeFrom.end()))
       continue;
-    if (isSeed && (!family.seed || better(candidate.evaluation, family.seed->evaluation)))
-      family.seed = candidate;
+    if (origin) {
+      std::optional<Candidate> &seed = family.seeds[*origin];
+      if (!seed || better(candidate.evaluation, seed->evaluation))
+        seed = candidate;
+    }
     if (!family.best || better(candidate.evaluation, family.best->evaluation))
       family.best = candidate;
   }
 }
 
-Evaluation Searcher::evaluateSeed(const PlanChoice &choice) {
-  for (const Candidate &seen : dynamicSeeds_)
-    if (sameChoice(seen.choice, choice))
-      return seen.evaluation;
-  ++evaluations_;
-  return evaluate(problem_, choice, model_);
+Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) const {
+  const int count = static_cast<int>(choice.buckets.size());
+  Problem condensed;
+  condensed.group = problem_.group;
+  condensed.computeDtype = problem_.computeDtype;
+  PlanChoice single = choice;
+
+  // Backward segments merge up to each segment after which a bucket is ready.
+  std::vector<int> ready(count), cuts;
+  for (int b = 0; b < count; ++b) {
+    const BucketChoice &bucket = choice.buckets[b];
+    ready[b] = ranges_.readySegment(bucket.begin, bucket.end);
+    if (ready[b] >= 0)
+      cuts.push_back(ready[b]);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const int segments = static_cast<int>(problem_.backward.size());
+  int covered = 0;  // backward segments [0, covered) are merged into condensed ones
+  for (int cut : cuts) {
+    condensed.backward.push_back({"", backwardPrefixUs_[cut + 1] - backwardPrefixUs_[covered]});
+    covered = cut + 1;
+  }
+  if (covered < segments)
+    condensed.backward.push_back({"", backwardPrefixUs_[segments] - backwardPrefixUs_[covered]});
+
+  // Forward segments merge up to each one a decoupled all-gather must precede.
+  const int forwardCount = static_cast<int>(problem_.forward.size());
+  std::vector<int> firstForward(count, -1), starts;
+  if (forwardCount > 0)
+    starts.push_back(0);
+  for (int b = 0; b < count; ++b) {
+    const BucketChoice &bucket = choice.buckets[b];
+    if (!bucket.decomposed)
+      continue;
+    firstForward[b] = std::min(forwardCount, ranges_.firstForward(bucket.begin, bucket.end));
+    if (firstForward[b] >= 0 && firstForward[b] < forwardCount)
+      starts.push_back(firstForward[b]);
+  }
+  std::sort(starts.begin(), starts.end());
+  starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  for (size_t t = 0; t < starts.size(); ++t) {
+    int next = t + 1 < starts.size() ? starts[t + 1] : forwardCount;
+    condensed.forward.push_back({"", forwardPrefixUs_[next] - forwardPrefixUs_[starts[t]]});
+  }
+
+  auto indexIn = [](const std::vector<int> &sorted, int value) {
+    return static_cast<int>(std::lower_bound(sorted.begin(), sorted.end(), value) - sorted.begin());
+  };
+  for (int b = 0; b < count; ++b) {
+    BucketChoice &bucket = single.buckets[b];
+    GradientTensor gradient;
+    gradient.elements = ranges_.elements(bucket.begin, bucket.end);
+    gradient.bytes = ranges_.bytes(bucket.begin, bucket.end);
+    gradient.optimizerUs = ranges_.optimizerUs(bucket.begin, bucket.end);
+    gradient.readyAfterSegment = ready[b] >= 0 ? indexIn(cuts, ready[b]) : -1;
+    gradient.forwardSegment = firstForward[b] < 0               ? firstForward[b]
+                              : firstForward[b] < forwardCount ? indexIn(starts, firstForward[b])
+                                                               : static_cast<int>(starts.size());
+    condensed.gradients.push_back(gradient);
+    bucket.begin = b;
+    bucket.end = b + 1;
+  }
+  return evaluate(condensed, single, model_);
+}
+
+Candidate Searcher::condensedCandidate(PlanChoice choice, int streams) const {
+  Evaluation evaluation = condensedEvaluation(choice);
+  return Candidate{std::move(choice), std::move(evaluation), streams, false};
 }
 
 std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
-  double clock = 0;
-  for (const ComputeSegment &segment : problem_.forward)
-    clock += segment.durationUs;
-  const double forwardUs = clock;
-  std::vector<double> segmentEnd(problem_.backward.size());
-  for (size_t k = 0; k < problem_.backward.size(); ++k)
-    segmentEnd[k] = clock += problem_.backward[k].durationUs;
-  backwardEndUs = clock;
+  const double forwardUs = forwardPrefixUs_.back();
+  backwardEndUs = forwardUs + backwardPrefixUs_.back();
   std::vector<double> ready;
+  ready.reserve(problem_.gradients.size());
   double latest = forwardUs;
   for (const GradientTensor &gradient : problem_.gradients) {
     if (gradient.readyAfterSegment >= 0)
-      latest = std::max(latest, segmentEnd[gradient.readyAfterSegment]);
+      latest = std::max(latest, forwardUs + backwardPrefixUs_[gradient.readyAfterSegment + 1]);
     ready.push_back(latest);
   }
   return ready;
 }
 
-void Searcher::price(int begin, int end, bool decompose,
-                     const std::vector<CompressionSpec> &specs, std::vector<Priced> &out) const {
-  out.clear();
-  const double bytes = prefixBytes_[end] - prefixBytes_[begin];
-  const int64_t elements = prefixElements_[end] - prefixElements_[begin];
-  for (const CompressionSpec &spec : specs) {
-    Priced priced;
-    priced.spec = spec;
-    if (spec.method == CompressionMethod::None) {
-      priced.decomposed = decompose;
-      // A decoupled all-gather overlaps the next forward; only the reduce-scatter is on the path.
-      priced.tailUs = model_
-                          .collective(decompose ? CollectiveKind::ReduceScatter
-                                                : CollectiveKind::AllReduce,
-                                      bytes, problem_.group)
-                          .timeUs;
-    } else {
-      bool gathered = !isAllReducible(spec.method);
-      cost::CompressionCost cost =
-          model_.compression(spec, elements, gathered ? problem_.group.ranks : 1);
-      double wire = gathered ? cost.wireBytes * static_cast<double>(problem_.group.ranks)
-                             : cost.wireBytes;
-      priced.encodeUs = cost.encodeUs;
-      priced.decodeUs = cost.decodeUs;
-      priced.tailUs = cost.decodeUs +
-                      model_
-                          .collective(gathered ? CollectiveKind::AllGather
-                                               : CollectiveKind::AllReduce,
-                                      wire, problem_.group)
-                          .timeUs;
-    }
-    out.push_back(priced);
+void Searcher::buildUnits() {
+  // A run [begin, end) splits at no gain: any split pays a second start-up
+  // (at least `startUp`) to send its first part at most the run's spread of
+  // ready times earlier, and the bytes it moves are worth little more.
+  const double startUp = model_.collective(CollectiveKind::AllReduce, 1, problem_.group).timeUs;
+  const int count = static_cast<int>(problem_.gradients.size());
+  unitBegin_.clear();
+  for (int begin = 0; begin < count;) {
+    int end = begin + 1;
+    while (end < count &&
+           model_.collective(CollectiveKind::AllReduce,
+                             static_cast<double>(ranges_.bytes(begin, end + 1)), problem_.group)
+                       .timeUs +
+                   (ready_[end] - ready_[begin]) <=
+               (1 + kTinyMargin) * startUp)
+      ++end;
+    unitBegin_.push_back(begin);
+    begin = end;
   }
+  unitBegin_.push_back(count);
+}
+
+CompressionSpec Searcher::slotSpec(int slot) const {
+  return slot < kFirstCompressedSlot ? CompressionSpec{} : slotSpecs_[slot - kFirstCompressedSlot];
+}
+
+Priced Searcher::price(int begin, int end, int slot, CollectiveTimes &times) const {
+  Priced priced;
+  if (slot < kFirstCompressedSlot) {
+    // A decoupled all-gather overlaps the next forward; only the reduce-scatter is on the path.
+    priced.tailUs = times.timeUs(slot == kReduceScatterSlot ? CollectiveKind::ReduceScatter
+                                                            : CollectiveKind::AllReduce,
+                                 static_cast<double>(ranges_.bytes(begin, end)));
+    return priced;
+  }
+  const CompressionSpec &spec = slotSpecs_[slot - kFirstCompressedSlot];
+  const bool gathered = !isAllReducible(spec.method);
+  cost::CompressionCost cost = model_.compression(spec, ranges_.elements(begin, end),
+                                                  gathered ? problem_.group.ranks : 1);
+  double wire = gathered ? cost.wireBytes * static_cast<double>(problem_.group.ranks)
+                         : cost.wireBytes;
+  priced.encodeUs = cost.encodeUs;
+  priced.decodeUs = cost.decodeUs;
+  priced.tailUs =
+      cost.decodeUs +
+      times.timeUs(gathered ? CollectiveKind::AllGather : CollectiveKind::AllReduce, wire);
+  return priced;
 }
 
 void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
@@ -260,58 +477,83 @@ void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
     bucket.chunks = 1;
 }
 
-PlanChoice Searcher::dynamicProgram(const std::vector<CompressionSpec> &specs, bool decompose,
-                                    bool computeAware) const {
-  const int count = static_cast<int>(problem_.gradients.size());
-  std::vector<Frontier> state(count + 1);
-  std::vector<int> from(count + 1, 0);
-  std::vector<Priced> chosen(count + 1);
-  std::vector<Priced> options;
-  for (int j = 1; j <= count; ++j) {
-    const double readyAlone = ready_[j - 1];
-    Frontier &best = state[j];
-    best.scoreUs = best.finishUs = kInfinity;
-    for (int i = j - 1; i >= std::max(0, j - kWindow); --i) {
-      price(i, j, decompose, specs, options);
-      const Frontier &previous = state[i];
-      const double ready = readyAlone + previous.gpuDelayUs;
-      double cheapestTail = kInfinity;
-      for (const Priced &option : options) {
-        const bool onCpu = option.spec.method != CompressionMethod::None &&
-                           option.spec.device == cost::Device::CPU;
-        Frontier next = previous;
-        double encoded = onCpu ? std::max(ready, previous.hostFreeUs) + option.encodeUs
-                               : ready + option.encodeUs;
-        if (onCpu) {
-          next.hostFreeUs = encoded;
-        } else if (computeAware) {
-          next.gpuDelayUs += option.encodeUs;
-          next.gpuWorkUs += option.encodeUs + option.decodeUs;
+void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
+  const int units = static_cast<int>(unitBegin_.size()) - 1;
+  const int slots = kFirstCompressedSlot + static_cast<int>(slotSpecs_.size());
+  // Prices of the buckets ending at the current unit j, by reach (j - 1 - i) and slot.
+  std::vector<Priced> prices(static_cast<size_t>(kWindow) * slots);
+  std::vector<int> pricedFor(prices.size(), -1);
+  CollectiveTimes times(model_, problem_.group);
+  const double slowdownShare = 1 - 1 / model_.overlapSlowdown();
+  for (ProgramRun &run : runs) {
+    run.state.assign(units + 1, Frontier{});
+    run.from.assign(units + 1, 0);
+    run.chosen.assign(units + 1, kAllReduceSlot);
+  }
+  for (int j = 1; j <= units; ++j) {
+    const double readyAlone = ready_[unitBegin_[j] - 1];
+    for (ProgramRun &run : runs) {
+      Frontier &best = run.state[j];
+      best.scoreUs = best.finishUs = kInfinity;
+      for (int i = j - 1; i >= 0 && (i == j - 1 || unitBegin_[j] - unitBegin_[i] <= kWindow);
+           --i) {
+        const Frontier &previous = run.state[i];
+        const double ready = readyAlone + previous.gpuDelayUs;
+        double cheapestTail = kInfinity;
+        for (int slot : run.options) {
+          size_t at = static_cast<size_t>(j - 1 - i) * slots + slot;
+          if (pricedFor[at] != j) {
+            prices[at] = price(unitBegin_[i], unitBegin_[j], slot, times);
+            pricedFor[at] = j;
+          }
+          const Priced &option = prices[at];
+          const bool onCpu = slot >= kFirstCompressedSlot && slotSpec(slot).device == cost::Device::CPU;
+          Frontier next = previous;
+          double encoded = onCpu ? std::max(ready, previous.hostFreeUs) + option.encodeUs
+                                 : ready + option.encodeUs;
+          if (onCpu) {
+            next.hostFreeUs = encoded;
+          } else if (run.computeAware) {
+            next.gpuDelayUs += option.encodeUs;
+            next.extraComputeUs += option.encodeUs + option.decodeUs;
+          }
+          next.finishUs = std::max(encoded, previous.finishUs) + option.tailUs;
+          if (run.computeAware) {
+            // The part of the collective that overlaps backward slows compute down.
+            double overlapUs = std::min(next.finishUs, backwardEndUs_) -
+                               std::min(std::max(encoded, previous.finishUs), backwardEndUs_);
+            next.extraComputeUs += slowdownShare * std::max(0.0, overlapUs);
+            next.scoreUs = std::max(next.finishUs, backwardEndUs_ + next.extraComputeUs);
+          } else {
+            next.scoreUs = next.finishUs;
+          }
+          cheapestTail = std::min(cheapestTail, option.tailUs);
+          if (next.scoreUs < best.scoreUs ||
+              (next.scoreUs == best.scoreUs && next.finishUs < best.finishUs)) {
+            best = next;
+            run.from[j] = i;
+            run.chosen[j] = slot;
+          }
         }
-        next.finishUs = std::max(encoded, previous.finishUs) + option.tailUs;
-        next.scoreUs = computeAware ? std::max(next.finishUs, backwardEndUs_ + next.gpuWorkUs)
-                                    : next.finishUs;
-        cheapestTail = std::min(cheapestTail, option.tailUs);
-        if (next.scoreUs < best.scoreUs ||
-            (next.scoreUs == best.scoreUs && next.finishUs < best.finishUs)) {
-          best = next;
-          from[j] = i;
-          chosen[j] = option;
-        }
+        // Reaching further back only adds bytes: once the tail alone cannot
+        // win, stop; for the plain model also once the stream is idle when this
+        // bucket is ready (the compute-aware one still saves start-ups there).
+        if ((!run.computeAware && previous.finishUs <= ready) ||
+            readyAlone + cheapestTail >= best.scoreUs)
+          break;
       }
-      // Reaching further back only adds bytes: once the stream is idle when
-      // this bucket is ready, or the tail alone cannot win, stop.
-      if (previous.finishUs <= ready || readyAlone + cheapestTail >= best.scoreUs)
-        break;
     }
   }
+}
+
+PlanChoice Searcher::choiceOf(const ProgramRun &run) const {
   PlanChoice choice;
   choice.strategy = "auto";
-  for (int j = count; j > 0; j = from[j]) {
+  for (int j = static_cast<int>(unitBegin_.size()) - 1; j > 0; j = run.from[j]) {
     BucketChoice bucket;
-    bucket.begin = from[j];
-    bucket.end = j;
-    setOption(bucket, chosen[j].spec, chosen[j].decomposed);
+    bucket.begin = unitBegin_[run.from[j]];
+    bucket.end = unitBegin_[j];
+    setOption(bucket, slotSpec(run.chosen[j]), run.chosen[j] == kReduceScatterSlot);
     choice.buckets.push_back(bucket);
   }
   std::reverse(choice.buckets.begin(), choice.buckets.end());
@@ -336,7 +578,7 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     evaluations_ += static_cast<int64_t>(candidates.size());
     for (size_t c = 0; c < candidates.size(); ++c)
       offer(Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
-            compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{}, true);
+            compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{}, kBaseline);
   }
   if (!compressed)
     return;
@@ -353,67 +595,90 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     // A baseline's user may always switch compression off: it is reported at its best.
     if (auto reported = result.baselineUs.find(name); reported != result.baselineUs.end())
       reported->second = std::min(reported->second, evaluation.iterationUs);
-    offer(Candidate{std::move(*choice), std::move(evaluation), 1}, {}, true);
+    offer(Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline);
   }
 }
 
 void Searcher::seedDynamicPrograms() {
+  std::vector<ProgramRun> runs;
   for (size_t f = 0; f < families_.size(); ++f)
     for (auto [decompose, computeAware] :
          {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
           std::pair{true, true}}) {
       if (decompose && !options_.allowDecomposition)
         continue;
-      if (computeAware && families_[f].compressors.empty())
-        continue;  // without compression there is no GPU kernel to charge
-      PlanChoice planned = dynamicProgram(families_[f].specs, decompose, computeAware);
-      // With and without chosen chunks; decoupled all-gathers on one stream or their own.
-      for (int streams : {1, 2}) {
-        if (streams == 2 && !decompose)
-          continue;
-        assignSchedule(planned, streams);
-        PlanChoice chunked = planned;
-        chooseChunks(problem_, chunked, model_);
-        for (PlanChoice *choice : {&planned, &chunked}) {
-          Candidate candidate{*choice, evaluateSeed(*choice), streams};
-          offer(candidate, families_[f].compressors, true);
-          dynamicSeeds_.push_back(std::move(candidate));
-        }
+      ProgramRun run;
+      run.family = f;
+      run.decompose = decompose;
+      run.computeAware = computeAware;
+      run.options.push_back(decompose ? kReduceScatterSlot : kAllReduceSlot);
+      run.options.insert(run.options.end(), families_[f].slots.begin(), families_[f].slots.end());
+      runs.push_back(std::move(run));
+    }
+  runPrograms(runs);
+  for (const ProgramRun &run : runs) {
+    PlanChoice planned = choiceOf(run);
+    // With and without chosen chunks; decoupled all-gathers on one stream or their own.
+    for (int streams : {1, 2}) {
+      if (streams == 2 && !run.decompose)
+        continue;
+      assignSchedule(planned, streams);
+      PlanChoice chunked = planned;
+      chooseChunks(problem_, chunked, model_);
+      for (PlanChoice *choice : {&planned, &chunked}) {
+        ++evaluations_;
+        offer(condensedCandidate(*choice, streams), families_[run.family].compressors,
+              run.computeAware ? kComputeAwareProgram : kPlainProgram);
       }
     }
+  }
 }
 
-Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t budget) {
+Candidate Searcher::localSearch(const Family &family, Candidate current) {
+  double work = 0;  // simulated tasks so far
   auto consider = [&](PlanChoice choice, int streams) {
-    assignSchedule(choice, streams);
-    Evaluation evaluation = evaluate(problem_, choice, model_);
-    ++evaluations_;
-    if (!better(evaluation, current.evaluation))
+    if (work >= searchWork_)
       return false;
-    current = Candidate{std::move(choice), std::move(evaluation), streams};
+    assignSchedule(choice, streams);
+    Candidate candidate = condensedCandidate(std::move(choice), streams);
+    ++evaluations_;
+    work += static_cast<double>(candidate.evaluation.sim.endUs.size());
+    if (!better(candidate.evaluation, current.evaluation))
+      return false;
+    current = std::move(candidate);
     return true;
   };
   const std::vector<CompressionSpec> &specs = family.specs;
-  bool improved = true;
-  while (improved && evaluations_ < budget) {
-    improved = false;
+  // A sweep must gain kSweepGain of what separates the plan from the lower
+  // bound (of the plan itself where compression beats the bound).
+  auto enoughGain = [&](double sweepStartUs) {
+    double gapUs = sweepStartUs > lowerBoundUs_ ? sweepStartUs - lowerBoundUs_ : sweepStartUs;
+    return sweepStartUs - current.evaluation.iterationUs > kSweepGain * gapUs;
+  };
+  for (bool sweep = true; sweep && work < searchWork_;) {
+    const double sweepStartUs = current.evaluation.iterationUs;
+    // Global move: merge neighbours pairwise, as long as that improves (halves
+    // the bucket count at once where start-ups or overlap slowdown dominate).
+    while (current.choice.buckets.size() > 1) {
+      PlanChoice halved = current.choice;
+      std::vector<BucketChoice> &buckets = halved.buckets;
+      for (size_t b = 0; b + 1 < buckets.size(); ++b) {
+        buckets[b].end = buckets[b + 1].end;
+        buckets.erase(buckets.begin() + b + 1);
+      }
+      if (!consider(std::move(halved), current.streams))
+        break;
+    }
     // Global move: a separate stream for the decoupled all-gathers.
     if (std::any_of(current.choice.buckets.begin(), current.choice.buckets.end(),
-                    [](const BucketChoice &bucket) { return bucket.decomposed; }) &&
-        consider(current.choice, current.streams == 1 ? 2 : 1))
-      improved = true;
-    for (size_t b = 0; b < current.choice.buckets.size() && evaluations_ < budget; ++b) {
+                    [](const BucketChoice &bucket) { return bucket.decomposed; }))
+      consider(current.choice, current.streams == 1 ? 2 : 1);
+    for (size_t b = 0; b < current.choice.buckets.size() && work < searchWork_; ++b) {
       auto tryMove = [&](auto &&edit) {
-        if (evaluations_ >= budget || b >= current.choice.buckets.size())
+        if (b >= current.choice.buckets.size())
           return false;
         PlanChoice candidate = current.choice;
-        if (!edit(candidate.buckets))
-          return false;
-        if (consider(std::move(candidate), current.streams)) {
-          improved = true;
-          return true;
-        }
-        return false;
+        return edit(candidate.buckets) && consider(std::move(candidate), current.streams);
       };
       // Merge with the next bucket (the merged bucket keeps this one's settings).
       tryMove([&](std::vector<BucketChoice> &buckets) {
@@ -428,9 +693,9 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t
         BucketChoice &bucket = buckets[b];
         if (bucket.size() < 2)
           return false;
-        double half = (prefixBytes_[bucket.begin] + prefixBytes_[bucket.end]) / 2;
+        const int64_t total = ranges_.bytes(bucket.begin, bucket.end);
         int cut = bucket.begin + 1;
-        while (cut < bucket.end - 1 && prefixBytes_[cut] < half)
+        while (cut < bucket.end - 1 && 2 * ranges_.bytes(bucket.begin, cut) < total)
           ++cut;
         BucketChoice right = bucket;
         right.begin = cut;
@@ -438,19 +703,21 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t
         buckets.insert(buckets.begin() + b + 1, right);
         return true;
       });
-      // Move the boundary with the next bucket by one gradient either way,
-      // and on along the same way while that keeps improving.
-      for (int delta : {-1, 1})
-        while (tryMove([&](std::vector<BucketChoice> &buckets) {
-          if (b + 1 >= buckets.size())
-            return false;
-          int boundary = buckets[b].end + delta;
-          if (boundary <= buckets[b].begin || boundary >= buckets[b + 1].end)
-            return false;
-          buckets[b].end = boundary;
-          buckets[b + 1].begin = boundary;
-          return true;
-        })) {
+      // Move the boundary with the next bucket either way: by one gradient, in
+      // steps that double while that keeps improving, halving again after a miss.
+      for (int direction : {-1, 1})
+        for (int step = 1; step > 0;) {
+          bool moved = tryMove([&](std::vector<BucketChoice> &buckets) {
+            if (b + 1 >= buckets.size())
+              return false;
+            int boundary = buckets[b].end + direction * step;
+            if (boundary <= buckets[b].begin || boundary >= buckets[b + 1].end)
+              return false;
+            buckets[b].end = boundary;
+            buckets[b + 1].begin = boundary;
+            return true;
+          });
+          step = moved ? 2 * step : step / 2;
         }
       // Flip decomposition.
       if (options_.allowDecomposition)
@@ -462,10 +729,9 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t
           return true;
         });
       // Every other compression option.
-      for (size_t s = 0; s < specs.size(); ++s)
+      for (const CompressionSpec &spec : specs)
         tryMove([&](std::vector<BucketChoice> &buckets) {
           BucketChoice &bucket = buckets[b];
-          const CompressionSpec &spec = specs[s];
           if (sameSpec(spec, bucket.compression))
             return false;
           setOption(bucket, spec, false);
@@ -484,39 +750,42 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, int64_t
           return true;
         });
     }
+    sweep = enoughGain(sweepStartUs);
   }
   return current;
 }
 
 AutotuneResult Searcher::run() {
   AutotuneResult result;
-  result.lowerBoundUs = lowerBoundUs(problem_, model_);
+  result.lowerBoundUs = lowerBoundUs_ = lowerBoundUs(problem_, model_);
+  ready_ = readyTimesAlone(backwardEndUs_);
   seedBaselines(result);
+  buildUnits();
   seedDynamicPrograms();
 
-  // Per family, narrowest first: a search from its best seed, then, when a
-  // narrower family's search ended better, one more from there. Families
-  // share the budget evenly; what one leaves unused passes on. The widest
-  // family holds every result: the answer.
-  const Candidate &seed = *families_.back().seed;
-  const double tasks = static_cast<double>(problem_.forward.size() + problem_.backward.size() +
-                                           4 * seed.choice.buckets.size() + 1);
-  const int64_t end =
-      evaluations_ + std::max<int64_t>(64, static_cast<int64_t>(options_.localSearchWork / tasks));
+  // Per family, narrowest first: a search from its best seed of each origin,
+  // then, when a narrower family's search ended better, one more from there.
+  // The widest family holds every result: the answer.
   for (size_t f = 0; f < families_.size(); ++f) {
-    const int64_t budget =
-        evaluations_ + (end - evaluations_) / static_cast<int64_t>(families_.size() - f);
     const Family &family = families_[f];
-    Candidate searched = localSearch(family, *family.seed, budget);
-    offer(searched, family.compressors, false);
-    if (better(family.best->evaluation, searched.evaluation))
-      offer(localSearch(family, *family.best, budget), family.compressors, false);
+    std::optional<Candidate> searched;
+    for (const std::optional<Candidate> &seed : family.seeds) {
+      if (!seed)
+        continue;
+      Candidate climbed = localSearch(family, *seed);
+      if (!searched || better(climbed.evaluation, searched->evaluation))
+        searched = std::move(climbed);
+    }
+    offer(*searched, family.compressors, std::nullopt);
+    if (better(family.best->evaluation, searched->evaluation))
+      offer(localSearch(family, *family.best), family.compressors, std::nullopt);
   }
 
   const Candidate &best = *families_.back().best;
   result.best = best.choice;
   result.best.strategy = "auto";
-  result.bestEval = best.evaluation;
+  // The condensed problem simulates like the full one up to rounding; report the full one's score.
+  result.bestEval = best.exact ? best.evaluation : evaluate(problem_, result.best, model_);
   result.evaluations = evaluations_;
   return result;
 }

@@ -70,11 +70,10 @@ std::string validateChoice(const Problem &problem, const PlanChoice &choice) {
 }
 
 namespace {
-std::string kindName(CollectiveKind kind) { return cost::toString(kind); }
-} // namespace
-
-std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
-                                   const cost::CostModel &model) {
+/// The task graph of buildSimTasks without names: evaluate() runs it on every
+/// candidate of the search, where building strings per task would dominate.
+std::vector<SimTask> unnamedSimTasks(const Problem &problem, const PlanChoice &choice,
+                                     const cost::CostModel &model) {
   std::vector<SimTask> tasks;
   const int forwardCount = static_cast<int>(problem.forward.size());
   const int backwardCount = static_cast<int>(problem.backward.size());
@@ -82,10 +81,9 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
 
   // Compute-stream priorities follow the intended serial order: forward, then
   // each backward segment followed by the encodes it enables, then the tail.
-  auto addCompute = [&](std::string name, TaskKind kind, TaskPhase phase, int64_t bucket,
-                        double duration, int64_t priority, std::vector<int> deps) {
+  auto addCompute = [&](TaskKind kind, TaskPhase phase, int64_t bucket, double duration,
+                        int64_t priority, std::vector<int> deps) {
     SimTask task;
-    task.name = std::move(name);
     task.kind = kind;
     task.phase = phase;
     task.bucket = bucket;
@@ -102,8 +100,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     std::vector<int> deps;
     if (previous >= 0)
       deps.push_back(previous);
-    previous = addCompute("fwd." + problem.forward[k].name, TaskKind::Compute,
-                          TaskPhase::Forward, -1, problem.forward[k].durationUs, k, std::move(deps));
+    previous = addCompute(TaskKind::Compute, TaskPhase::Forward, -1, problem.forward[k].durationUs,
+                          k, std::move(deps));
     forwardTask[k] = previous;
   }
   const int forwardEnd = previous;
@@ -112,8 +110,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     std::vector<int> deps;
     if (previous >= 0)
       deps.push_back(previous);
-    previous = addCompute("bwd." + problem.backward[k].name, TaskKind::Compute,
-                          TaskPhase::Backward, -1, problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
+    previous = addCompute(TaskKind::Compute, TaskPhase::Backward, -1,
+                          problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
     backwardTask[k] = previous;
   }
   const int backwardEnd = previous;
@@ -122,7 +120,6 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
   for (size_t b = 0; b < choice.buckets.size(); ++b) {
     const BucketChoice &bucket = choice.buckets[b];
     const int64_t bucketId = static_cast<int64_t>(b);
-    const std::string suffix = ".b" + std::to_string(b);
     int64_t elements = 0;
     double bytes = 0, optimizerUs = 0;
     int readySegment = -1;
@@ -155,9 +152,8 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
                                    : tailPriority - 1;
-      before = addCompute("compress" + suffix, TaskKind::Compression, TaskPhase::Compress,
-                          bucketId, compression.encodeUs,
-                          encodePriority, readyDeps);
+      before = addCompute(TaskKind::Compression, TaskPhase::Compress, bucketId,
+                          compression.encodeUs, encodePriority, readyDeps);
       tasks[before].device = bucket.compression.device;
     }
 
@@ -166,7 +162,6 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     collective.phase = TaskPhase::Communicate;
     collective.bucket = bucketId;
     collective.collective = mainCollective(bucket);
-    collective.name = kindName(collective.collective) + suffix;
     // Gathered compressed payloads: every rank's payload lands everywhere.
     collective.bytes = collective.collective == CollectiveKind::AllGather
                            ? wireBytes * static_cast<double>(problem.group.ranks)
@@ -187,7 +182,6 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       gather.phase = TaskPhase::Communicate;
       gather.bucket = bucketId;
       gather.collective = CollectiveKind::AllGather;
-      gather.name = kindName(CollectiveKind::AllGather) + suffix;
       gather.bytes = bytes;
       gather.group = problem.group;
       gather.stream = bucket.gatherStream;
@@ -199,17 +193,15 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       nextIteration = true;
     }
     if (compressed) {
-      done = addCompute("decompress" + suffix, TaskKind::Compression, TaskPhase::Decompress,
-                        bucketId, compression.decodeUs,
-                        tailPriority + 2 * static_cast<int64_t>(b), {done});
+      done = addCompute(TaskKind::Compression, TaskPhase::Decompress, bucketId,
+                        compression.decodeUs, tailPriority + 2 * static_cast<int64_t>(b), {done});
       tasks[done].device = bucket.compression.device;
     }
     // The optimizer step runs once backward is over, as frameworks call it.
     std::vector<int> optimizerDeps = {done};
     if (backwardEnd >= 0 && backwardEnd != done)
       optimizerDeps.push_back(backwardEnd);
-    int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, TaskPhase::Optimizer,
-                               bucketId, optimizerUs,
+    int optimizer = addCompute(TaskKind::Compute, TaskPhase::Optimizer, bucketId, optimizerUs,
                                tailPriority + 2 * static_cast<int64_t>(b) + 1,
                                std::move(optimizerDeps));
     if (nextIteration) {
@@ -222,11 +214,43 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
   }
   return tasks;
 }
+} // namespace
+
+std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
+                                   const cost::CostModel &model) {
+  std::vector<SimTask> tasks = unnamedSimTasks(problem, choice, model);
+  // Forward and backward segments come first, in order; every other task names its bucket.
+  size_t forward = 0, backward = 0;
+  for (SimTask &task : tasks) {
+    auto ofBucket = [&](const std::string &what) { return what + ".b" + std::to_string(task.bucket); };
+    switch (task.phase) {
+    case TaskPhase::Forward:
+      task.name = "fwd." + problem.forward[forward++].name;
+      break;
+    case TaskPhase::Backward:
+      task.name = "bwd." + problem.backward[backward++].name;
+      break;
+    case TaskPhase::Optimizer:
+      task.name = ofBucket("optimizer");
+      break;
+    case TaskPhase::Compress:
+      task.name = ofBucket("compress");
+      break;
+    case TaskPhase::Communicate:
+      task.name = ofBucket(cost::toString(task.collective));
+      break;
+    case TaskPhase::Decompress:
+      task.name = ofBucket("decompress");
+      break;
+    }
+  }
+  return tasks;
+}
 
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
                     const cost::CostModel &model) {
   Evaluation evaluation;
-  evaluation.sim = cost::simulate(model, buildSimTasks(problem, choice, model));
+  evaluation.sim = cost::simulate(model, unnamedSimTasks(problem, choice, model));
   evaluation.iterationUs = evaluation.sim.error.empty()
                                ? evaluation.sim.iterationUs
                                : std::numeric_limits<double>::infinity();
