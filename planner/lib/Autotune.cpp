@@ -68,12 +68,17 @@ namespace {
 
 constexpr int kWindow = 256;  // the most tensors a DP bucket may reach back over (one unit at least)
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+/// The overlap-aware DP considers every bucket start within this many units of
+/// the bucket's end, farther ones only at doubling distances.
+constexpr int kNearReach = 8;
 /// Pre-merging: a run of tensors is one unit while its collective plus the
 /// spread of its ready times stays within (1 + kTinyMargin) start-ups.
 constexpr double kTinyMargin = 0.25;
 /// The local search stops after a sweep that gains less than this fraction of
 /// the distance to the lower bound.
-constexpr double kSweepGain = 1e-3;
+constexpr double kSweepGain = 1e-6;
+/// Plans with more buckets than this first try merging all neighbours pairwise.
+constexpr size_t kManyBuckets = 16;
 /// Work bound of one local search, in simulated tasks: AutotuneOptions::
 /// localSearchWork plus this per gradient tensor.
 constexpr double kSearchWorkPerTensor = 100;
@@ -191,11 +196,17 @@ struct Frontier {
   double hostFreeUs = -kInfinity;  // the CPU compression worker is free
 };
 
+/// Where a seed comes from: the baselines, or the DP under one of its models
+/// (plain FIFO; also charging GPU compression kernels to the compute stream;
+/// also charging overlap slowdown). Hill climbing from the best seed of each
+/// origin ends on hills the best seed alone would miss.
+enum Origin { kBaseline, kPlainProgram, kKernelAwareProgram, kOverlapAwareProgram, kOrigins };
+
 /// One run of the dynamic program: the options it may choose from and its model.
 struct ProgramRun {
   size_t family = 0;
   bool decompose = false;
-  bool computeAware = false;
+  Origin model = kPlainProgram;
   std::vector<int> options;  // price slots, uncompressed first
   std::vector<Frontier> state;
   std::vector<int> from;     // the bucket ending at unit j starts at unit from[j]
@@ -210,10 +221,6 @@ struct Candidate {
   int streams = 1;
   bool exact = true;
 };
-
-/// Where a seed comes from. Hill climbing from one seed of each kind ends on
-/// hills the best seed alone would miss.
-enum Origin { kBaseline, kPlainProgram, kComputeAwareProgram, kOrigins };
 
 /// A set of allowed compressors and the search's best plans using only them.
 struct Family {
@@ -283,7 +290,11 @@ private:
   Priced price(int begin, int end, int slot, CollectiveTimes &times) const;
   void runPrograms(std::vector<ProgramRun> &runs);
   PlanChoice choiceOf(const ProgramRun &run) const;
-  Candidate localSearch(const Family &family, Candidate current);
+  /// Hill climbing from `current` within `family`; `work` counts simulated tasks.
+  Candidate localSearch(const Family &family, Candidate current, double &work);
+  /// Hill climbing, then again from the result with every bucket split in two
+  /// for as long as that ends higher (a kick out of the local optimum).
+  Candidate climb(const Family &family, const Candidate &seed);
   CompressionSpec slotSpec(int slot) const;
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
 
@@ -490,13 +501,23 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
     run.from.assign(units + 1, 0);
     run.chosen.assign(units + 1, kAllReduceSlot);
   }
+  int windowStart = 0;  // the farthest unit a bucket ending at unit j may start at
   for (int j = 1; j <= units; ++j) {
     const double readyAlone = ready_[unitBegin_[j] - 1];
+    while (windowStart < j - 1 && unitBegin_[j] - unitBegin_[windowStart] > kWindow)
+      ++windowStart;
     for (ProgramRun &run : runs) {
       Frontier &best = run.state[j];
       best.scoreUs = best.finishUs = kInfinity;
-      for (int i = j - 1; i >= 0 && (i == j - 1 || unitBegin_[j] - unitBegin_[i] <= kWindow);
-           --i) {
+      // The overlap-aware model scans to the window's end (see below): every
+      // start near j, then ever farther ones at doubling reach, and the farthest.
+      auto nextStart = [&](int i) {
+        int reach = j - 1 - i;
+        if (run.model != kOverlapAwareProgram || reach < kNearReach)
+          return i - 1;
+        return i == windowStart ? -1 : std::max(windowStart, j - 2 - 2 * reach);
+      };
+      for (int i = j - 1; i >= windowStart; i = nextStart(i)) {
         const Frontier &previous = run.state[i];
         const double ready = readyAlone + previous.gpuDelayUs;
         double cheapestTail = kInfinity;
@@ -513,20 +534,20 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
                                  : ready + option.encodeUs;
           if (onCpu) {
             next.hostFreeUs = encoded;
-          } else if (run.computeAware) {
+          } else if (run.model != kPlainProgram) {
             next.gpuDelayUs += option.encodeUs;
             next.extraComputeUs += option.encodeUs + option.decodeUs;
           }
           next.finishUs = std::max(encoded, previous.finishUs) + option.tailUs;
-          if (run.computeAware) {
+          if (run.model == kOverlapAwareProgram) {
             // The part of the collective that overlaps backward slows compute down.
             double overlapUs = std::min(next.finishUs, backwardEndUs_) -
                                std::min(std::max(encoded, previous.finishUs), backwardEndUs_);
             next.extraComputeUs += slowdownShare * std::max(0.0, overlapUs);
-            next.scoreUs = std::max(next.finishUs, backwardEndUs_ + next.extraComputeUs);
-          } else {
-            next.scoreUs = next.finishUs;
           }
+          next.scoreUs = run.model == kPlainProgram
+                             ? next.finishUs
+                             : std::max(next.finishUs, backwardEndUs_ + next.extraComputeUs);
           cheapestTail = std::min(cheapestTail, option.tailUs);
           if (next.scoreUs < best.scoreUs ||
               (next.scoreUs == best.scoreUs && next.finishUs < best.finishUs)) {
@@ -536,9 +557,9 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
           }
         }
         // Reaching further back only adds bytes: once the tail alone cannot
-        // win, stop; for the plain model also once the stream is idle when this
-        // bucket is ready (the compute-aware one still saves start-ups there).
-        if ((!run.computeAware && previous.finishUs <= ready) ||
+        // win, stop; also once the stream is idle when this bucket is ready,
+        // unless overlap is charged (a larger bucket still saves start-ups).
+        if ((run.model != kOverlapAwareProgram && previous.finishUs <= ready) ||
             readyAlone + cheapestTail >= best.scoreUs)
           break;
       }
@@ -602,15 +623,16 @@ void Searcher::seedBaselines(AutotuneResult &result) {
 void Searcher::seedDynamicPrograms() {
   std::vector<ProgramRun> runs;
   for (size_t f = 0; f < families_.size(); ++f)
-    for (auto [decompose, computeAware] :
-         {std::pair{false, false}, std::pair{true, false}, std::pair{false, true},
-          std::pair{true, true}}) {
+    for (Origin model : {kPlainProgram, kKernelAwareProgram, kOverlapAwareProgram})
+      for (bool decompose : {false, true}) {
       if (decompose && !options_.allowDecomposition)
         continue;
+      if (model == kKernelAwareProgram && families_[f].compressors.empty())
+        continue;  // without compression there is no GPU kernel to charge
       ProgramRun run;
       run.family = f;
       run.decompose = decompose;
-      run.computeAware = computeAware;
+      run.model = model;
       run.options.push_back(decompose ? kReduceScatterSlot : kAllReduceSlot);
       run.options.insert(run.options.end(), families_[f].slots.begin(), families_[f].slots.end());
       runs.push_back(std::move(run));
@@ -627,15 +649,13 @@ void Searcher::seedDynamicPrograms() {
       chooseChunks(problem_, chunked, model_);
       for (PlanChoice *choice : {&planned, &chunked}) {
         ++evaluations_;
-        offer(condensedCandidate(*choice, streams), families_[run.family].compressors,
-              run.computeAware ? kComputeAwareProgram : kPlainProgram);
+        offer(condensedCandidate(*choice, streams), families_[run.family].compressors, run.model);
       }
     }
   }
 }
 
-Candidate Searcher::localSearch(const Family &family, Candidate current) {
-  double work = 0;  // simulated tasks so far
+Candidate Searcher::localSearch(const Family &family, Candidate current, double &work) {
   auto consider = [&](PlanChoice choice, int streams) {
     if (work >= searchWork_)
       return false;
@@ -657,9 +677,10 @@ Candidate Searcher::localSearch(const Family &family, Candidate current) {
   };
   for (bool sweep = true; sweep && work < searchWork_;) {
     const double sweepStartUs = current.evaluation.iterationUs;
-    // Global move: merge neighbours pairwise, as long as that improves (halves
-    // the bucket count at once where start-ups or overlap slowdown dominate).
-    while (current.choice.buckets.size() > 1) {
+    // Global move on plans with many buckets: merge neighbours pairwise, as
+    // long as that improves (halves the bucket count at once where start-ups
+    // or overlap slowdown dominate, so the per-bucket moves see few buckets).
+    while (current.choice.buckets.size() > kManyBuckets) {
       PlanChoice halved = current.choice;
       std::vector<BucketChoice> &buckets = halved.buckets;
       for (size_t b = 0; b + 1 < buckets.size(); ++b) {
@@ -755,6 +776,34 @@ Candidate Searcher::localSearch(const Family &family, Candidate current) {
   return current;
 }
 
+Candidate Searcher::climb(const Family &family, const Candidate &seed) {
+  double work = 0;
+  Candidate best = localSearch(family, seed, work);
+  while (work < searchWork_) {
+    PlanChoice kicked = best.choice;
+    std::vector<BucketChoice> &buckets = kicked.buckets;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      BucketChoice &bucket = buckets[b];
+      if (bucket.size() < 2)
+        continue;
+      const int64_t total = ranges_.bytes(bucket.begin, bucket.end);
+      int cut = bucket.begin + 1;
+      while (cut < bucket.end - 1 && 2 * ranges_.bytes(bucket.begin, cut) < total)
+        ++cut;
+      BucketChoice right = bucket;
+      right.begin = cut;
+      bucket.end = cut;
+      buckets.insert(buckets.begin() + ++b, right);
+    }
+    assignSchedule(kicked, best.streams);
+    Candidate climbed = localSearch(family, condensedCandidate(std::move(kicked), best.streams), work);
+    if (!better(climbed.evaluation, best.evaluation))
+      break;
+    best = std::move(climbed);
+  }
+  return best;
+}
+
 AutotuneResult Searcher::run() {
   AutotuneResult result;
   result.lowerBoundUs = lowerBoundUs_ = lowerBoundUs(problem_, model_);
@@ -772,13 +821,13 @@ AutotuneResult Searcher::run() {
     for (const std::optional<Candidate> &seed : family.seeds) {
       if (!seed)
         continue;
-      Candidate climbed = localSearch(family, *seed);
+      Candidate climbed = climb(family, *seed);
       if (!searched || better(climbed.evaluation, searched->evaluation))
         searched = std::move(climbed);
     }
     offer(*searched, family.compressors, std::nullopt);
     if (better(family.best->evaluation, searched->evaluation))
-      offer(localSearch(family, *family.best), family.compressors, std::nullopt);
+      offer(climb(family, *family.best), family.compressors, std::nullopt);
   }
 
   const Candidate &best = *families_.back().best;
