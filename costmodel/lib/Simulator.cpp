@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -59,8 +60,16 @@ std::string validate(const std::vector<SimTask> &tasks) {
 
 class Simulation {
 public:
-  Simulation(const CostModel &model, const std::vector<SimTask> &tasks)
-      : tasks_(tasks), n_(static_cast<int>(tasks.size())), slowdown_(model.overlapSlowdown()) {
+  /// Prepares a run over `tasks`, reusing the buffers of earlier runs.
+  void reset(const CostModel &model, const std::vector<SimTask> &tasks,
+             CollectiveCostCache *cache) {
+    tasks_ = &tasks;
+    n_ = static_cast<int>(tasks.size());
+    slowdown_ = model.overlapSlowdown();
+    now_ = 0;
+    computeTask_ = hostTask_ = -1;
+    computeLeftUs_ = hostEndUs_ = virtualUs_ = 0;
+    activeCollectives_ = 0;
     bool crossesIterations = std::any_of(tasks.begin(), tasks.end(),
                                          [](const SimTask &task) { return task.nextIteration; });
     iterations_ = crossesIterations ? kUnrolledIterations : 1;
@@ -79,29 +88,33 @@ public:
       }
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
-      CollectiveCost cost = model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+      const CollectiveCost cost =
+          cache ? cache->chunkedCollective(task.collective, task.bytes, task.group, task.chunks)
+                : model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
       latencyUs_[i] = cost.latencyUs;
       bandwidthUs_[i] = cost.bandwidthUs;
     }
     ready_.resize(streams);
+    for (ReadyQueue &queue : ready_)  // empty unless a cycle stopped the last run
+      while (!queue.empty())
+        queue.pop();
     busy_.assign(streams, false);
     dirty_.assign(streams, false);
 
     // Dependents in CSR form; `crosses` marks edges into the next iteration.
-    std::vector<int> counts(n_ + 1, 0);
+    dependentsBegin_.assign(n_ + 1, 0);
     for (const SimTask &task : tasks)
       for (int dep : task.deps)
-        ++counts[dep + 1];
+        ++dependentsBegin_[dep + 1];
     for (int i = 0; i < n_; ++i)
-      counts[i + 1] += counts[i];
-    dependents_.resize(counts[n_]);
-    std::vector<int> fill(counts.begin(), counts.end() - 1);
+      dependentsBegin_[i + 1] += dependentsBegin_[i];
+    dependents_.resize(dependentsBegin_[n_]);
+    fill_.assign(dependentsBegin_.begin(), dependentsBegin_.end() - 1);
     for (int i = 0; i < n_; ++i)
       for (int dep : tasks[i].deps) {
         bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
-        dependents_[fill[dep]++] = {i, crosses};
+        dependents_[fill_[dep]++] = {i, crosses};
       }
-    dependentsBegin_ = std::move(counts);
 
     int total = n_ * iterations_;
     pending_.assign(total, 0);
@@ -159,12 +172,12 @@ private:
 
   int taskOf(int instance) const { return instance % n_; }
   int iterationOf(int instance) const { return instance / n_; }
-  bool isCollective(int instance) const { return tasks_[taskOf(instance)].kind == TaskKind::Collective; }
+  bool isCollective(int instance) const { return (*tasks_)[taskOf(instance)].kind == TaskKind::Collective; }
 
   void makeReady(int instance) {
     int task = taskOf(instance);
     int stream = streamOf_[task];
-    ready_[stream].push({iterationOf(instance), tasks_[task].priority, task});
+    ready_[stream].push({iterationOf(instance), (*tasks_)[task].priority, task});
     markDirty(stream);
   }
 
@@ -205,7 +218,7 @@ private:
       if (target < iterations_)
         release(target * n_ + dependent.task);
     }
-    if (!tasks_[task].nextIteration && --regularLeft_[iteration] == 0)
+    if (!(*tasks_)[task].nextIteration && --regularLeft_[iteration] == 0)
       closeIteration(iteration);
   }
 
@@ -223,14 +236,14 @@ private:
     startUs_[instance] = now_;
     busy_[streamOf_[task]] = true;
     if (!isCollective(instance)) {
-      if (tasks_[task].durationUs <= 0) {
+      if ((*tasks_)[task].durationUs <= 0) {
         complete(instance);
       } else if (streamOf_[task] == kHostStream) {
         hostTask_ = instance;
-        hostEndUs_ = now_ + tasks_[task].durationUs;
+        hostEndUs_ = now_ + (*tasks_)[task].durationUs;
       } else {
         computeTask_ = instance;
-        computeLeftUs_ = tasks_[task].durationUs;
+        computeLeftUs_ = (*tasks_)[task].durationUs;
       }
       return;
     }
@@ -308,7 +321,7 @@ private:
     SimResult result;
     for (int instance = 0; instance < n_ * iterations_; ++instance)
       if (endUs_[instance] < 0) {
-        const SimTask &task = tasks_[taskOf(instance)];
+        const SimTask &task = (*tasks_)[taskOf(instance)];
         result.error = "task " + std::to_string(taskOf(instance)) + " (" + task.name +
                        ") never runs: its dependencies form a cycle";
         return result;
@@ -321,10 +334,10 @@ private:
       result.startUs[i] = startUs_[instance] - origin;
       result.endUs[i] = endUs_[instance] - origin;
       if (streamOf_[i] == kHostStream) {
-        result.hostCompressionUs += tasks_[i].durationUs;
+        result.hostCompressionUs += (*tasks_)[i].durationUs;
       } else if (streamOf_[i] == kComputeStream) {
         result.computeUs += result.endUs[i] - result.startUs[i];
-        result.computeAloneUs += tasks_[i].durationUs;
+        result.computeAloneUs += (*tasks_)[i].durationUs;
       }
     }
     result.iterationUs = boundaryUs_[reported_] - origin;
@@ -332,16 +345,16 @@ private:
     return result;
   }
 
-  const std::vector<SimTask> &tasks_;
-  int n_;
-  double slowdown_;
+  const std::vector<SimTask> *tasks_ = nullptr;
+  int n_ = 0;
+  double slowdown_ = 1;
   int iterations_ = 1;
   int reported_ = 0;
 
   std::vector<double> latencyUs_, bandwidthUs_;
   std::vector<int> streamOf_;
   std::vector<Dependent> dependents_;
-  std::vector<int> dependentsBegin_;
+  std::vector<int> dependentsBegin_, fill_;
 
   std::vector<int> pending_;
   std::vector<double> startUs_, endUs_;
@@ -366,14 +379,37 @@ private:
 
 } // namespace
 
-SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks) {
+constexpr int kLogCacheEntries = 14;
+
+CollectiveCostCache::CollectiveCostCache(const CostModel &model)
+    : model_(model), entries_(size_t(1) << kLogCacheEntries) {}
+
+const CollectiveCost &CollectiveCostCache::chunkedCollective(CollectiveKind kind, double bytes,
+                                                             Group group, int64_t chunks) {
+  uint64_t key;
+  std::memcpy(&key, &bytes, sizeof key);
+  for (uint64_t part : {static_cast<uint64_t>(kind), static_cast<uint64_t>(group.ranks),
+                        static_cast<uint64_t>(group.nodes), static_cast<uint64_t>(chunks)})
+    key = (key ^ part) * 0x9E3779B97F4A7C15ull;
+  Entry &entry = entries_[key >> (64 - kLogCacheEntries)];
+  if (entry.bytes != bytes || entry.kind != kind || entry.chunks != chunks ||
+      entry.group.ranks != group.ranks || entry.group.nodes != group.nodes)
+    entry = {kind, bytes, group, chunks, model_.chunkedCollective(kind, bytes, group, chunks)};
+  return entry.cost;
+}
+
+SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,
+                   CollectiveCostCache *cache) {
   SimResult invalid;
   invalid.error = validate(tasks);
   if (!invalid.error.empty())
     return invalid;
   if (tasks.empty())
     return {};
-  return Simulation(model, tasks).run();
+  // Reused, so the planner's many simulations do not reallocate every buffer.
+  thread_local Simulation simulation;
+  simulation.reset(model, tasks, cache);
+  return simulation.run();
 }
 
 } // namespace zen::cost

@@ -9,30 +9,36 @@
 //    previous bucket is done. f(j) = min_i max(ready_j + encode, f(i)) + wire + decode
 //    is exact for that model because max(., f(i)) + c is monotone in f(i).
 //    A CPU encode also waits for the host's compression worker, carried along
-//    the chosen path. A second, compute-aware run also charges the compute
-//    stream: a GPU encode delays every later gradient, GPU encode + decode
-//    lengthen the compute stream, and so does every collective overlapping
-//    backward (compute runs overlapSlowdown times slower meanwhile); a bucket
-//    is scored by max(its end, backward end + that extra compute). It finds
-//    CPU offload worthwhile and fewer, larger buckets where communication
-//    hides under compute; the plain run is better where the communication
-//    path dominates, so both seed the local search.
-//    The recurrence runs over units, not tensors: runs of consecutive tiny
-//    tensors whose collective is latency-bound and which become ready close
-//    together are pre-merged (splitting one would cost a collective start-up
-//    to win less time than that), and a window bounds how far back a bucket
-//    reaches, so it is linear. Every run shares one price table per bucket
-//    end: each (bucket, option) is priced once for all families and modes.
-// 3. Local search, from the best seed of each origin (baseline, plain DP,
-//    compute-aware DP): merge all neighbours pairwise while that helps, then
-//    per bucket merge/split neighbours, move a boundary (in steps that double
-//    while they keep improving), flip compression, decomposition and chunks,
-//    and the stream count. Candidates are scored by the simulator on the
-//    condensed problem (one gradient per bucket, compute segments merged
-//    between the points buckets depend on), which simulates like the full
-//    problem up to rounding at a cost that grows with buckets, not tensors.
-//    Sweeps stop once one gains less than kSweepGain of what separates the
-//    plan from the lower bound.
+//    the chosen path. Three models: plain (that FIFO); kernel-aware, which
+//    also charges GPU compression kernels to the compute stream (a GPU encode
+//    delays every later gradient, encode + decode lengthen the compute stream;
+//    a bucket is scored by max(its end, backward end + that extra compute):
+//    it finds CPU offload worthwhile in compute-bound iterations); and
+//    overlap-aware, which also charges the slowdown of compute while a
+//    collective overlaps backward (it finds fewer, larger buckets where
+//    communication hides under compute). Each seeds the local search.
+//    A window bounds how far back a bucket reaches, so it is linear: the plain
+//    and kernel-aware runs stop early (on an idle stream, or a tail that alone
+//    cannot win); the overlap-aware run, which would scan the whole window,
+//    looks at every start near the bucket's end and at doubling distances
+//    beyond. Every run shares one price table per bucket end: each (bucket,
+//    option) is priced once for all families and modes, and collective
+//    costs are remembered by their arguments.
+// 3. Local search (hill climbing). Coarse climbs from the best seed of each
+//    origin (baselines, each DP model) and the classic fine climb from the
+//    best seed of the classic origins; then kicks (every bucket split in two,
+//    or neighbours merged pairwise) and climbs from there while that ends
+//    higher. Moves: merge all neighbours pairwise on plans with many buckets;
+//    per bucket merge/split neighbours, move a boundary (coarse: in steps
+//    that double while they keep improving; fine: one gradient at a time,
+//    1/kFineSteps of them on large problems),
+//    flip compression (coarse: also for either half of a bucket),
+//    decomposition and chunks; the stream count. Candidates are scored by
+//    the simulator on the condensed problem (one gradient per bucket, compute
+//    segments merged between the points buckets depend on), which simulates
+//    like the full problem up to rounding at a cost that grows with buckets,
+//    not tensors. Sweeps stop once one gains less than kSweepGain of what
+//    separates the plan from the lower bound.
 //
 // Allowing more compressors must never plan worse, but neither the DP's model
 // nor hill climbing is monotone in the options it may use: the DP can prefer a
@@ -41,9 +47,9 @@
 // options: none; with several allowed, each compressor alone; and all of
 // them. Every seed is credited to each family containing the compressors it
 // was made from, and the DP runs once per family. Then, narrowest family
-// first, the local search runs within each family from its best seeds
-// and, when a narrower family's result is better still, once more from
-// that result; every result is credited like a seed. Each search has its own
+// first, the local search runs within each family from its seeds and, when a
+// narrower family's result is better still, once more from that result;
+// every result is credited like a seed. Each family's search has its own
 // work bound, a function of the problem alone, so a run allowing a subset of
 // the compressors makes exactly the searches of its own families; the answer
 // is the best result of all families, so allowing more never plans worse, at
@@ -66,17 +72,17 @@ using cost::CompressionSpec;
 
 namespace {
 
-constexpr int kWindow = 256;  // the most tensors a DP bucket may reach back over (one unit at least)
+constexpr int kWindow = 256;  // the most gradients a DP bucket may reach back over
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-/// The overlap-aware DP considers every bucket start within this many units of
-/// the bucket's end, farther ones only at doubling distances.
+/// The overlap-aware DP considers every bucket start within this many gradients
+/// of the bucket's end, farther ones only at doubling distances.
 constexpr int kNearReach = 8;
-/// Pre-merging: a run of tensors is one unit while its collective plus the
-/// spread of its ready times stays within (1 + kTinyMargin) start-ups.
-constexpr double kTinyMargin = 0.25;
 /// The local search stops after a sweep that gains less than this fraction of
 /// the distance to the lower bound.
 constexpr double kSweepGain = 1e-6;
+/// The fine local search moves boundaries by one gradient, or by this
+/// fraction of the gradients where there are more of them.
+constexpr int kFineSteps = 1024;
 /// Plans with more buckets than this first try merging all neighbours pairwise.
 constexpr size_t kManyBuckets = 16;
 /// Work bound of one local search, in simulated tasks: AutotuneOptions::
@@ -148,37 +154,6 @@ private:
   SparseTable readySegment_, firstForward_;
 };
 
-/// The cost model's collective times, remembered by kind and size in a
-/// direct-mapped table: a model's repeated layers give the DP the same bucket
-/// sizes over and over.
-class CollectiveTimes {
-public:
-  CollectiveTimes(const cost::CostModel &model, cost::Group group)
-      : model_(model), group_(group), entries_(kEntries) {}
-
-  double timeUs(CollectiveKind kind, double bytes) {
-    uint64_t bits;
-    std::memcpy(&bits, &bytes, sizeof bits);
-    Entry &entry = entries_[((bits ^ static_cast<uint64_t>(kind)) * 0x9E3779B97F4A7C15ull) >>
-                            (64 - kLogEntries)];
-    if (entry.kind != kind || entry.bytes != bytes)
-      entry = {bytes, kind, model_.collective(kind, bytes, group_).timeUs};
-    return entry.timeUs;
-  }
-
-private:
-  static constexpr int kLogEntries = 14;
-  static constexpr size_t kEntries = size_t(1) << kLogEntries;
-  struct Entry {
-    double bytes = -1;
-    CollectiveKind kind = CollectiveKind::AllReduce;
-    double timeUs = 0;
-  };
-  const cost::CostModel &model_;
-  cost::Group group_;
-  std::vector<Entry> entries_;
-};
-
 /// One way to communicate a bucket, priced for the FIFO model.
 struct Priced {
   double encodeUs = 0;  // before the collective: on the compute stream or the CPU worker
@@ -186,7 +161,7 @@ struct Priced {
   double tailUs = 0;    // collective (+ decode) on the communication path
 };
 
-/// The DP's state after a bucket ending at unit j, along its best path.
+/// The DP's state after a bucket ending at gradient j, along its best path.
 struct Frontier {
   double finishUs = -kInfinity;  // the communication path is free
   double scoreUs = -kInfinity;   // what the DP minimises: finishUs, or compute-aware
@@ -209,7 +184,7 @@ struct ProgramRun {
   Origin model = kPlainProgram;
   std::vector<int> options;  // price slots, uncompressed first
   std::vector<Frontier> state;
-  std::vector<int> from;     // the bucket ending at unit j starts at unit from[j]
+  std::vector<int> from;     // the bucket ending at gradient j starts at gradient from[j]
   std::vector<int> chosen;   // and is communicated with option slot chosen[j]
 };
 
@@ -248,7 +223,7 @@ constexpr int kFirstCompressedSlot = 2;
 class Searcher {
 public:
   Searcher(const Problem &problem, const cost::CostModel &model, const AutotuneOptions &options)
-      : problem_(problem), model_(model), options_(options), ranges_(problem) {
+      : problem_(problem), model_(model), options_(options), ranges_(problem), prices_(model) {
     const size_t segments = problem.backward.size();
     backwardPrefixUs_ = prefixSums<double>(
         segments, [&](size_t k) { return problem.backward[k].durationUs; });
@@ -268,6 +243,7 @@ public:
     for (int c = 0; c < allowed; ++c)
       all[c] = c;
     addFamily(std::move(all));
+    fineStep_ = std::max<int>(1, static_cast<int>(problem.gradients.size()) / kFineSteps);
     searchWork_ = options.localSearchWork +
                   kSearchWorkPerTensor * static_cast<double>(problem.gradients.size());
   }
@@ -283,18 +259,28 @@ private:
   void seedBaselines(AutotuneResult &result);
   void seedDynamicPrograms();
   /// `choice` scored by the simulator on the condensed problem.
-  Candidate condensedCandidate(PlanChoice choice, int streams) const;
-  Evaluation condensedEvaluation(const PlanChoice &choice) const;
+  Candidate condensedCandidate(PlanChoice choice, int streams);
+  Evaluation condensedEvaluation(const PlanChoice &choice);
   std::vector<double> readyTimesAlone(double &backwardEndUs) const;
-  void buildUnits();
-  Priced price(int begin, int end, int slot, CollectiveTimes &times) const;
+  Priced price(int begin, int end, int slot);
   void runPrograms(std::vector<ProgramRun> &runs);
   PlanChoice choiceOf(const ProgramRun &run) const;
-  /// Hill climbing from `current` within `family`; `work` counts simulated tasks.
-  Candidate localSearch(const Family &family, Candidate current, double &work);
-  /// Hill climbing, then again from the result with every bucket split in two
-  /// for as long as that ends higher (a kick out of the local optimum).
-  Candidate climb(const Family &family, const Candidate &seed);
+  /// Splits bucket b where the bytes are halved (both halves keep its settings);
+  /// false for a single gradient.
+  bool splitInHalves(std::vector<BucketChoice> &buckets, size_t b) const;
+  /// Hill climbing from `current` within `family` until `work` (simulated
+  /// tasks) reaches `limit`. Coarse: boundaries move in steps that double while they improve,
+  /// and a compressor may also go to either half of a bucket. Fine: boundaries
+  /// move fineStep_ gradients at a time, compressors go to whole buckets
+  /// (smaller steps, other hills).
+  Candidate localSearch(const Family &family, Candidate current, double &work, double limit,
+                        bool fine);
+  /// The local searches of one family, within one work bound: a coarse and a
+  /// fine climb from its best seed of each origin (and from its best plan when
+  /// a narrower family found that), then kicks (every bucket split, or
+  /// neighbours merged pairwise) and a climb from there for as long as that
+  /// ends higher.
+  Candidate searchFamily(const Family &family);
   CompressionSpec slotSpec(int slot) const;
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
 
@@ -302,14 +288,15 @@ private:
   const cost::CostModel &model_;
   const AutotuneOptions &options_;
   GradientRanges ranges_;
+  cost::CollectiveCostCache prices_;  // every collective the search prices
   std::vector<double> backwardPrefixUs_, forwardPrefixUs_;
   std::vector<double> ready_;           // per gradient, compute alone
   double backwardEndUs_ = 0;            // forward + backward, compute alone
   double lowerBoundUs_ = 0;
-  std::vector<int> unitBegin_;          // unit u holds gradients [unitBegin_[u], unitBegin_[u + 1])
   std::vector<CompressionSpec> slotSpecs_;  // the compressed slots' specs, from kFirstCompressedSlot
   std::vector<Family> families_;  // narrowest first; the last allows every compressor
   double searchWork_ = 0;
+  int fineStep_ = 1;  // one gradient, or 1/kFineSteps of them on large problems
   int64_t evaluations_ = 0;
 };
 
@@ -345,15 +332,18 @@ void Searcher::offer(const Candidate &candidate, const std::vector<int> &madeFro
   }
 }
 
-Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) const {
+Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) {
   const int count = static_cast<int>(choice.buckets.size());
   Problem condensed;
+  condensed.backward.reserve(count + 1);
+  condensed.gradients.reserve(count);
   condensed.group = problem_.group;
   condensed.computeDtype = problem_.computeDtype;
   PlanChoice single = choice;
 
   // Backward segments merge up to each segment after which a bucket is ready.
   std::vector<int> ready(count), cuts;
+  cuts.reserve(count);
   for (int b = 0; b < count; ++b) {
     const BucketChoice &bucket = choice.buckets[b];
     ready[b] = ranges_.readySegment(bucket.begin, bucket.end);
@@ -374,6 +364,7 @@ Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) const {
   // Forward segments merge up to each one a decoupled all-gather must precede.
   const int forwardCount = static_cast<int>(problem_.forward.size());
   std::vector<int> firstForward(count, -1), starts;
+  starts.reserve(count + 1);
   if (forwardCount > 0)
     starts.push_back(0);
   for (int b = 0; b < count; ++b) {
@@ -386,6 +377,7 @@ Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) const {
   }
   std::sort(starts.begin(), starts.end());
   starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  condensed.forward.reserve(starts.size());
   for (size_t t = 0; t < starts.size(); ++t) {
     int next = t + 1 < starts.size() ? starts[t + 1] : forwardCount;
     condensed.forward.push_back({"", forwardPrefixUs_[next] - forwardPrefixUs_[starts[t]]});
@@ -408,10 +400,10 @@ Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) const {
     bucket.begin = b;
     bucket.end = b + 1;
   }
-  return evaluate(condensed, single, model_);
+  return evaluate(condensed, single, model_, &prices_);
 }
 
-Candidate Searcher::condensedCandidate(PlanChoice choice, int streams) const {
+Candidate Searcher::condensedCandidate(PlanChoice choice, int streams) {
   Evaluation evaluation = condensedEvaluation(choice);
   return Candidate{std::move(choice), std::move(evaluation), streams, false};
 }
@@ -430,39 +422,21 @@ std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
   return ready;
 }
 
-void Searcher::buildUnits() {
-  // A run [begin, end) splits at no gain: any split pays a second start-up
-  // (at least `startUp`) to send its first part at most the run's spread of
-  // ready times earlier, and the bytes it moves are worth little more.
-  const double startUp = model_.collective(CollectiveKind::AllReduce, 1, problem_.group).timeUs;
-  const int count = static_cast<int>(problem_.gradients.size());
-  unitBegin_.clear();
-  for (int begin = 0; begin < count;) {
-    int end = begin + 1;
-    while (end < count &&
-           model_.collective(CollectiveKind::AllReduce,
-                             static_cast<double>(ranges_.bytes(begin, end + 1)), problem_.group)
-                       .timeUs +
-                   (ready_[end] - ready_[begin]) <=
-               (1 + kTinyMargin) * startUp)
-      ++end;
-    unitBegin_.push_back(begin);
-    begin = end;
-  }
-  unitBegin_.push_back(count);
-}
-
 CompressionSpec Searcher::slotSpec(int slot) const {
   return slot < kFirstCompressedSlot ? CompressionSpec{} : slotSpecs_[slot - kFirstCompressedSlot];
 }
 
-Priced Searcher::price(int begin, int end, int slot, CollectiveTimes &times) const {
+Priced Searcher::price(int begin, int end, int slot) {
   Priced priced;
   if (slot < kFirstCompressedSlot) {
     // A decoupled all-gather overlaps the next forward; only the reduce-scatter is on the path.
-    priced.tailUs = times.timeUs(slot == kReduceScatterSlot ? CollectiveKind::ReduceScatter
-                                                            : CollectiveKind::AllReduce,
-                                 static_cast<double>(ranges_.bytes(begin, end)));
+    priced.tailUs = prices_
+                        .chunkedCollective(slot == kReduceScatterSlot
+                                               ? CollectiveKind::ReduceScatter
+                                               : CollectiveKind::AllReduce,
+                                           static_cast<double>(ranges_.bytes(begin, end)),
+                                           problem_.group, 1)
+                        .timeUs;
     return priced;
   }
   const CompressionSpec &spec = slotSpecs_[slot - kFirstCompressedSlot];
@@ -473,9 +447,12 @@ Priced Searcher::price(int begin, int end, int slot, CollectiveTimes &times) con
                          : cost.wireBytes;
   priced.encodeUs = cost.encodeUs;
   priced.decodeUs = cost.decodeUs;
-  priced.tailUs =
-      cost.decodeUs +
-      times.timeUs(gathered ? CollectiveKind::AllGather : CollectiveKind::AllReduce, wire);
+  priced.tailUs = cost.decodeUs +
+                  prices_
+                      .chunkedCollective(gathered ? CollectiveKind::AllGather
+                                                  : CollectiveKind::AllReduce,
+                                         wire, problem_.group, 1)
+                      .timeUs;
   return priced;
 }
 
@@ -489,23 +466,20 @@ void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
 }
 
 void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
-  const int units = static_cast<int>(unitBegin_.size()) - 1;
+  const int count = static_cast<int>(problem_.gradients.size());
   const int slots = kFirstCompressedSlot + static_cast<int>(slotSpecs_.size());
-  // Prices of the buckets ending at the current unit j, by reach (j - 1 - i) and slot.
+  // Prices of the buckets ending at the current gradient j, by reach (j - 1 - i) and slot.
   std::vector<Priced> prices(static_cast<size_t>(kWindow) * slots);
   std::vector<int> pricedFor(prices.size(), -1);
-  CollectiveTimes times(model_, problem_.group);
   const double slowdownShare = 1 - 1 / model_.overlapSlowdown();
   for (ProgramRun &run : runs) {
-    run.state.assign(units + 1, Frontier{});
-    run.from.assign(units + 1, 0);
-    run.chosen.assign(units + 1, kAllReduceSlot);
+    run.state.assign(count + 1, Frontier{});
+    run.from.assign(count + 1, 0);
+    run.chosen.assign(count + 1, kAllReduceSlot);
   }
-  int windowStart = 0;  // the farthest unit a bucket ending at unit j may start at
-  for (int j = 1; j <= units; ++j) {
-    const double readyAlone = ready_[unitBegin_[j] - 1];
-    while (windowStart < j - 1 && unitBegin_[j] - unitBegin_[windowStart] > kWindow)
-      ++windowStart;
+  for (int j = 1; j <= count; ++j) {
+    const double readyAlone = ready_[j - 1];
+    const int windowStart = std::max(0, j - kWindow);  // the farthest start
     for (ProgramRun &run : runs) {
       Frontier &best = run.state[j];
       best.scoreUs = best.finishUs = kInfinity;
@@ -524,7 +498,7 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
         for (int slot : run.options) {
           size_t at = static_cast<size_t>(j - 1 - i) * slots + slot;
           if (pricedFor[at] != j) {
-            prices[at] = price(unitBegin_[i], unitBegin_[j], slot, times);
+            prices[at] = price(i, j, slot);
             pricedFor[at] = j;
           }
           const Priced &option = prices[at];
@@ -570,10 +544,10 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
 PlanChoice Searcher::choiceOf(const ProgramRun &run) const {
   PlanChoice choice;
   choice.strategy = "auto";
-  for (int j = static_cast<int>(unitBegin_.size()) - 1; j > 0; j = run.from[j]) {
+  for (int j = static_cast<int>(problem_.gradients.size()); j > 0; j = run.from[j]) {
     BucketChoice bucket;
-    bucket.begin = unitBegin_[run.from[j]];
-    bucket.end = unitBegin_[j];
+    bucket.begin = run.from[j];
+    bucket.end = j;
     setOption(bucket, slotSpec(run.chosen[j]), run.chosen[j] == kReduceScatterSlot);
     choice.buckets.push_back(bucket);
   }
@@ -655,9 +629,10 @@ void Searcher::seedDynamicPrograms() {
   }
 }
 
-Candidate Searcher::localSearch(const Family &family, Candidate current, double &work) {
+Candidate Searcher::localSearch(const Family &family, Candidate current, double &work,
+                                double limit, bool fine) {
   auto consider = [&](PlanChoice choice, int streams) {
-    if (work >= searchWork_)
+    if (work >= limit)
       return false;
     assignSchedule(choice, streams);
     Candidate candidate = condensedCandidate(std::move(choice), streams);
@@ -675,12 +650,12 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
     double gapUs = sweepStartUs > lowerBoundUs_ ? sweepStartUs - lowerBoundUs_ : sweepStartUs;
     return sweepStartUs - current.evaluation.iterationUs > kSweepGain * gapUs;
   };
-  for (bool sweep = true; sweep && work < searchWork_;) {
+  for (bool sweep = true; sweep && work < limit;) {
     const double sweepStartUs = current.evaluation.iterationUs;
     // Global move on plans with many buckets: merge neighbours pairwise, as
     // long as that improves (halves the bucket count at once where start-ups
     // or overlap slowdown dominate, so the per-bucket moves see few buckets).
-    while (current.choice.buckets.size() > kManyBuckets) {
+    while (!fine && current.choice.buckets.size() > kManyBuckets) {
       PlanChoice halved = current.choice;
       std::vector<BucketChoice> &buckets = halved.buckets;
       for (size_t b = 0; b + 1 < buckets.size(); ++b) {
@@ -694,7 +669,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
     if (std::any_of(current.choice.buckets.begin(), current.choice.buckets.end(),
                     [](const BucketChoice &bucket) { return bucket.decomposed; }))
       consider(current.choice, current.streams == 1 ? 2 : 1);
-    for (size_t b = 0; b < current.choice.buckets.size() && work < searchWork_; ++b) {
+    for (size_t b = 0; b < current.choice.buckets.size() && work < limit; ++b) {
       auto tryMove = [&](auto &&edit) {
         if (b >= current.choice.buckets.size())
           return false;
@@ -710,24 +685,12 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
         return true;
       });
       // Split in two halves by bytes.
-      tryMove([&](std::vector<BucketChoice> &buckets) {
-        BucketChoice &bucket = buckets[b];
-        if (bucket.size() < 2)
-          return false;
-        const int64_t total = ranges_.bytes(bucket.begin, bucket.end);
-        int cut = bucket.begin + 1;
-        while (cut < bucket.end - 1 && 2 * ranges_.bytes(bucket.begin, cut) < total)
-          ++cut;
-        BucketChoice right = bucket;
-        right.begin = cut;
-        bucket.end = cut;
-        buckets.insert(buckets.begin() + b + 1, right);
-        return true;
-      });
-      // Move the boundary with the next bucket either way: by one gradient, in
-      // steps that double while that keeps improving, halving again after a miss.
+      tryMove([&](std::vector<BucketChoice> &buckets) { return splitInHalves(buckets, b); });
+      // Move the boundary with the next bucket either way, halving the step
+      // after a miss: coarse, from one gradient in steps that double while that
+      // keeps improving; fine, in steps of fineStep_ gradients.
       for (int direction : {-1, 1})
-        for (int step = 1; step > 0;) {
+        for (int step = fine ? fineStep_ : 1; step > 0;) {
           bool moved = tryMove([&](std::vector<BucketChoice> &buckets) {
             if (b + 1 >= buckets.size())
               return false;
@@ -738,7 +701,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
             buckets[b + 1].begin = boundary;
             return true;
           });
-          step = moved ? 2 * step : step / 2;
+          step = !moved ? step / 2 : fine ? fineStep_ : 2 * step;
         }
       // Flip decomposition.
       if (options_.allowDecomposition)
@@ -749,15 +712,18 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
           bucket.decomposed = !bucket.decomposed;
           return true;
         });
-      // Every other compression option.
+      // Every other compression option, for the bucket or for either half of
+      // it (one climbing step to what would otherwise take a split that alone
+      // does not pay).
       for (const CompressionSpec &spec : specs)
-        tryMove([&](std::vector<BucketChoice> &buckets) {
-          BucketChoice &bucket = buckets[b];
-          if (sameSpec(spec, bucket.compression))
-            return false;
-          setOption(bucket, spec, false);
-          return true;
-        });
+        for (int part : {0, 1, 2})
+          tryMove([&](std::vector<BucketChoice> &buckets) {
+            if (sameSpec(spec, buckets[b].compression) || (part > 0 && fine) ||
+                (part > 0 && !splitInHalves(buckets, b)))
+              return false;
+            setOption(buckets[b + (part == 2 ? 1 : 0)], spec, false);
+            return true;
+          });
       // Chunk count up or down.
       for (int64_t factor : {2, -2})
         tryMove([&](std::vector<BucketChoice> &buckets) {
@@ -776,32 +742,91 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
   return current;
 }
 
-Candidate Searcher::climb(const Family &family, const Candidate &seed) {
-  double work = 0;
-  Candidate best = localSearch(family, seed, work);
-  while (work < searchWork_) {
-    PlanChoice kicked = best.choice;
-    std::vector<BucketChoice> &buckets = kicked.buckets;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      BucketChoice &bucket = buckets[b];
-      if (bucket.size() < 2)
-        continue;
-      const int64_t total = ranges_.bytes(bucket.begin, bucket.end);
-      int cut = bucket.begin + 1;
-      while (cut < bucket.end - 1 && 2 * ranges_.bytes(bucket.begin, cut) < total)
-        ++cut;
-      BucketChoice right = bucket;
-      right.begin = cut;
-      bucket.end = cut;
-      buckets.insert(buckets.begin() + ++b, right);
-    }
-    assignSchedule(kicked, best.streams);
-    Candidate climbed = localSearch(family, condensedCandidate(std::move(kicked), best.streams), work);
-    if (!better(climbed.evaluation, best.evaluation))
-      break;
-    best = std::move(climbed);
+bool Searcher::splitInHalves(std::vector<BucketChoice> &buckets, size_t b) const {
+  BucketChoice &bucket = buckets[b];
+  if (bucket.size() < 2)
+    return false;
+  const int64_t total = ranges_.bytes(bucket.begin, bucket.end);
+  int cut = bucket.begin + 1;
+  while (cut < bucket.end - 1 && 2 * ranges_.bytes(bucket.begin, cut) < total)
+    ++cut;
+  BucketChoice right = bucket;
+  right.begin = cut;
+  bucket.end = cut;
+  buckets.insert(buckets.begin() + b + 1, right);
+  return true;
+}
+
+Candidate Searcher::searchFamily(const Family &family) {
+  // Climbs: a coarse one from the best seed of each origin, and the classic
+  // search: a fine one from the best seed of the classic origins (baselines,
+  // plain and kernel-aware DP) and then from the family's best plan when a
+  // narrower family's search made that better. Most promising start first; each
+  // step may use its share of what is left of the work bound, the kicks last.
+  struct Climb {
+    const Candidate *from;
+    bool fine;
+  };
+  std::vector<Climb> climbs;
+  const Candidate *classic = nullptr;
+  for (int origin = 0; origin < kOrigins; ++origin) {
+    const std::optional<Candidate> &seed = family.seeds[origin];
+    if (!seed)
+      continue;
+    climbs.push_back({&*seed, false});
+    if (origin != kOverlapAwareProgram &&
+        (!classic || better(seed->evaluation, classic->evaluation)))
+      classic = &*seed;
   }
-  return best;
+  climbs.push_back({classic, true});
+  std::stable_sort(climbs.begin(), climbs.end(), [](const Climb &a, const Climb &b) {
+    return a.from->evaluation.iterationUs < b.from->evaluation.iterationUs;
+  });
+  double work = 0;
+  int stepsLeft = static_cast<int>(climbs.size()) + 2;
+  auto share = [&] { return work + (searchWork_ - work) / stepsLeft--; };
+  std::optional<Candidate> best, classicResult;
+  auto keep = [&](Candidate candidate) {
+    if (!best || better(candidate.evaluation, best->evaluation))
+      best = std::move(candidate);
+  };
+  for (const Climb &climb : climbs) {
+    double w0 = work;
+    Candidate climbed = localSearch(family, *climb.from, work, share(), climb.fine);
+    if (climb.fine)
+      classicResult = climbed;
+    keep(std::move(climbed));
+  }
+  const double narrowerLimit = share();
+  if (better(family.best->evaluation, classicResult->evaluation))
+    keep(localSearch(family, *family.best, work, narrowerLimit, true));
+  // Kicks: every bucket split in two, or neighbours merged pairwise, and a
+  // climb from there, for as long as that ends higher.
+  for (bool kicked = true; kicked && work < searchWork_;) {
+    kicked = false;
+    for (bool split : {true, false}) {
+      PlanChoice kick = best->choice;
+      std::vector<BucketChoice> &buckets = kick.buckets;
+      for (size_t b = 0; b + (split ? 0 : 1) < buckets.size(); ++b) {
+        if (split) {
+          b += splitInHalves(buckets, b) ? 1 : 0;
+        } else {
+          buckets[b].end = buckets[b + 1].end;
+          buckets.erase(buckets.begin() + b + 1);
+        }
+      }
+      assignSchedule(kick, best->streams);
+      const Candidate from = condensedCandidate(std::move(kick), best->streams);
+      const double before = best->evaluation.iterationUs;
+      for (bool fine : {false, true})
+        keep(localSearch(family, from, work, searchWork_, fine));
+      if (best->evaluation.iterationUs < before) {
+        kicked = true;
+        break;
+      }
+    }
+  }
+  return *best;
 }
 
 AutotuneResult Searcher::run() {
@@ -809,25 +834,12 @@ AutotuneResult Searcher::run() {
   result.lowerBoundUs = lowerBoundUs_ = lowerBoundUs(problem_, model_);
   ready_ = readyTimesAlone(backwardEndUs_);
   seedBaselines(result);
-  buildUnits();
   seedDynamicPrograms();
 
-  // Per family, narrowest first: a search from its best seed of each origin,
-  // then, when a narrower family's search ended better, one more from there.
-  // The widest family holds every result: the answer.
-  for (size_t f = 0; f < families_.size(); ++f) {
-    const Family &family = families_[f];
-    std::optional<Candidate> searched;
-    for (const std::optional<Candidate> &seed : family.seeds) {
-      if (!seed)
-        continue;
-      Candidate climbed = climb(family, *seed);
-      if (!searched || better(climbed.evaluation, searched->evaluation))
-        searched = std::move(climbed);
-    }
-    offer(*searched, family.compressors, std::nullopt);
-    if (better(family.best->evaluation, searched->evaluation))
-      offer(climb(family, *family.best), family.compressors, std::nullopt);
+  // Per family, narrowest first; the widest family holds every result: the answer.
+  for (const Family &family : families_) {
+    Candidate r = searchFamily(family);
+    offer(r, family.compressors, std::nullopt);
   }
 
   const Candidate &best = *families_.back().best;

@@ -198,9 +198,9 @@ std::vector<SimTask> unnamedSimTasks(const Problem &problem, const PlanChoice &c
       tasks[done].device = bucket.compression.device;
     }
     // The optimizer step runs once backward is over, as frameworks call it.
-    std::vector<int> optimizerDeps = {done};
-    if (backwardEnd >= 0 && backwardEnd != done)
-      optimizerDeps.push_back(backwardEnd);
+    std::vector<int> optimizerDeps = backwardEnd >= 0 && backwardEnd != done
+                                         ? std::vector<int>{done, backwardEnd}
+                                         : std::vector<int>{done};
     int optimizer = addCompute(TaskKind::Compute, TaskPhase::Optimizer, bucketId, optimizerUs,
                                tailPriority + 2 * static_cast<int64_t>(b) + 1,
                                std::move(optimizerDeps));
@@ -248,9 +248,9 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
 }
 
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
-                    const cost::CostModel &model) {
+                    const cost::CostModel &model, cost::CollectiveCostCache *cache) {
   Evaluation evaluation;
-  evaluation.sim = cost::simulate(model, unnamedSimTasks(problem, choice, model));
+  evaluation.sim = cost::simulate(model, unnamedSimTasks(problem, choice, model), cache);
   evaluation.iterationUs = evaluation.sim.error.empty()
                                ? evaluation.sim.iterationUs
                                : std::numeric_limits<double>::infinity();

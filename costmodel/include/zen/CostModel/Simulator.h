@@ -77,6 +77,28 @@ struct SimResult {
   std::string error;
 };
 
+/// CostModel::chunkedCollective, remembered by its arguments in a fixed-size
+/// direct-mapped table: a search that simulates variants of one plan, or a
+/// model whose repeated layers give the same bucket sizes, prices each
+/// collective once. Results are the cost model's, bit for bit.
+class CollectiveCostCache {
+public:
+  explicit CollectiveCostCache(const CostModel &model);
+  const CollectiveCost &chunkedCollective(CollectiveKind kind, double bytes, Group group,
+                                          int64_t chunks);
+
+private:
+  struct Entry {
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    double bytes = -1;  // no collective has negative bytes: an empty entry
+    Group group;
+    int64_t chunks = 0;
+    CollectiveCost cost;
+  };
+  const CostModel &model_;
+  std::vector<Entry> entries_;
+};
+
 /// Simulates `tasks` (indices are task ids; deps must point to other tasks).
 /// Deterministic: the same tasks give the same result.
 /// Rules: each stream (compute, CPU compression worker, every communication
@@ -87,7 +109,9 @@ struct SimResult {
 /// `overlapSlowdown` times slower while any collective is in flight, tasks on
 /// the CPU worker always take their durationUs.
 /// O(n log n) in the number of tasks and dependencies.
-SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks);
+/// `cache`, when given, prices the collectives.
+SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,
+                   CollectiveCostCache *cache = nullptr);
 
 } // namespace zen::cost
 

@@ -122,7 +122,9 @@ struct Evaluation {
   double computeUs = 0;
   double exposedCommUs = 0;
 };
-Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
+/// `cache`, when given, prices the collectives (a search scoring many variants of a plan).
+Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model,
+                    cost::CollectiveCostCache *cache = nullptr);
 
 /// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
 /// over its data-parallel group problem.group.
