@@ -63,6 +63,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <unordered_map>
 
 namespace zen::plan {
 
@@ -189,12 +191,22 @@ struct ProgramRun {
 };
 
 /// A scored plan and the stream count its schedule uses. `exact`: scored on
-/// the full problem; otherwise on the condensed one.
+/// the full problem; otherwise on the condensed one, simulating that many tasks
+/// (its evaluation then carries the times, not the timeline).
 struct Candidate {
   PlanChoice choice;
   Evaluation evaluation;
   int streams = 1;
   bool exact = true;
+  size_t simulatedTasks = 0;
+};
+
+/// A condensed plan's times.
+struct Scored {
+  double iterationUs = 0;
+  double computeUs = 0;
+  double exposedCommUs = 0;
+  size_t tasks = 0;
 };
 
 /// A set of allowed compressors and the search's best plans using only them.
@@ -289,6 +301,7 @@ private:
   const AutotuneOptions &options_;
   GradientRanges ranges_;
   cost::CollectiveCostCache prices_;  // every collective the search prices
+  std::unordered_map<std::string, Scored> scored_;  // every condensed plan simulated, by its buckets
   std::vector<double> backwardPrefixUs_, forwardPrefixUs_;
   std::vector<double> ready_;           // per gradient, compute alone
   double backwardEndUs_ = 0;            // forward + backward, compute alone
@@ -404,8 +417,30 @@ Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) {
 }
 
 Candidate Searcher::condensedCandidate(PlanChoice choice, int streams) {
-  Evaluation evaluation = condensedEvaluation(choice);
-  return Candidate{std::move(choice), std::move(evaluation), streams, false};
+  // Climbs from different starts, and sweeps that end without a gain, meet
+  // the same plans again: each is simulated once.
+  std::string key;
+  key.reserve(choice.buckets.size() * sizeof(BucketChoice));
+  for (const BucketChoice &bucket : choice.buckets) {
+    for (int64_t field : {int64_t(bucket.end), bucket.chunks, int64_t(bucket.decomposed),
+                          int64_t(bucket.stream), bucket.priority, int64_t(bucket.gatherStream),
+                          bucket.gatherPriority, int64_t(bucket.compression.method),
+                          int64_t(bucket.compression.device), bucket.compression.rank})
+      key.append(reinterpret_cast<const char *>(&field), sizeof field);
+    key.append(reinterpret_cast<const char *>(&bucket.compression.ratio), sizeof(double));
+  }
+  auto [known, inserted] = scored_.try_emplace(std::move(key));
+  if (inserted) {
+    Evaluation evaluation = condensedEvaluation(choice);
+    known->second = {evaluation.iterationUs, evaluation.computeUs, evaluation.exposedCommUs,
+                     evaluation.sim.endUs.size()};
+  }
+  const Scored &score = known->second;
+  Evaluation evaluation;
+  evaluation.iterationUs = score.iterationUs;
+  evaluation.computeUs = score.computeUs;
+  evaluation.exposedCommUs = score.exposedCommUs;
+  return Candidate{std::move(choice), std::move(evaluation), streams, false, score.tasks};
 }
 
 std::vector<double> Searcher::readyTimesAlone(double &backwardEndUs) const {
@@ -637,7 +672,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
     assignSchedule(choice, streams);
     Candidate candidate = condensedCandidate(std::move(choice), streams);
     ++evaluations_;
-    work += static_cast<double>(candidate.evaluation.sim.endUs.size());
+    work += static_cast<double>(candidate.simulatedTasks);
     if (!better(candidate.evaluation, current.evaluation))
       return false;
     current = std::move(candidate);
@@ -791,7 +826,6 @@ Candidate Searcher::searchFamily(const Family &family) {
       best = std::move(candidate);
   };
   for (const Climb &climb : climbs) {
-    double w0 = work;
     Candidate climbed = localSearch(family, *climb.from, work, share(), climb.fine);
     if (climb.fine)
       classicResult = climbed;
@@ -837,10 +871,8 @@ AutotuneResult Searcher::run() {
   seedDynamicPrograms();
 
   // Per family, narrowest first; the widest family holds every result: the answer.
-  for (const Family &family : families_) {
-    Candidate r = searchFamily(family);
-    offer(r, family.compressors, std::nullopt);
-  }
+  for (const Family &family : families_)
+    offer(searchFamily(family), family.compressors, std::nullopt);
 
   const Candidate &best = *families_.back().best;
   result.best = best.choice;
