@@ -166,10 +166,10 @@ struct Priced {
 /// The DP's state after a bucket ending at gradient j, along its best path.
 struct Frontier {
   double finishUs = -kInfinity;  // the communication path is free
-  double scoreUs = -kInfinity;   // what the DP minimises: finishUs, or compute-aware
+  double scoreUs = -kInfinity;   // what the DP minimises: finishUs (plain), or
                                  // max(finishUs, backward end + extraComputeUs)
   double gpuDelayUs = 0;         // GPU encodes so far: later gradients are ready this much later
-  double extraComputeUs = 0;     // GPU encodes and decodes, and overlap slowdown, so far
+  double extraComputeUs = 0;     // GPU encodes and decodes (and overlap slowdown) so far
   double hostFreeUs = -kInfinity;  // the CPU compression worker is free
 };
 
@@ -287,11 +287,12 @@ private:
   /// (smaller steps, other hills).
   Candidate localSearch(const Family &family, Candidate current, double &work, double limit,
                         bool fine);
-  /// The local searches of one family, within one work bound: a coarse and a
-  /// fine climb from its best seed of each origin (and from its best plan when
-  /// a narrower family found that), then kicks (every bucket split, or
-  /// neighbours merged pairwise) and a climb from there for as long as that
-  /// ends higher.
+  /// The local searches of one family, within one work bound: a coarse climb
+  /// from its best seed of each origin; the classic search (a fine climb from
+  /// the best seed of the baselines, plain and kernel-aware DP, then from the
+  /// family's best plan when a narrower family's search made that better);
+  /// then kicks (every bucket split, or neighbours merged pairwise) and climbs
+  /// from there for as long as that ends higher.
   Candidate searchFamily(const Family &family);
   CompressionSpec slotSpec(int slot) const;
   void setOption(BucketChoice &bucket, const CompressionSpec &spec, bool decomposed) const;
@@ -793,11 +794,8 @@ bool Searcher::splitInHalves(std::vector<BucketChoice> &buckets, size_t b) const
 }
 
 Candidate Searcher::searchFamily(const Family &family) {
-  // Climbs: a coarse one from the best seed of each origin, and the classic
-  // search: a fine one from the best seed of the classic origins (baselines,
-  // plain and kernel-aware DP) and then from the family's best plan when a
-  // narrower family's search made that better. Most promising start first; each
-  // step may use its share of what is left of the work bound, the kicks last.
+  // Most promising start first; each step may use its share of what is left
+  // of the work bound, the kicks last.
   struct Climb {
     const Candidate *from;
     bool fine;
