@@ -88,11 +88,17 @@ public:
       }
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
-      const CollectiveCost cost =
-          cache ? cache->chunkedCollective(task.collective, task.bytes, task.group, task.chunks)
-                : model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
-      latencyUs_[i] = cost.latencyUs;
-      bandwidthUs_[i] = cost.bandwidthUs;
+      if (cache) {
+        const CollectiveCostCache::Times &times =
+            cache->chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+        latencyUs_[i] = times.latencyUs;
+        bandwidthUs_[i] = times.bandwidthUs;
+      } else {
+        const CollectiveCost cost =
+            model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+        latencyUs_[i] = cost.latencyUs;
+        bandwidthUs_[i] = cost.bandwidthUs;
+      }
     }
     ready_.resize(streams);
     for (ReadyQueue &queue : ready_)  // empty unless a cycle stopped the last run
@@ -384,8 +390,9 @@ constexpr int kLogCacheEntries = 14;
 CollectiveCostCache::CollectiveCostCache(const CostModel &model)
     : model_(model), entries_(size_t(1) << kLogCacheEntries) {}
 
-const CollectiveCost &CollectiveCostCache::chunkedCollective(CollectiveKind kind, double bytes,
-                                                             Group group, int64_t chunks) {
+const CollectiveCostCache::Times &CollectiveCostCache::chunkedCollective(CollectiveKind kind,
+                                                                         double bytes, Group group,
+                                                                         int64_t chunks) {
   uint64_t key;
   std::memcpy(&key, &bytes, sizeof key);
   for (uint64_t part : {static_cast<uint64_t>(kind), static_cast<uint64_t>(group.ranks),
@@ -393,9 +400,11 @@ const CollectiveCost &CollectiveCostCache::chunkedCollective(CollectiveKind kind
     key = (key ^ part) * 0x9E3779B97F4A7C15ull;
   Entry &entry = entries_[key >> (64 - kLogCacheEntries)];
   if (entry.bytes != bytes || entry.kind != kind || entry.chunks != chunks ||
-      entry.group.ranks != group.ranks || entry.group.nodes != group.nodes)
-    entry = {kind, bytes, group, chunks, model_.chunkedCollective(kind, bytes, group, chunks)};
-  return entry.cost;
+      entry.group.ranks != group.ranks || entry.group.nodes != group.nodes) {
+    const CollectiveCost cost = model_.chunkedCollective(kind, bytes, group, chunks);
+    entry = {bytes, group, chunks, kind, {cost.timeUs, cost.latencyUs, cost.bandwidthUs}};
+  }
+  return entry.times;
 }
 
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,

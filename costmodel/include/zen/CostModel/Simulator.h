@@ -77,23 +77,27 @@ struct SimResult {
   std::string error;
 };
 
-/// CostModel::chunkedCollective, remembered by its arguments in a fixed-size
-/// direct-mapped table: a search that simulates variants of one plan, or a
-/// model whose repeated layers give the same bucket sizes, prices each
-/// collective once. Results are the cost model's, bit for bit.
+/// CostModel::chunkedCollective's times, remembered by its arguments in a
+/// fixed-size direct-mapped table: a search that simulates variants of one
+/// plan, or a model whose repeated layers give the same bucket sizes, prices
+/// each collective once. Times are the cost model's, bit for bit.
 class CollectiveCostCache {
 public:
+  struct Times {
+    double timeUs = 0;
+    double latencyUs = 0;
+    double bandwidthUs = 0;
+  };
   explicit CollectiveCostCache(const CostModel &model);
-  const CollectiveCost &chunkedCollective(CollectiveKind kind, double bytes, Group group,
-                                          int64_t chunks);
+  const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks);
 
 private:
   struct Entry {
-    CollectiveKind kind = CollectiveKind::AllReduce;
     double bytes = -1;  // no collective has negative bytes: an empty entry
     Group group;
     int64_t chunks = 0;
-    CollectiveCost cost;
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    Times times;
   };
   const CostModel &model_;
   std::vector<Entry> entries_;
