@@ -25,20 +25,21 @@
 //    option) is priced once for all families and modes, and collective
 //    costs are remembered by their arguments.
 // 3. Local search (hill climbing). Coarse climbs from the best seed of each
-//    origin (baselines, each DP model) and the classic fine climb from the
-//    best seed of the classic origins; then kicks (every bucket split in two,
-//    or neighbours merged pairwise) and climbs from there while that ends
-//    higher. Moves: merge all neighbours pairwise on plans with many buckets;
-//    per bucket merge/split neighbours, move a boundary (coarse: in steps
-//    that double while they keep improving; fine: one gradient at a time,
-//    1/kFineSteps of them on large problems),
-//    flip compression (coarse: also for either half of a bucket),
+//    origin (baselines, each DP model); on small problems also the classic
+//    fine climb (the search before this one, which converged there) from the
+//    best seed of the classic origins; then kicks
+//    (every bucket split in two, or neighbours merged pairwise) and climbs from
+//    there while that ends higher. Moves: merge all neighbours pairwise on
+//    plans with many buckets; per bucket merge/split neighbours, move a
+//    boundary (coarse: in steps that double while they keep improving; fine:
+//    one gradient at a time), flip compression (coarse: also for either half
+//    of a bucket),
 //    decomposition and chunks; the stream count. Candidates are scored by
 //    the simulator on the condensed problem (one gradient per bucket, compute
 //    segments merged between the points buckets depend on), which simulates
 //    like the full problem up to rounding at a cost that grows with buckets,
-//    not tensors. Sweeps stop once one gains less than kSweepGain of what
-//    separates the plan from the lower bound.
+//    not tensors. Coarse sweeps stop once one gains less than kSweepGain of
+//    what separates the plan from the lower bound; fine ones once none gains.
 //
 // Allowing more compressors must never plan worse, but neither the DP's model
 // nor hill climbing is monotone in the options it may use: the DP can prefer a
@@ -81,10 +82,11 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr int kNearReach = 8;
 /// The local search stops after a sweep that gains less than this fraction of
 /// the distance to the lower bound.
-constexpr double kSweepGain = 1e-6;
-/// The fine local search moves boundaries by one gradient, or by this
-/// fraction of the gradients where there are more of them.
-constexpr int kFineSteps = 1024;
+constexpr double kSweepGain = 1e-3;
+/// The classic fine climbs run on problems with at most this many gradients,
+/// from a seed with at most this many buckets.
+constexpr size_t kClassicGradients = 2048;
+constexpr size_t kClassicBuckets = 64;
 /// Plans with more buckets than this first try merging all neighbours pairwise.
 constexpr size_t kManyBuckets = 16;
 /// Work bound of one local search, in simulated tasks: AutotuneOptions::
@@ -255,7 +257,6 @@ public:
     for (int c = 0; c < allowed; ++c)
       all[c] = c;
     addFamily(std::move(all));
-    fineStep_ = std::max<int>(1, static_cast<int>(problem.gradients.size()) / kFineSteps);
     searchWork_ = options.localSearchWork +
                   kSearchWorkPerTensor * static_cast<double>(problem.gradients.size());
   }
@@ -283,14 +284,15 @@ private:
   /// Hill climbing from `current` within `family` until `work` (simulated
   /// tasks) reaches `limit`. Coarse: boundaries move in steps that double while they improve,
   /// and a compressor may also go to either half of a bucket. Fine: boundaries
-  /// move fineStep_ gradients at a time, compressors go to whole buckets
+  /// move one gradient at a time, compressors go to whole buckets
   /// (smaller steps, other hills).
   Candidate localSearch(const Family &family, Candidate current, double &work, double limit,
                         bool fine);
   /// The local searches of one family, within one work bound: a coarse climb
-  /// from its best seed of each origin; the classic search (a fine climb from
-  /// the best seed of the baselines, plain and kernel-aware DP, then from the
-  /// family's best plan when a narrower family's search made that better);
+  /// from its best seed of each origin; on small problems the classic
+  /// search (a fine climb from the best seed of the baselines, plain and
+  /// kernel-aware DP, then from the family's best plan when a narrower
+  /// family's search made that better);
   /// then kicks (every bucket split, or neighbours merged pairwise) and climbs
   /// from there for as long as that ends higher.
   Candidate searchFamily(const Family &family);
@@ -310,7 +312,6 @@ private:
   std::vector<CompressionSpec> slotSpecs_;  // the compressed slots' specs, from kFirstCompressedSlot
   std::vector<Family> families_;  // narrowest first; the last allows every compressor
   double searchWork_ = 0;
-  int fineStep_ = 1;  // one gradient, or 1/kFineSteps of them on large problems
   int64_t evaluations_ = 0;
 };
 
@@ -680,11 +681,13 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
     return true;
   };
   const std::vector<CompressionSpec> &specs = family.specs;
-  // A sweep must gain kSweepGain of what separates the plan from the lower
-  // bound (of the plan itself where compression beats the bound).
+  // A coarse sweep must gain kSweepGain of what separates the plan from the
+  // lower bound (of the plan itself where compression beats the bound); the
+  // classic search sweeps on while anything improves.
   auto enoughGain = [&](double sweepStartUs) {
     double gapUs = sweepStartUs > lowerBoundUs_ ? sweepStartUs - lowerBoundUs_ : sweepStartUs;
-    return sweepStartUs - current.evaluation.iterationUs > kSweepGain * gapUs;
+    return current.evaluation.iterationUs < sweepStartUs &&
+           (fine || sweepStartUs - current.evaluation.iterationUs > kSweepGain * gapUs);
   };
   for (bool sweep = true; sweep && work < limit;) {
     const double sweepStartUs = current.evaluation.iterationUs;
@@ -724,9 +727,9 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
       tryMove([&](std::vector<BucketChoice> &buckets) { return splitInHalves(buckets, b); });
       // Move the boundary with the next bucket either way, halving the step
       // after a miss: coarse, from one gradient in steps that double while that
-      // keeps improving; fine, in steps of fineStep_ gradients.
+      // keeps improving; fine, by one gradient.
       for (int direction : {-1, 1})
-        for (int step = fine ? fineStep_ : 1; step > 0;) {
+        for (int step = 1; step > 0;) {
           bool moved = tryMove([&](std::vector<BucketChoice> &buckets) {
             if (b + 1 >= buckets.size())
               return false;
@@ -737,7 +740,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
             buckets[b + 1].begin = boundary;
             return true;
           });
-          step = !moved ? step / 2 : fine ? fineStep_ : 2 * step;
+          step = !moved ? step / 2 : fine ? 1 : 2 * step;
         }
       // Flip decomposition.
       if (options_.allowDecomposition)
@@ -811,7 +814,12 @@ Candidate Searcher::searchFamily(const Family &family) {
         (!classic || better(seed->evaluation, classic->evaluation)))
       classic = &*seed;
   }
-  climbs.push_back({classic, true});
+  // Fine climbs take single steps: on large problems or plans with many
+  // buckets they would crawl.
+  const bool classicSearch = problem_.gradients.size() <= kClassicGradients &&
+                             classic->choice.buckets.size() <= kClassicBuckets;
+  if (classicSearch)
+    climbs.push_back({classic, true});
   std::stable_sort(climbs.begin(), climbs.end(), [](const Climb &a, const Climb &b) {
     return a.from->evaluation.iterationUs < b.from->evaluation.iterationUs;
   });
@@ -830,7 +838,7 @@ Candidate Searcher::searchFamily(const Family &family) {
     keep(std::move(climbed));
   }
   const double narrowerLimit = share();
-  if (better(family.best->evaluation, classicResult->evaluation))
+  if (classicResult && better(family.best->evaluation, classicResult->evaluation))
     keep(localSearch(family, *family.best, work, narrowerLimit, true));
   // Kicks: every bucket split in two, or neighbours merged pairwise, and a
   // climb from there, for as long as that ends higher.
@@ -851,7 +859,8 @@ Candidate Searcher::searchFamily(const Family &family) {
       const Candidate from = condensedCandidate(std::move(kick), best->streams);
       const double before = best->evaluation.iterationUs;
       for (bool fine : {false, true})
-        keep(localSearch(family, from, work, searchWork_, fine));
+        if (!fine || classicSearch)
+          keep(localSearch(family, from, work, searchWork_, fine));
       if (best->evaluation.iterationUs < before) {
         kicked = true;
         break;
