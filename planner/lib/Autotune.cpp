@@ -7,7 +7,8 @@
 //    inside the recurrence. Its model is the communication stream as a FIFO:
 //    a bucket starts when its last gradient is ready (plus its encode) and the
 //    previous bucket is done. f(j) = min_i max(ready_j + encode, f(i)) + wire + decode
-//    is exact for that model because max(., f(i)) + c is monotone in f(i).
+//    is exact for that model (over the starts i it considers) because
+//    max(., f(i)) + c is monotone in f(i).
 //    A CPU encode also waits for the host's compression worker, carried along
 //    the chosen path. Three models: plain (that FIFO); kernel-aware, which
 //    also charges GPU compression kernels to the compute stream (a GPU encode
@@ -17,13 +18,13 @@
 //    overlap-aware, which also charges the slowdown of compute while a
 //    collective overlaps backward (it finds fewer, larger buckets where
 //    communication hides under compute). Each seeds the local search.
-//    A window bounds how far back a bucket reaches, so it is linear: the plain
-//    and kernel-aware runs stop early (on an idle stream, or a tail that alone
-//    cannot win); the overlap-aware run, which would scan the whole window,
-//    looks at every start near the bucket's end and at doubling distances
-//    beyond. Every run shares one price table per bucket end: each (bucket,
-//    option) is priced once for all families and modes, and collective
-//    costs are remembered by their arguments.
+//    A window bounds how far back a bucket reaches, and within it a run looks
+//    at every start near the bucket's end but farther ones only at doubling
+//    distances (and stops early: on an idle stream, unless overlap is
+//    charged, or a tail that alone cannot win), so it is linear. Every run
+//    shares one price table per bucket end: each (bucket, option) is priced
+//    once for all families and modes, and collective costs are remembered by
+//    their arguments.
 // 3. Local search (hill climbing). Coarse climbs from the best seed of each
 //    origin (baselines, each DP model); on small problems also the classic
 //    fine climb (the search before this one, which converged there) from the
@@ -77,8 +78,8 @@ namespace {
 
 constexpr int kWindow = 256;  // the most gradients a DP bucket may reach back over
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-/// The overlap-aware DP considers every bucket start within this many gradients
-/// of the bucket's end, farther ones only at doubling distances.
+/// The DP considers every bucket start within this many gradients of the
+/// bucket's end, farther ones only at doubling distances.
 constexpr int kNearReach = 8;
 /// The local search stops after a sweep that gains less than this fraction of
 /// the distance to the lower bound.
@@ -520,11 +521,10 @@ void Searcher::runPrograms(std::vector<ProgramRun> &runs) {
     for (ProgramRun &run : runs) {
       Frontier &best = run.state[j];
       best.scoreUs = best.finishUs = kInfinity;
-      // The overlap-aware model scans to the window's end (see below): every
-      // start near j, then ever farther ones at doubling reach, and the farthest.
+      // Every start near j, then ever farther ones at doubling reach, and the farthest.
       auto nextStart = [&](int i) {
         int reach = j - 1 - i;
-        if (run.model != kOverlapAwareProgram || reach < kNearReach)
+        if (reach < kNearReach)
           return i - 1;
         return i == windowStart ? -1 : std::max(windowStart, j - 2 - 2 * reach);
       };
