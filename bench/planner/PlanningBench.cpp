@@ -68,7 +68,7 @@ void BM_EvaluateDdp(benchmark::State &state) {
 
 } // namespace
 
-BENCHMARK(BM_Autotune)->Arg(100)->Arg(149)->Arg(1000)->Arg(10000)
+BENCHMARK(BM_Autotune)->Arg(100)->Arg(149)->Arg(1000)->Arg(10000)->Arg(100000)
     ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_AutotuneCompressed)->Arg(149)->Arg(1000)->Arg(10000)
     ->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();

@@ -70,6 +70,12 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     out.buckets.push_back(std::move(bucket));
   }
 
+  // The gradients each backward segment completes, in ready order.
+  std::vector<std::vector<const plan::GradientTensor *>> completes(problem.backward.size());
+  for (const plan::GradientTensor &g : problem.gradients)
+    if (g.readyAfterSegment >= 0 && g.readyAfterSegment < static_cast<int>(completes.size()))
+      completes[g.readyAfterSegment].push_back(&g);
+
   // The schedule is the simulator's task graph for this choice, task for task.
   std::vector<cost::SimTask> tasks = plan::buildSimTasks(problem, choice, model);
   int forwardSegment = 0, backwardSegment = 0;
@@ -90,9 +96,8 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
         task.phase = zenrt::Phase::Backward;
         task.flops = problem.backward.at(backwardSegment).flops;
         task.bytes = problem.backward.at(backwardSegment).bytes;
-        for (const plan::GradientTensor &g : problem.gradients)
-          if (g.readyAfterSegment == backwardSegment)
-            task.produces.push_back(g.name);
+        for (const plan::GradientTensor *g : completes.at(backwardSegment))
+          task.produces.push_back(g->name);
         ++backwardSegment;
       } else if (sim.phase == cost::TaskPhase::Optimizer) {
         // A decoupled bucket's optimizer step runs while the next forward does.

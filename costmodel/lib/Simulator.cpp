@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <queue>
@@ -32,34 +33,45 @@ constexpr int kReportedIteration = 2;
 
 std::string validate(const std::vector<SimTask> &tasks) {
   int n = static_cast<int>(tasks.size());
+  // The message is built only for the offending task: validation runs on every simulation.
+  auto fail = [&](int i, const std::string &why) {
+    return "task " + std::to_string(i) + " (" + tasks[i].name + "): " + why;
+  };
   for (int i = 0; i < n; ++i) {
     const SimTask &task = tasks[i];
-    std::string where = "task " + std::to_string(i) + " (" + task.name + "): ";
     for (int dep : task.deps)
       if (dep < 0 || dep >= n || dep == i)
-        return where + "dependency " + std::to_string(dep) + " is not another task";
+        return fail(i, "dependency " + std::to_string(dep) + " is not another task");
     if (task.kind == TaskKind::Collective) {
       if (task.stream < 0)
-        return where + "negative communication stream";
+        return fail(i, "negative communication stream");
       if (!std::isfinite(task.bytes) || task.bytes < 0)
-        return where + "bytes must be finite and non-negative";
+        return fail(i, "bytes must be finite and non-negative");
       if (task.chunks < 1)
-        return where + "chunks must be at least 1";
+        return fail(i, "chunks must be at least 1");
       if (task.elements < 0)
-        return where + "elements must be non-negative";
+        return fail(i, "elements must be non-negative");
     } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
-      return where + "duration must be finite and non-negative";
+      return fail(i, "duration must be finite and non-negative");
     }
     if (task.device == Device::CPU && task.kind != TaskKind::Compression)
-      return where + "only compression tasks can run on the CPU";
+      return fail(i, "only compression tasks can run on the CPU");
   }
   return "";
 }
 
 class Simulation {
 public:
-  Simulation(const CostModel &model, const std::vector<SimTask> &tasks)
-      : tasks_(tasks), n_(static_cast<int>(tasks.size())), slowdown_(model.overlapSlowdown()) {
+  /// Prepares a run over `tasks`, reusing the buffers of earlier runs.
+  void reset(const CostModel &model, const std::vector<SimTask> &tasks,
+             CollectiveCostCache *cache) {
+    tasks_ = &tasks;
+    n_ = static_cast<int>(tasks.size());
+    slowdown_ = model.overlapSlowdown();
+    now_ = 0;
+    computeTask_ = hostTask_ = -1;
+    computeLeftUs_ = hostEndUs_ = virtualUs_ = 0;
+    activeCollectives_ = 0;
     bool crossesIterations = std::any_of(tasks.begin(), tasks.end(),
                                          [](const SimTask &task) { return task.nextIteration; });
     iterations_ = crossesIterations ? kUnrolledIterations : 1;
@@ -78,29 +90,37 @@ public:
       }
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
-      CollectiveCost cost = collectiveCost(model, task);
-      latencyUs_[i] = cost.latencyUs;
-      bandwidthUs_[i] = cost.bandwidthUs;
+      if (cache) {
+        const CollectiveCostCache::Times &times = cache->collective(task);
+        latencyUs_[i] = times.latencyUs;
+        bandwidthUs_[i] = times.bandwidthUs;
+      } else {
+        const CollectiveCost cost = collectiveCost(model, task);
+        latencyUs_[i] = cost.latencyUs;
+        bandwidthUs_[i] = cost.bandwidthUs;
+      }
     }
     ready_.resize(streams);
+    for (ReadyQueue &queue : ready_)  // empty unless a cycle stopped the last run
+      while (!queue.empty())
+        queue.pop();
     busy_.assign(streams, false);
     dirty_.assign(streams, false);
 
     // Dependents in CSR form; `crosses` marks edges into the next iteration.
-    std::vector<int> counts(n_ + 1, 0);
+    dependentsBegin_.assign(n_ + 1, 0);
     for (const SimTask &task : tasks)
       for (int dep : task.deps)
-        ++counts[dep + 1];
+        ++dependentsBegin_[dep + 1];
     for (int i = 0; i < n_; ++i)
-      counts[i + 1] += counts[i];
-    dependents_.resize(counts[n_]);
-    std::vector<int> fill(counts.begin(), counts.end() - 1);
+      dependentsBegin_[i + 1] += dependentsBegin_[i];
+    dependents_.resize(dependentsBegin_[n_]);
+    fill_.assign(dependentsBegin_.begin(), dependentsBegin_.end() - 1);
     for (int i = 0; i < n_; ++i)
       for (int dep : tasks[i].deps) {
         bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
-        dependents_[fill[dep]++] = {i, crosses};
+        dependents_[fill_[dep]++] = {i, crosses};
       }
-    dependentsBegin_ = std::move(counts);
 
     int total = n_ * iterations_;
     pending_.assign(total, 0);
@@ -158,12 +178,12 @@ private:
 
   int taskOf(int instance) const { return instance % n_; }
   int iterationOf(int instance) const { return instance / n_; }
-  bool isCollective(int instance) const { return tasks_[taskOf(instance)].kind == TaskKind::Collective; }
+  bool isCollective(int instance) const { return (*tasks_)[taskOf(instance)].kind == TaskKind::Collective; }
 
   void makeReady(int instance) {
     int task = taskOf(instance);
     int stream = streamOf_[task];
-    ready_[stream].push({iterationOf(instance), tasks_[task].priority, task});
+    ready_[stream].push({iterationOf(instance), (*tasks_)[task].priority, task});
     markDirty(stream);
   }
 
@@ -204,7 +224,7 @@ private:
       if (target < iterations_)
         release(target * n_ + dependent.task);
     }
-    if (!tasks_[task].nextIteration && --regularLeft_[iteration] == 0)
+    if (!(*tasks_)[task].nextIteration && --regularLeft_[iteration] == 0)
       closeIteration(iteration);
   }
 
@@ -222,14 +242,14 @@ private:
     startUs_[instance] = now_;
     busy_[streamOf_[task]] = true;
     if (!isCollective(instance)) {
-      if (tasks_[task].durationUs <= 0) {
+      if ((*tasks_)[task].durationUs <= 0) {
         complete(instance);
       } else if (streamOf_[task] == kHostStream) {
         hostTask_ = instance;
-        hostEndUs_ = now_ + tasks_[task].durationUs;
+        hostEndUs_ = now_ + (*tasks_)[task].durationUs;
       } else {
         computeTask_ = instance;
-        computeLeftUs_ = tasks_[task].durationUs;
+        computeLeftUs_ = (*tasks_)[task].durationUs;
       }
       return;
     }
@@ -289,9 +309,9 @@ private:
     }
     // Collectives move to sharing only after the sharing heap is drained, so
     // a newcomer's virtual start is the clock value at `now_`.
-    std::vector<int> finishedLatency;
+    finishedLatency_.clear();
     while (!latencyHeap_.empty() && latencyHeap_.top().first <= now_) {
-      finishedLatency.push_back(latencyHeap_.top().second);
+      finishedLatency_.push_back(latencyHeap_.top().second);
       latencyHeap_.pop();
     }
     while (!sharingHeap_.empty() && sharingHeap_.top().first <= virtualUs_) {
@@ -299,7 +319,7 @@ private:
       sharingHeap_.pop();
       complete(finished);
     }
-    for (int instance : finishedLatency)
+    for (int instance : finishedLatency_)
       enterSharing(instance);
   }
 
@@ -307,7 +327,7 @@ private:
     SimResult result;
     for (int instance = 0; instance < n_ * iterations_; ++instance)
       if (endUs_[instance] < 0) {
-        const SimTask &task = tasks_[taskOf(instance)];
+        const SimTask &task = (*tasks_)[taskOf(instance)];
         result.error = "task " + std::to_string(taskOf(instance)) + " (" + task.name +
                        ") never runs: its dependencies form a cycle";
         return result;
@@ -320,10 +340,10 @@ private:
       result.startUs[i] = startUs_[instance] - origin;
       result.endUs[i] = endUs_[instance] - origin;
       if (streamOf_[i] == kHostStream) {
-        result.hostCompressionUs += tasks_[i].durationUs;
+        result.hostCompressionUs += (*tasks_)[i].durationUs;
       } else if (streamOf_[i] == kComputeStream) {
         result.computeUs += result.endUs[i] - result.startUs[i];
-        result.computeAloneUs += tasks_[i].durationUs;
+        result.computeAloneUs += (*tasks_)[i].durationUs;
       }
     }
     result.iterationUs = boundaryUs_[reported_] - origin;
@@ -331,16 +351,16 @@ private:
     return result;
   }
 
-  const std::vector<SimTask> &tasks_;
-  int n_;
-  double slowdown_;
+  const std::vector<SimTask> *tasks_ = nullptr;
+  int n_ = 0;
+  double slowdown_ = 1;
   int iterations_ = 1;
   int reported_ = 0;
 
   std::vector<double> latencyUs_, bandwidthUs_;
   std::vector<int> streamOf_;
   std::vector<Dependent> dependents_;
-  std::vector<int> dependentsBegin_;
+  std::vector<int> dependentsBegin_, fill_;
 
   std::vector<int> pending_;
   std::vector<double> startUs_, endUs_;
@@ -359,6 +379,7 @@ private:
   int activeCollectives_ = 0;
   TimedHeap latencyHeap_;
   TimedHeap sharingHeap_;
+  std::vector<int> finishedLatency_;  // scratch for advanceToNextEvent
   double virtualUs_ = 0;
 };
 
@@ -370,14 +391,88 @@ CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
   return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
 }
 
-SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks) {
+constexpr int kLogCacheEntries = 14;
+
+CollectiveCostCache::CollectiveCostCache(const CostModel &model)
+    : model_(model), entries_(size_t(1) << kLogCacheEntries) {}
+
+bool CollectiveCostCache::Key::operator==(const Key &other) const {
+  return kind == other.kind && bytes == other.bytes && group.ranks == other.group.ranks &&
+         group.nodes == other.group.nodes && chunks == other.chunks && method == other.method &&
+         ratio == other.ratio && rank == other.rank && device == other.device &&
+         elements == other.elements;
+}
+
+const CollectiveCostCache::Times &CollectiveCostCache::chunkedCollective(CollectiveKind kind,
+                                                                         double bytes, Group group,
+                                                                         int64_t chunks) {
+  Key key;
+  key.kind = kind;
+  key.bytes = bytes;
+  key.group = group;
+  key.chunks = chunks;
+  return lookup(key);
+}
+
+const CollectiveCostCache::Times &
+CollectiveCostCache::compressedCollective(const CompressionSpec &spec, int64_t elements,
+                                          Group group, int64_t chunks) {
+  Key key;
+  key.bytes = 0;
+  key.group = group;
+  key.chunks = chunks;
+  key.method = spec.method;
+  key.ratio = spec.ratio;
+  key.rank = spec.rank;
+  key.device = spec.device;
+  key.elements = elements;
+  return lookup(key);
+}
+
+const CollectiveCostCache::Times &CollectiveCostCache::collective(const SimTask &task) {
+  if (task.compression.method != CompressionMethod::None)
+    return compressedCollective(task.compression, task.elements, task.group, task.chunks);
+  return chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+}
+
+const CollectiveCostCache::Times &CollectiveCostCache::lookup(const Key &key) {
+  uint64_t hash, ratio;
+  std::memcpy(&hash, &key.bytes, sizeof hash);
+  std::memcpy(&ratio, &key.ratio, sizeof ratio);
+  for (uint64_t part :
+       {static_cast<uint64_t>(key.kind), static_cast<uint64_t>(key.group.ranks),
+        static_cast<uint64_t>(key.group.nodes), static_cast<uint64_t>(key.chunks),
+        static_cast<uint64_t>(key.method), ratio, static_cast<uint64_t>(key.rank),
+        static_cast<uint64_t>(key.device), static_cast<uint64_t>(key.elements)})
+    hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
+  Entry &entry = entries_[hash >> (64 - kLogCacheEntries)];
+  if (!(entry.key == key)) {
+    CompressionSpec spec;
+    spec.method = key.method;
+    spec.ratio = key.ratio;
+    spec.rank = key.rank;
+    spec.device = key.device;
+    const CollectiveCost cost =
+        key.method == CompressionMethod::None
+            ? model_.chunkedCollective(key.kind, key.bytes, key.group, key.chunks)
+            : model_.compressedCollective(spec, key.elements, key.group, key.chunks);
+    entry = {key, {cost.timeUs, cost.latencyUs, cost.bandwidthUs}};
+  }
+  return entry.times;
+}
+
+SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,
+                   CollectiveCostCache *cache) {
   SimResult invalid;
   invalid.error = validate(tasks);
   if (!invalid.error.empty())
     return invalid;
   if (tasks.empty())
     return {};
-  return Simulation(model, tasks).run();
+  // Reused, so the planner's many simulations do not reallocate every buffer.
+  thread_local Simulation simulation;
+  simulation.reset(model, tasks, cache);
+  return simulation.run();
 }
 
 } // namespace zen::cost

@@ -70,59 +70,60 @@ std::string validateChoice(const Problem &problem, const PlanChoice &choice) {
 }
 
 namespace {
-std::string kindName(CollectiveKind kind) { return cost::toString(kind); }
-} // namespace
-
-std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
-                                   const cost::CostModel &model) {
-  std::vector<SimTask> tasks;
-  const int forwardCount = static_cast<int>(problem.forward.size());
-  const int backwardCount = static_cast<int>(problem.backward.size());
-  tasks.reserve(forwardCount + backwardCount + 5 * choice.buckets.size());
-
-  // Compute-stream priorities follow the intended serial order: forward, then
-  // each backward segment followed by the encodes it enables, then the tail.
-  auto addCompute = [&](std::string name, TaskKind kind, TaskPhase phase, int64_t bucket,
-                        double duration, int64_t priority, std::vector<int> deps) {
-    SimTask task;
-    task.name = std::move(name);
+/// The task graph of buildSimTasks without names, written over `tasks`: its
+/// elements and their dependency lists are recycled. evaluate() runs it on
+/// every candidate of the search, where building strings or allocating per
+/// task would dominate.
+void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model,
+                  std::vector<SimTask> &tasks) {
+  size_t used = 0;
+  // A task after up to two others (negative: none).
+  auto add = [&](TaskKind kind, TaskPhase phase, int64_t bucket, int dep, int otherDep = -1) {
+    if (used == tasks.size())
+      tasks.emplace_back();
+    SimTask &task = tasks[used];
+    std::vector<int> storage = std::move(task.deps);
+    task = SimTask{};
+    task.deps = std::move(storage);
+    task.deps.clear();
+    for (int d : {dep, otherDep})
+      if (d >= 0)
+        task.deps.push_back(d);
     task.kind = kind;
     task.phase = phase;
     task.bucket = bucket;
-    task.durationUs = duration;
-    task.priority = priority;
-    task.deps = std::move(deps);
-    tasks.push_back(std::move(task));
-    return static_cast<int>(tasks.size()) - 1;
+    return static_cast<int>(used++);
+  };
+  const int forwardCount = static_cast<int>(problem.forward.size());
+  const int backwardCount = static_cast<int>(problem.backward.size());
+
+  // Compute-stream priorities follow the intended serial order: forward, then
+  // each backward segment followed by the encodes it enables, then the tail.
+  auto addCompute = [&](TaskKind kind, TaskPhase phase, int64_t bucket, double duration,
+                        int64_t priority, int dep, int otherDep = -1) {
+    int task = add(kind, phase, bucket, dep, otherDep);
+    tasks[task].durationUs = duration;
+    tasks[task].priority = priority;
+    return task;
   };
 
   int previous = -1;
   std::vector<int> forwardTask(forwardCount, -1);
-  for (int k = 0; k < forwardCount; ++k) {
-    std::vector<int> deps;
-    if (previous >= 0)
-      deps.push_back(previous);
-    previous = addCompute("fwd." + problem.forward[k].name, TaskKind::Compute,
-                          TaskPhase::Forward, -1, problem.forward[k].durationUs, k, std::move(deps));
-    forwardTask[k] = previous;
-  }
+  for (int k = 0; k < forwardCount; ++k)
+    forwardTask[k] = previous = addCompute(TaskKind::Compute, TaskPhase::Forward, -1,
+                                           problem.forward[k].durationUs, k, previous);
   const int forwardEnd = previous;
   std::vector<int> backwardTask(backwardCount, -1);
-  for (int k = 0; k < backwardCount; ++k) {
-    std::vector<int> deps;
-    if (previous >= 0)
-      deps.push_back(previous);
-    previous = addCompute("bwd." + problem.backward[k].name, TaskKind::Compute,
-                          TaskPhase::Backward, -1, problem.backward[k].durationUs, forwardCount + 2 * k, std::move(deps));
-    backwardTask[k] = previous;
-  }
+  for (int k = 0; k < backwardCount; ++k)
+    backwardTask[k] = previous =
+        addCompute(TaskKind::Compute, TaskPhase::Backward, -1, problem.backward[k].durationUs,
+                   forwardCount + 2 * k, previous);
   const int backwardEnd = previous;
   const int64_t tailPriority = forwardCount + 2 * backwardCount + 2;
 
   for (size_t b = 0; b < choice.buckets.size(); ++b) {
     const BucketChoice &bucket = choice.buckets[b];
     const int64_t bucketId = static_cast<int64_t>(b);
-    const std::string suffix = ".b" + std::to_string(b);
     int64_t elements = 0;
     double bytes = 0, optimizerUs = 0;
     int readySegment = -1;
@@ -138,9 +139,6 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     int ready = choice.afterBackward ? backwardEnd
                 : readySegment >= 0  ? backwardTask[readySegment]
                                      : forwardEnd;
-    std::vector<int> readyDeps;
-    if (ready >= 0)
-      readyDeps.push_back(ready);
 
     const bool compressed = bucket.compression.method != CompressionMethod::None;
     cost::CompressionCost compression;
@@ -155,18 +153,14 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
                                    : tailPriority - 1;
-      before = addCompute("compress" + suffix, TaskKind::Compression, TaskPhase::Compress,
-                          bucketId, compression.encodeUs,
-                          encodePriority, readyDeps);
+      before = addCompute(TaskKind::Compression, TaskPhase::Compress, bucketId,
+                          compression.encodeUs, encodePriority, ready);
       tasks[before].device = bucket.compression.device;
     }
 
-    SimTask collective;
-    collective.kind = TaskKind::Collective;
-    collective.phase = TaskPhase::Communicate;
-    collective.bucket = bucketId;
+    int done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, before);
+    SimTask &collective = tasks[done];
     collective.collective = mainCollective(bucket);
-    collective.name = kindName(collective.collective) + suffix;
     // Gathered compressed payloads: every rank's payload lands everywhere.
     collective.bytes = collective.collective == CollectiveKind::AllGather
                            ? wireBytes * static_cast<double>(problem.group.ranks)
@@ -179,43 +173,28 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
     }
     collective.stream = bucket.stream;
     collective.priority = bucket.priority;
-    if (before >= 0)
-      collective.deps.push_back(before);
-    tasks.push_back(std::move(collective));
-    int done = static_cast<int>(tasks.size()) - 1;
 
     bool nextIteration = false;
     if (bucket.decomposed) {
-      SimTask gather;
-      gather.kind = TaskKind::Collective;
-      gather.phase = TaskPhase::Communicate;
-      gather.bucket = bucketId;
+      done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, done);
+      SimTask &gather = tasks[done];
       gather.collective = CollectiveKind::AllGather;
-      gather.name = kindName(CollectiveKind::AllGather) + suffix;
       gather.bytes = bytes;
       gather.group = problem.group;
       gather.stream = bucket.gatherStream;
       gather.priority = bucket.gatherPriority;
-      gather.deps.push_back(done);
       gather.nextIteration = true;
-      tasks.push_back(std::move(gather));
-      done = static_cast<int>(tasks.size()) - 1;
       nextIteration = true;
     }
     if (compressed) {
-      done = addCompute("decompress" + suffix, TaskKind::Compression, TaskPhase::Decompress,
-                        bucketId, compression.decodeUs,
-                        tailPriority + 2 * static_cast<int64_t>(b), {done});
+      done = addCompute(TaskKind::Compression, TaskPhase::Decompress, bucketId,
+                        compression.decodeUs, tailPriority + 2 * static_cast<int64_t>(b), done);
       tasks[done].device = bucket.compression.device;
     }
     // The optimizer step runs once backward is over, as frameworks call it.
-    std::vector<int> optimizerDeps = {done};
-    if (backwardEnd >= 0 && backwardEnd != done)
-      optimizerDeps.push_back(backwardEnd);
-    int optimizer = addCompute("optimizer" + suffix, TaskKind::Compute, TaskPhase::Optimizer,
-                               bucketId, optimizerUs,
-                               tailPriority + 2 * static_cast<int64_t>(b) + 1,
-                               std::move(optimizerDeps));
+    int optimizer = addCompute(TaskKind::Compute, TaskPhase::Optimizer, bucketId, optimizerUs,
+                               tailPriority + 2 * static_cast<int64_t>(b) + 1, done,
+                               backwardEnd != done ? backwardEnd : -1);
     if (nextIteration) {
       // The update lands during the next iteration, before the first forward
       // segment that reads one of the bucket's parameters.
@@ -224,13 +203,49 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
         tasks[forwardTask[firstForward]].deps.push_back(optimizer);
     }
   }
+  tasks.resize(used);
+}
+} // namespace
+
+std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
+                                   const cost::CostModel &model) {
+  std::vector<SimTask> tasks;
+  fillSimTasks(problem, choice, model, tasks);
+  // Forward and backward segments come first, in order; every other task names its bucket.
+  size_t forward = 0, backward = 0;
+  for (SimTask &task : tasks) {
+    auto ofBucket = [&](const std::string &what) { return what + ".b" + std::to_string(task.bucket); };
+    switch (task.phase) {
+    case TaskPhase::Forward:
+      task.name = "fwd." + problem.forward[forward++].name;
+      break;
+    case TaskPhase::Backward:
+      task.name = "bwd." + problem.backward[backward++].name;
+      break;
+    case TaskPhase::Optimizer:
+      task.name = ofBucket("optimizer");
+      break;
+    case TaskPhase::Compress:
+      task.name = ofBucket("compress");
+      break;
+    case TaskPhase::Communicate:
+      task.name = ofBucket(cost::toString(task.collective));
+      break;
+    case TaskPhase::Decompress:
+      task.name = ofBucket("decompress");
+      break;
+    }
+  }
   return tasks;
 }
 
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
-                    const cost::CostModel &model) {
+                    const cost::CostModel &model, cost::CollectiveCostCache *cache) {
+  // Reused: the search evaluates many plans, each would otherwise allocate every task anew.
+  thread_local std::vector<SimTask> tasks;
+  fillSimTasks(problem, choice, model, tasks);
   Evaluation evaluation;
-  evaluation.sim = cost::simulate(model, buildSimTasks(problem, choice, model));
+  evaluation.sim = cost::simulate(model, tasks, cache);
   evaluation.iterationUs = evaluation.sim.error.empty()
                                ? evaluation.sim.iterationUs
                                : std::numeric_limits<double>::infinity();

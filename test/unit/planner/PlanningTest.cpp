@@ -394,32 +394,97 @@ TEST(Autotune, BaselinesAreReportedAtTheirBest) {
   EXPECT_TRUE(autotune(problem, model, {}).baselineUncompressedUs.empty());
 }
 
-/// On small problems, auto is within 1% of the best bucketing found by
-/// enumerating all 2^(n-1) of them.
-TEST(Autotune, WithinOnePercentOfExhaustiveBucketing) {
-  for (const char *cluster : {"a100x64", "v100x16-10gbe", "a100x8"})
-    for (int tensors : {2, 5, 8, 12})
-      for (uint64_t seed : {1, 2, 3}) {
-        SCOPED_TRACE(std::string(cluster) + " n=" + std::to_string(tensors) +
-                     " seed=" + std::to_string(seed));
-        cost::CostModel model = modelOf(cluster);
-        Problem problem = syntheticProblem(tensors, seed * 97 + tensors, model, model.worldGroup());
-        double best = std::numeric_limits<double>::infinity();
-        for (uint32_t cuts = 0; cuts < (1u << (tensors - 1)); ++cuts) {
-          std::vector<std::pair<int, int>> ranges;
-          int begin = 0;
-          for (int g = 1; g < tensors; ++g)
-            if (cuts & (1u << (g - 1))) {
-              ranges.emplace_back(begin, g);
-              begin = g;
-            }
-          ranges.emplace_back(begin, tensors);
-          best = std::min(best, evaluate(problem, bucketsOf(ranges), model).iterationUs);
-        }
-        AutotuneResult result = autotune(problem, model, AutotuneOptions{});
+/// One way to communicate a bucket in the exhaustive search below.
+struct BucketOption {
+  std::string compression;  // "" for none
+  bool decomposed = false;
+  int64_t chunks = 1;
+};
+
+/// The fastest plan over every bucketing of the gradients and every assignment
+/// of `options` to its buckets (K(K+1)^(n-1) plans for K options), one stream.
+double exhaustiveBestUs(const Problem &problem, const cost::CostModel &model,
+                        const std::vector<BucketOption> &options) {
+  const int tensors = static_cast<int>(problem.gradients.size());
+  std::vector<BucketChoice> settings;
+  for (const BucketOption &option : options) {
+    BucketChoice setting;
+    if (!option.compression.empty()) {
+      setting.compression = spec(option.compression);
+      setting.compression.errorFeedback = wantsErrorFeedback(setting.compression.method);
+    }
+    setting.decomposed = option.decomposed;
+    setting.chunks = option.chunks;
+    settings.push_back(setting);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (uint32_t cuts = 0; cuts < (1u << (tensors - 1)); ++cuts) {
+    std::vector<std::pair<int, int>> ranges;
+    int begin = 0;
+    for (int g = 1; g < tensors; ++g)
+      if (cuts & (1u << (g - 1))) {
+        ranges.emplace_back(begin, g);
+        begin = g;
+      }
+    ranges.emplace_back(begin, tensors);
+    PlanChoice choice = bucketsOf(ranges);
+    // Every assignment of the options to the buckets, as a number in base K.
+    std::vector<size_t> digits(ranges.size(), 0);
+    while (true) {
+      for (size_t b = 0; b < ranges.size(); ++b) {
+        BucketChoice &bucket = choice.buckets[b];
+        const BucketChoice &setting = settings[digits[b]];
+        bucket.compression = setting.compression;
+        bucket.decomposed = setting.decomposed;
+        bucket.chunks = setting.chunks;
+      }
+      best = std::min(best, evaluate(problem, choice, model).iterationUs);
+      size_t b = 0;
+      while (b < digits.size() && ++digits[b] == settings.size())
+        digits[b++] = 0;
+      if (b == digits.size())
+        break;
+    }
+  }
+  return best;
+}
+
+/// On small problems, auto is within 1% of the best plan found by enumerating
+/// every bucketing, and with it chunking, decomposition and compression choices
+/// per bucket, on every preset cluster.
+TEST(Autotune, WithinOnePercentOfExhaustiveSearch) {
+  struct Space {
+    std::string compressors;  // allowed to auto; the options' compressors are among them
+    std::vector<BucketOption> options;
+    std::vector<int> tensors;
+  };
+  // The joint spaces grow as K(K+1)^(n-1): two options up to n = 10, three up to n = 7.
+  const std::vector<Space> spaces = {
+      {"", {{}}, {2, 5, 8, 12}},
+      {"", {{}, {"", true, 1}}, {4, 10}},
+      {"", {{}, {"", false, 4}}, {4, 10}},
+      {"", {{}, {"", true, 1}, {"", false, 4}}, {7}},
+      {"fp16@gpu", {{}, {"fp16@gpu"}}, {4, 10}},
+      {"topk:0.01@cpu,powersgd:4@gpu", {{}, {"topk:0.01@cpu"}, {"powersgd:4@gpu"}}, {7}},
+      {"int8@cpu,fp16@gpu", {{}, {"int8@cpu"}, {"", true, 1}}, {6}},
+  };
+  for (const char *cluster : {"a100x64", "a100x8", "h100x256", "v100x16-10gbe", "cpu-local"}) {
+    cost::CostModel model = modelOf(cluster);
+    for (size_t s = 0; s < spaces.size(); ++s)
+      for (int tensors : spaces[s].tensors) {
+        const uint64_t seed = 97 * s + tensors;
+        SCOPED_TRACE(std::string(cluster) + " space " + std::to_string(s) +
+                     " n=" + std::to_string(tensors) + " seed=" + std::to_string(seed));
+        Problem problem = syntheticProblem(tensors, seed, model, model.worldGroup());
+        const double best = exhaustiveBestUs(problem, model, spaces[s].options);
+        AutotuneOptions options;
+        std::string error;
+        options.compressors = *parseCompressors(spaces[s].compressors, error);
+        AutotuneResult result = autotune(problem, model, options);
         EXPECT_LE(result.bestEval.iterationUs, best * 1.01)
             << "auto " << result.bestEval.iterationUs << " exhaustive " << best;
       }
+  }
 }
 
 TEST(Autotune, Deterministic) {
@@ -497,27 +562,43 @@ TEST(Autotune, OffloadsCompressionToTheCpuWhenComputeBound) {
 /// Allowing more compressors never plans worse: auto with every compressor
 /// allowed is at least as fast as auto with any one of them, or none. (The
 /// DP's FIFO model can prefer a compressor the simulator finds worse, and a
-/// local search with more moves can end on a lower hill.)
+/// local search with more moves can end on a lower hill.) At every size: also
+/// where the local search's work bound cuts it short, and on a large problem.
 TEST(Autotune, MoreCompressorsNeverPlanWorse) {
-  const std::string all = "fp16,int8,topk:0.01,powersgd:4";
-  for (const char *cluster : {"a100x64", "h100x256", "v100x16-10gbe"})
+  struct Case {
+    const char *cluster;
+    int tensors;
+    uint64_t seed;
+    double localSearchWork;
+  };
+  std::vector<Case> cases;
+  for (const char *cluster : {"a100x64", "h100x256", "v100x16-10gbe"}) {
     for (int tensors : {6, 20})
-      for (uint64_t seed : {1, 2, 3, 4, 5}) {
-        SCOPED_TRACE(std::string(cluster) + " n=" + std::to_string(tensors) +
-                     " seed=" + std::to_string(seed));
-        cost::CostModel model = modelOf(cluster);
-        Problem problem =
-            syntheticProblem(tensors, seed * 1000 + tensors, model, model.worldGroup());
-        auto autoUs = [&](const std::string &compressors) {
-          AutotuneOptions options;
-          std::string error;
-          options.compressors = *parseCompressors(compressors, error);
-          return autotune(problem, model, options).bestEval.iterationUs;
-        };
-        const double withAll = autoUs(all);
-        for (const char *subset : {"", "fp16", "int8", "topk:0.01", "powersgd:4"})
-          EXPECT_LE(withAll, autoUs(subset) * (1 + 1e-9)) << "{" << subset << "}";
-      }
+      for (uint64_t seed : {1, 2, 3, 4, 5})
+        cases.push_back({cluster, tensors, seed, AutotuneOptions{}.localSearchWork});
+    // A bound of 100 simulated tasks per tensor stops every search early.
+    for (int tensors : {20, 300})
+      cases.push_back({cluster, tensors, 1, 0});
+  }
+  cases.push_back({"v100x16-10gbe", 3000, 1, AutotuneOptions{}.localSearchWork});
+  const std::string all = "fp16,int8,topk:0.01,powersgd:4";
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.cluster) + " n=" + std::to_string(c.tensors) +
+                 " seed=" + std::to_string(c.seed) + " work=" + std::to_string(c.localSearchWork));
+    cost::CostModel model = modelOf(c.cluster);
+    Problem problem =
+        syntheticProblem(c.tensors, c.seed * 1000 + c.tensors, model, model.worldGroup());
+    auto autoUs = [&](const std::string &compressors) {
+      AutotuneOptions options;
+      options.localSearchWork = c.localSearchWork;
+      std::string error;
+      options.compressors = *parseCompressors(compressors, error);
+      return autotune(problem, model, options).bestEval.iterationUs;
+    };
+    const double withAll = autoUs(all);
+    for (const char *subset : {"", "fp16", "int8", "topk:0.01", "powersgd:4"})
+      EXPECT_LE(withAll, autoUs(subset) * (1 + 1e-9)) << "{" << subset << "}";
+  }
 }
 
 TEST(Autotune, EmptyProblem) {

@@ -86,6 +86,49 @@ struct SimResult {
 /// compressed payload, CostModel::chunkedCollective otherwise.
 CollectiveCost collectiveCost(const CostModel &model, const SimTask &task);
 
+/// The cost model's collective times, remembered by their arguments in a
+/// fixed-size direct-mapped table: a search that simulates variants of one
+/// plan, or a model whose repeated layers give the same bucket sizes, prices
+/// each collective once. Times are the cost model's, bit for bit.
+class CollectiveCostCache {
+public:
+  struct Times {
+    double timeUs = 0;
+    double latencyUs = 0;
+    double bandwidthUs = 0;
+  };
+  explicit CollectiveCostCache(const CostModel &model);
+  const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks);
+  const Times &compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
+                                    int64_t chunks);
+  /// collectiveCost(model, task)'s times.
+  const Times &collective(const SimTask &task);
+
+private:
+  /// Everything the price depends on; an uncompressed key has method None and
+  /// no elements, a compressed one no kind or bytes (they follow from the rest).
+  struct Key {
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    double bytes = -1;  // no collective has negative bytes: an empty entry
+    Group group;
+    int64_t chunks = 0;
+    CompressionMethod method = CompressionMethod::None;
+    double ratio = 0;
+    int64_t rank = 0;
+    Device device = Device::GPU;
+    int64_t elements = 0;
+    bool operator==(const Key &other) const;
+  };
+  struct Entry {
+    Key key;
+    Times times;
+  };
+  const Times &lookup(const Key &key);
+
+  const CostModel &model_;
+  std::vector<Entry> entries_;
+};
+
 /// Simulates `tasks` (indices are task ids; deps must point to other tasks).
 /// Deterministic: the same tasks give the same result.
 /// Rules: each stream (compute, CPU compression worker, every communication
@@ -96,7 +139,9 @@ CollectiveCost collectiveCost(const CostModel &model, const SimTask &task);
 /// `overlapSlowdown` times slower while any collective is in flight, tasks on
 /// the CPU worker always take their durationUs.
 /// O(n log n) in the number of tasks and dependencies.
-SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks);
+/// `cache`, when given, prices the collectives.
+SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,
+                   CollectiveCostCache *cache = nullptr);
 
 } // namespace zen::cost
 

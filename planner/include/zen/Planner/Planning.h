@@ -122,7 +122,9 @@ struct Evaluation {
   double computeUs = 0;
   double exposedCommUs = 0;
 };
-Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model);
+/// `cache`, when given, prices the collectives (a search scoring many variants of a plan).
+Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model,
+                    cost::CollectiveCostCache *cache = nullptr);
 
 /// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
 /// over its data-parallel group problem.group: no plan using at most the
@@ -207,9 +209,11 @@ struct AutotuneOptions {
   std::vector<cost::CompressionSpec> compressors;  // allowed set (may be empty)
   BaselineOptions baseline;                         // for the baseline seeds
   bool allowDecomposition = true;
-  /// Bound on full-simulator evaluations during local search, in task-evaluations
-  /// (evaluations x tasks); keeps the search linear in the problem size.
-  double localSearchWork = 4e6;
+  /// Bound on each local search's work, in simulated tasks: this plus 100 per
+  /// gradient tensor, so the search stays linear in the problem size. Every
+  /// family of compression options searches within its own bound; searches
+  /// normally end well before it (on a sweep that gains too little).
+  double localSearchWork = 2e6;
 };
 
 struct AutotuneResult {
@@ -221,15 +225,15 @@ struct AutotuneResult {
   /// With compressors allowed: every baseline's iteration time uncompressed; else empty.
   std::map<std::string, double> baselineUncompressedUs;
   double lowerBoundUs = 0;  // lowerBoundUs with options.compressors
-  int64_t evaluations = 0;  // full simulations run
+  int64_t evaluations = 0;  // simulations run (full problem or condensed)
 };
 
 /// Searches bucketing, compression, chunks, decomposition and schedule jointly
 /// with the simulator as the objective. The reported baselines (bestBaseline
 /// with options.compressors) and their uncompressed versions are seeds, so the
 /// result is never worse than any of them. Allowing more compressors never
-/// gives a worse plan than allowing one of them or none (exactly so while
-/// the local-search budget does not bind, i.e. below a few thousand tensors).
+/// gives a worse plan than allowing one of them or none, at any size.
+/// Linear in the number of gradient tensors.
 AutotuneResult autotune(const Problem &problem, const cost::CostModel &model,
                         const AutotuneOptions &options);
 
