@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev python3
-  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools libzstd-dev zlib1g-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libeigen3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev

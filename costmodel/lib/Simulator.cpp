@@ -391,10 +391,12 @@ CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
   return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
 }
 
-constexpr int kLogCacheEntries = 14;
-
-CollectiveCostCache::CollectiveCostCache(const CostModel &model)
-    : model_(model), entries_(size_t(1) << kLogCacheEntries) {}
+CollectiveCostCache::CollectiveCostCache(const CostModel &model, size_t entries)
+    : model_(model) {
+  while ((size_t(1) << logEntries_) < entries)
+    ++logEntries_;
+  entries_.resize(size_t(1) << logEntries_);
+}
 
 bool CollectiveCostCache::Key::operator==(const Key &other) const {
   return kind == other.kind && bytes == other.bytes && group.ranks == other.group.ranks &&
@@ -445,7 +447,7 @@ const CollectiveCostCache::Times &CollectiveCostCache::lookup(const Key &key) {
         static_cast<uint64_t>(key.method), ratio, static_cast<uint64_t>(key.rank),
         static_cast<uint64_t>(key.device), static_cast<uint64_t>(key.elements)})
     hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
-  Entry &entry = entries_[hash >> (64 - kLogCacheEntries)];
+  Entry &entry = entries_[hash >> (64 - logEntries_)];
   if (!(entry.key == key)) {
     CompressionSpec spec;
     spec.method = key.method;

@@ -238,7 +238,9 @@ constexpr int kFirstCompressedSlot = 2;
 class Searcher {
 public:
   Searcher(const Problem &problem, const cost::CostModel &model, const AutotuneOptions &options)
-      : problem_(problem), model_(model), options_(options), ranges_(problem), prices_(model) {
+      : problem_(problem), model_(model), options_(options), ranges_(problem),
+        // Sized to the problem: a small model does not pay for touching a large table.
+        prices_(model, std::clamp<size_t>(16 * problem.gradients.size(), 1024, 1 << 14)) {
     const size_t segments = problem.backward.size();
     backwardPrefixUs_ = prefixSums<double>(
         segments, [&](size_t k) { return problem.backward[k].durationUs; });

@@ -97,7 +97,8 @@ public:
     double latencyUs = 0;
     double bandwidthUs = 0;
   };
-  explicit CollectiveCostCache(const CostModel &model);
+  /// `entries` is rounded up to a power of two (at least 2).
+  explicit CollectiveCostCache(const CostModel &model, size_t entries = size_t(1) << 14);
   const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks);
   const Times &compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
                                     int64_t chunks);
@@ -126,6 +127,7 @@ private:
   const Times &lookup(const Key &key);
 
   const CostModel &model_;
+  int logEntries_ = 1;
   std::vector<Entry> entries_;
 };
 
