@@ -192,7 +192,7 @@ private:
 
 GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string &path) {
   reader.object(value, path,
-                {"name", "peak_tflops", "hbm_bandwidth_gbps", "efficiencies",
+                {"name", "peak_tflops", "hbm_bandwidth_gbps", "memory_gb", "efficiencies",
                  "pcie_bandwidth_gbps", "cpu_compress_gbps"});
   GpuSpec gpu;
   gpu.name = reader.string(reader.required(value, path, "name"), path + "/name");
@@ -204,6 +204,8 @@ GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string
     gpu.peakTflops[*parseDType(it.key())] = reader.positive(*it, peakPath + "/" + it.key());
   gpu.hbmBandwidthGBps =
       reader.positive(reader.required(value, path, "hbm_bandwidth_gbps"), path + "/hbm_bandwidth_gbps");
+  if (const json *memory = reader.optional(value, "memory_gb"))
+    gpu.memoryGB = reader.positive(*memory, path + "/memory_gb");
   if (const json *efficiencies = reader.optional(value, "efficiencies")) {
     const std::string effPath = path + "/efficiencies";
     reader.object(*efficiencies, effPath, {"compute", "memory"});
@@ -421,6 +423,19 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   return cluster;
 }
 
+Cluster withNodes(Cluster cluster, int64_t nodes) {
+  int64_t worldSize = 0;
+  if (nodes < 1 || __builtin_mul_overflow(nodes, cluster.gpusPerNode, &worldSize) ||
+      worldSize > kMaxWorldSize)
+    throw ClusterError(ErrorKind::BadUsage,
+                       "--nodes " + std::to_string(nodes) + ": cluster '" + cluster.name +
+                           "' has " + std::to_string(cluster.gpusPerNode) +
+                           " GPUs per node; nodes must be at least 1 and nodes x GPUs at most " +
+                           std::to_string(kMaxWorldSize));
+  cluster.nodes = nodes;
+  return cluster;
+}
+
 Cluster loadCluster(const std::string &nameOrPath) {
   for (const EmbeddedPreset &preset : kPresets)
     if (nameOrPath == preset.name)
@@ -453,6 +468,8 @@ std::string writeCluster(const Cluster &cluster) {
     peak[toString(dtype)] = tflops;
   gpu["peak_tflops"] = peak;
   gpu["hbm_bandwidth_gbps"] = cluster.gpu.hbmBandwidthGBps;
+  if (cluster.gpu.memoryGB > 0)
+    gpu["memory_gb"] = cluster.gpu.memoryGB;
   gpu["efficiencies"] = {{"compute", cluster.gpu.computeEfficiency},
                          {"memory", cluster.gpu.memoryEfficiency}};
   gpu["pcie_bandwidth_gbps"] = cluster.gpu.pcieBandwidthGBps;

@@ -74,7 +74,7 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == ClusterAttrHelper::getNameStr() || name == ComputeDtypeAttrHelper::getNameStr() ||
       name == StrategyAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
-  if (name == WorldSizeAttrHelper::getNameStr())
+  if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 1,
                   "a positive integer");
   if (name == PredictedAttrHelper::getNameStr())

@@ -48,12 +48,19 @@ std::optional<PlanStrategy> parsePlanStrategy(StringRef name) {
 namespace detail {
 
 FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOption,
-                                         CostModelAnalysis &analysis, std::optional<int64_t> dp,
+                                         int64_t nodesOption, CostModelAnalysis &analysis,
+                                         std::optional<int64_t> dp,
                                          std::optional<StringRef> requiredBy) {
   if (!clusterOption.empty())
     ZenDialect::ClusterAttrHelper(module.getContext())
         .setAttr(module, StringAttr::get(module.getContext(), clusterOption));
-  if (analysis.cluster() != CostModelAnalysis::clusterOf(module))
+  if (nodesOption < 0)
+    return module.emitError("nodes = ") << nodesOption << " must be positive (0: the cluster's own)";
+  if (nodesOption > 0)
+    ZenDialect::NodesAttrHelper(module.getContext())
+        .setAttr(module, IntegerAttr::get(IntegerType::get(module.getContext(), 64), nodesOption));
+  if (analysis.cluster() != CostModelAnalysis::clusterOf(module) ||
+      analysis.nodes() != CostModelAnalysis::nodesOf(module))
     analysis = CostModelAnalysis(module);
   if (!analysis.model())
     return module.emitError(analysis.error());

@@ -21,12 +21,14 @@ struct PlanningState {
 };
 
 /// The shared prologue: records a non-empty `clusterOption` as the module's
-/// zen.cluster (refreshing `analysis` when that changes the cluster), extracts
+/// zen.cluster and a positive `nodesOption` as its zen.nodes (refreshing
+/// `analysis` when that changes the cluster), extracts
 /// the training function and reads its plan. With `requiredBy` set, the
 /// gradients must already be synchronised (the error names that pass). Errors
 /// are emitted on the module.
 mlir::FailureOr<PlanningState> preparePlanning(mlir::ModuleOp module,
                                                llvm::StringRef clusterOption,
+                                               int64_t nodesOption,
                                                CostModelAnalysis &analysis,
                                                std::optional<int64_t> dp,
                                                std::optional<llvm::StringRef> requiredBy);

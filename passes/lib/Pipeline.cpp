@@ -9,6 +9,7 @@ namespace zen {
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options) {
   AutotuneOptions autotune;
   autotune.cluster = options.cluster;
+  autotune.nodes = options.nodes;
   autotune.dp = options.dp;
   autotune.compressor = options.compressor;
   autotune.strategy = options.strategy;

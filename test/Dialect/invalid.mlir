@@ -401,6 +401,11 @@ module attributes {zen.world_size = 0 : i64} {}
 
 // -----
 
+// expected-error @+1 {{'zen.nodes' must be a positive integer, got -2 : i64}}
+module attributes {zen.nodes = -2 : i64} {}
+
+// -----
+
 // expected-error @+1 {{'zen.predicted' must be a #zen.prediction, got 1.000000e+00 : f64}}
 module attributes {zen.predicted = 1.0 : f64} {}
 

@@ -2,6 +2,8 @@
 // SGD step per parameter that reads the synchronised gradient.
 // RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync | FileCheck %s
 // RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync="cluster=a100x64 dp=16" | FileCheck %s --check-prefix=DP16
+// nodes resizes the cluster (recorded as zen.nodes): a100x64 on 2 nodes has 16 GPUs.
+// RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync="cluster=a100x64 nodes=2" | FileCheck %s --check-prefix=NODES2
 // Running it twice replaces the synchronisation instead of stacking it.
 // RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync --zen-insert-grad-sync | FileCheck %s
 
@@ -22,6 +24,10 @@
 // CHECK-NOT: zen.all_reduce
 
 // DP16-COUNT-3: group = #zen.group<size = 16, nodes = 2>
+
+// NODES2: module attributes {{{.*}}zen.cluster = "a100x64"{{.*}}zen.nodes = 2 : i64}
+// NODES2-LABEL: func.func @train_step
+// NODES2-COUNT-3: group = #zen.group<size = 16, nodes = 2>
 
 // RUN: zenopt-opt %s --zen-insert-grad-sync=cluster=a100x8 | FileCheck %s --check-prefix=LOCAL
 // LOCAL: module attributes {zen.cluster = "a100x8"}

@@ -24,6 +24,7 @@ namespace {
 
 struct CostOptions {
   std::string cluster = cost::defaultPresetName();
+  int64_t nodes = 0;  // 0: the cluster's own
   std::string op;
   uint64_t bytes = 0;
   int64_t ranks = 0;  // 0: every GPU of the cluster
@@ -45,6 +46,8 @@ int runCost(const CostOptions &options) {
   cost::Cluster cluster;
   try {
     cluster = cost::loadCluster(options.cluster);
+    if (options.nodes > 0)
+      cluster = cost::withNodes(std::move(cluster), options.nodes);
   } catch (const cost::ClusterError &error) {
     throw CommandError(exitCodeOf(error.kind), error.what());
   }
@@ -113,6 +116,9 @@ CommandRegistration registration(
       auto options = std::make_shared<CostOptions>();
       app.add_option("--cluster", options->cluster,
                      "Cluster preset name or JSON file (default: a100x64)");
+      app.add_option("--nodes", options->nodes,
+                     "Node count, overriding the cluster's (preset or file)")
+          ->check(wholeNumber(1));
       app.add_option("--op", options->op, "Collective")
           ->required()
           ->check(CLI::IsMember(collectiveSpellings()));

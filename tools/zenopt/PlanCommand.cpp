@@ -36,6 +36,7 @@ namespace {
 struct PlanOptions {
   std::string model;
   std::string cluster = cost::defaultPresetName();
+  int64_t nodes = 0;  // 0: the cluster's own
   int64_t batch = 0;
   std::vector<std::string> frozen;
   int64_t dp = 0;
@@ -148,6 +149,8 @@ int runPlan(const PlanOptions &options) {
   cost::Cluster cluster;
   try {
     cluster = cost::loadCluster(options.cluster);
+    if (options.nodes > 0)
+      cluster = cost::withNodes(std::move(cluster), options.nodes);
   } catch (const cost::ClusterError &error) {
     throw CommandError(exitCodeOf(error.kind), error.what());
   }
@@ -170,6 +173,7 @@ int runPlan(const PlanOptions &options) {
 
   PlanPipelineOptions pipelineOptions;
   pipelineOptions.cluster = options.cluster;
+  pipelineOptions.nodes = options.nodes;
   pipelineOptions.dp = options.dp;
   pipelineOptions.compressor = options.compressor;
   // --strategy is checked against the same names on the command line.
@@ -226,6 +230,9 @@ CommandRegistration registration(
       app.add_option("--cluster", options->cluster,
                      "Cluster preset (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file")
           ->capture_default_str();
+      app.add_option("--nodes", options->nodes,
+                     "Node count, overriding the cluster's (preset or file)")
+          ->check(wholeNumber(1));
       app.add_option("--batch", options->batch, "Samples per GPU (default: the model's own)")
           ->check(wholeNumber(1));
       app.add_option("--frozen", options->frozen,

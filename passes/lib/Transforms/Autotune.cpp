@@ -38,7 +38,7 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
     if (!allowed)
       return signalPassFailure();
     FailureOr<detail::PlanningState> state = detail::preparePlanning(
-        module, cluster, getAnalysis<CostModelAnalysis>(), dp, std::nullopt);
+        module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp, std::nullopt);
     if (failed(state))
       return signalPassFailure();
     const cost::CostModel &model = *state->model;

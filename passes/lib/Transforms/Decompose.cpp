@@ -36,7 +36,7 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
       return signalPassFailure();
     }
     FailureOr<detail::PlanningState> state =
-        detail::preparePlanning(module, cluster, getAnalysis<CostModelAnalysis>(),
+        detail::preparePlanning(module, cluster, nodes, getAnalysis<CostModelAnalysis>(),
                                 std::nullopt, StringRef("zen-decompose"));
     if (failed(state))
       return signalPassFailure();

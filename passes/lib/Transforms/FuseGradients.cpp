@@ -22,7 +22,7 @@ struct FuseGradientsPass : impl::FuseGradientsBase<FuseGradientsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<detail::PlanningState> state =
-        detail::preparePlanning(module, cluster, getAnalysis<CostModelAnalysis>(),
+        detail::preparePlanning(module, cluster, nodes, getAnalysis<CostModelAnalysis>(),
                                 std::nullopt, StringRef("zen-fuse-gradients"));
     if (failed(state))
       return signalPassFailure();

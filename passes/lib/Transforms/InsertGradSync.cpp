@@ -23,7 +23,7 @@ struct InsertGradSyncPass : impl::InsertGradSyncBase<InsertGradSyncPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<detail::PlanningState> state = detail::preparePlanning(
-        module, cluster, getAnalysis<CostModelAnalysis>(), dp, std::nullopt);
+        module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp, std::nullopt);
     if (failed(state))
       return signalPassFailure();
     std::string error;

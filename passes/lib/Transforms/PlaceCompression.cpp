@@ -36,7 +36,7 @@ struct PlaceCompressionPass : impl::PlaceCompressionBase<PlaceCompressionPass> {
     if (!allowed)
       return signalPassFailure();
     FailureOr<detail::PlanningState> state =
-        detail::preparePlanning(module, cluster, getAnalysis<CostModelAnalysis>(),
+        detail::preparePlanning(module, cluster, nodes, getAnalysis<CostModelAnalysis>(),
                                 std::nullopt, StringRef("zen-place-compression"));
     if (failed(state))
       return signalPassFailure();

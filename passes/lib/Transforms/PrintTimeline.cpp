@@ -24,8 +24,9 @@ struct PrintTimelinePass : impl::PrintTimelineBase<PrintTimelinePass> {
   using PrintTimelineBase::PrintTimelineBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<detail::PlanningState> state = detail::preparePlanning(
-        module, cluster, getAnalysis<CostModelAnalysis>(), std::nullopt, std::nullopt);
+    FailureOr<detail::PlanningState> state =
+        detail::preparePlanning(module, cluster, nodes, getAnalysis<CostModelAnalysis>(),
+                                std::nullopt, std::nullopt);
     if (failed(state))
       return signalPassFailure();
     PlanChoice choice = state->existing.value_or(PlanChoice{});

@@ -27,7 +27,7 @@ struct ScheduleOverlapPass : impl::ScheduleOverlapBase<ScheduleOverlapPass> {
       return signalPassFailure();
     }
     FailureOr<detail::PlanningState> state =
-        detail::preparePlanning(module, cluster, getAnalysis<CostModelAnalysis>(),
+        detail::preparePlanning(module, cluster, nodes, getAnalysis<CostModelAnalysis>(),
                                 std::nullopt, StringRef("zen-schedule-overlap"));
     if (failed(state))
       return signalPassFailure();

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 using namespace zen::cost;
 
@@ -58,6 +59,36 @@ TEST(Cluster, PresetShapes) {
   EXPECT_EQ(loadCluster("cpu-local").intraNode.kind, "shm");
 }
 
+// Device memory per GPU: A100-SXM4-80GB and H100 SXM 80 GB, V100 SXM2 32 GB, cpu-local 6 GB
+// (24 GiB of RAM over 4 ranks); a file without the field leaves it unknown (0).
+TEST(Cluster, PresetsGiveGpuMemory) {
+  EXPECT_DOUBLE_EQ(loadCluster("a100x64").gpu.memoryGB, 80);
+  EXPECT_DOUBLE_EQ(loadCluster("a100x8").gpu.memoryGB, 80);
+  EXPECT_DOUBLE_EQ(loadCluster("h100x256").gpu.memoryGB, 80);
+  EXPECT_DOUBLE_EQ(loadCluster("v100x16-10gbe").gpu.memoryGB, 32);
+  EXPECT_DOUBLE_EQ(loadCluster("cpu-local").gpu.memoryGB, 6);
+  EXPECT_DOUBLE_EQ(parseCluster(kMinimal, "c.json").gpu.memoryGB, 0);
+}
+
+TEST(Cluster, WithNodesResizesTheWorldAndRejectsWhatCannotExist) {
+  Cluster two = withNodes(loadCluster("a100x64"), 2);
+  EXPECT_EQ(two.worldSize(), 16);
+  EXPECT_EQ(two.gpusPerNode, 8);
+  EXPECT_EQ(two.nicsPerNode, 8);
+  for (int64_t nodes : {int64_t(0), int64_t(-3), int64_t(1) << 20,
+                        std::numeric_limits<int64_t>::max()}) {
+    try {
+      withNodes(loadCluster("a100x64"), nodes);
+      ADD_FAILURE() << nodes << " nodes accepted";
+    } catch (const ClusterError &error) {
+      EXPECT_EQ(error.kind, zen::ErrorKind::BadUsage) << nodes;
+      EXPECT_NE(std::string(error.what()).find("--nodes " + std::to_string(nodes)),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(Cluster, OptionalFieldsTakeDefaults) {
   Cluster cluster = parseCluster(kMinimal, "dir/tiny.json");
   EXPECT_EQ(cluster.name, "tiny");
@@ -77,6 +108,7 @@ TEST(Cluster, WriteThenParseRoundTrips) {
   std::string text = writeCluster(cluster);
   Cluster back = parseCluster(text, "x.json");
   EXPECT_EQ(writeCluster(back), text);
+  EXPECT_DOUBLE_EQ(back.gpu.memoryGB, 80);
   ASSERT_EQ(back.profiled.size(), 1u);
   EXPECT_EQ(back.profiled[0].kind, CollectiveKind::AllGather);
   EXPECT_DOUBLE_EQ(back.profiled[0].betaUsPerByte, 1e-4);
@@ -102,6 +134,8 @@ TEST(Cluster, BadFilesNameTheFileAndJsonPath) {
        "c.json: /profiled/collectives/1/alpha_us: must be a finite number"},
       {"non-positive", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 0)"),
        "c.json: /gpu/hbm_bandwidth_gbps: must be a finite positive number"},
+      {"non-positive memory", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 1000, "memory_gb": -80)"),
+       "c.json: /gpu/memory_gb: must be a finite positive number"},
       {"negative integer", replaced(kMinimal, R"("nodes": 2)", R"("nodes": -2)"),
        "c.json: /nodes: must be a positive integer"},
       {"wrong type", replaced(kMinimal, R"("gpus_per_node": 4)", R"("gpus_per_node": "4")"),

@@ -61,6 +61,7 @@ struct GpuSpec {
   double memoryEfficiency = 0.8;       // achievable fraction of HBM bandwidth
   double pcieBandwidthGBps = 25;       // host <-> device, for CPU offload
   double cpuCompressGBps = 10;         // CPU compression kernel throughput (input bytes)
+  double memoryGB = 0;                 // device memory per GPU (1e9 bytes); 0: not given
 };
 
 /// A profiled alpha-beta override: time(bytes) = alphaUs + bytes * betaUsPerByte
@@ -108,6 +109,11 @@ struct Cluster {
 Cluster loadCluster(const std::string &nameOrPath);
 /// Parses JSON text; `source` names the file in error messages.
 Cluster parseCluster(const std::string &jsonText, const std::string &source);
+/// `cluster` resized to `nodes` nodes (`--nodes`): the GPUs, links and per-node
+/// layout stay; profiled fits stay keyed by their rank counts. Throws
+/// ClusterError(BadUsage) unless nodes >= 1 and the world stays within the
+/// largest world size parseCluster accepts.
+Cluster withNodes(Cluster cluster, int64_t nodes);
 /// Serialises a cluster (used by `zenopt profile`); parseCluster reads it back.
 std::string writeCluster(const Cluster &cluster);
 /// Writes writeCluster(cluster) to `path` atomically (temporary file + rename).

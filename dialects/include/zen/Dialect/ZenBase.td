@@ -23,6 +23,7 @@ def Zen_Dialect : Dialect {
   // (ZenDialect::verifyOperationAttribute checks them).
   let discardableAttrs = (ins
     "::mlir::StringAttr":$cluster,
+    "::mlir::IntegerAttr":$nodes,
     "::mlir::StringAttr":$compute_dtype,
     "::mlir::StringAttr":$strategy,
     "::mlir::IntegerAttr":$world_size,

@@ -24,6 +24,9 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
   Option<std::string> cluster{*this, "cluster",
                               llvm::cl::desc("Cluster preset or JSON file (default: the "
                                              "module's zen.cluster, else a100x64)")};
+  Option<int64_t> nodes{*this, "nodes",
+                        llvm::cl::desc("Node count overriding the cluster's (0 = its own)"),
+                        llvm::cl::init(0)};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data-parallel ranks (0 = every GPU)"),
                      llvm::cl::init(0)};
   Option<std::string> compressor{*this, "compressor",

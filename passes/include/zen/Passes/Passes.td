@@ -10,6 +10,9 @@ include "mlir/Pass/PassBase.td"
 defvar clusterOption = Option<"cluster", "cluster", "std::string", "\"\"",
     "Cluster preset name (a100x64, a100x8, h100x256, v100x16-10gbe, cpu-local) or JSON file; "
     "default: the module's zen.cluster, else a100x64">;
+defvar nodesOption = Option<"nodes", "nodes", "int64_t", "0",
+    "Node count overriding the cluster's (0 = the module's zen.nodes, else the cluster's own); "
+    "recorded as zen.nodes">;
 defvar dpOption = Option<"dp", "dp", "int64_t", "0",
     "Data-parallel ranks (0 = every GPU of the cluster)">;
 // Horovod's tensor-fusion settings, as horovodrun spells them (--cycle-time-ms,
@@ -27,7 +30,7 @@ def InsertGradSync : Pass<"zen-insert-grad-sync", "mlir::ModuleOp"> {
     parameter that consumes the synchronised gradient. Existing
     synchronisation is replaced.
   }];
-  let options = [clusterOption, dpOption];
+  let options = [clusterOption, nodesOption, dpOption];
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
@@ -44,7 +47,7 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
     `bucket = N`.
   }];
   let options = [
-    clusterOption,
+    clusterOption, nodesOption,
     Option<"strategy", "strategy", "::zen::FusionStrategy", "::zen::FusionStrategy::ddp",
            "Bucketing rule", [{::llvm::cl::values(
              clEnumValN(::zen::FusionStrategy::wfbp, "wfbp", "one bucket per tensor"),
@@ -76,7 +79,7 @@ def PlaceCompression : Pass<"zen-place-compression", "mlir::ModuleOp"> {
     With no compressor allowed (the default) training stays exact.
   }];
   let options = [
-    clusterOption,
+    clusterOption, nodesOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
            "Allowed methods, comma-separated: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:RANK, each optionally @gpu or @cpu">,
     Option<"mode", "mode", "::zen::CompressionMode", "::zen::CompressionMode::automatic",
@@ -97,7 +100,7 @@ def Decompose : Pass<"zen-decompose", "mlir::ModuleOp"> {
     the simulator says it pays).
   }];
   let options = [
-    clusterOption,
+    clusterOption, nodesOption,
     Option<"chunks", "chunks", "int64_t", "0", "Chunks per collective (0 = cost-model choice)">,
     Option<"split", "split", "::zen::SplitMode", "::zen::SplitMode::automatic",
            "Which all-reduces become reduce-scatter + all-gather", [{::llvm::cl::values(
@@ -116,7 +119,7 @@ def ScheduleOverlap : Pass<"zen-schedule-overlap", "mlir::ModuleOp"> {
     when `streams` is 2. Writes `schedule = #zen.schedule<...>`.
   }];
   let options = [
-    clusterOption,
+    clusterOption, nodesOption,
     Option<"streams", "streams", "int64_t", "1", "Communication streams (1 or 2)">
   ];
   let dependentDialects = ["::zen::ZenDialect"];
@@ -138,7 +141,7 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     applied with the same bucket rewrites the individual passes use.
   }];
   let options = [
-    clusterOption, dpOption,
+    clusterOption, nodesOption, dpOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
            "Allowed compression methods, comma-separated, each optionally @gpu or @cpu (none by default)">,
     Option<"strategy", "strategy", "::zen::PlanStrategy", "::zen::PlanStrategy::automatic",
@@ -158,7 +161,7 @@ def PrintTimeline : Pass<"zen-print-timeline", "mlir::ModuleOp"> {
     Prints one line per simulator task to stdout,
     `task <name> start <us> end <us>`, then `iteration <us>`.
   }];
-  let options = [clusterOption];
+  let options = [clusterOption, nodesOption];
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
