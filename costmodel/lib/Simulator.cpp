@@ -405,6 +405,25 @@ bool CollectiveCostCache::Key::operator==(const Key &other) const {
          elements == other.elements;
 }
 
+template <typename Price>
+const CollectiveCostCache::Times &CollectiveCostCache::lookup(const Key &key, Price price) {
+  uint64_t hash, ratio;
+  std::memcpy(&hash, &key.bytes, sizeof hash);
+  std::memcpy(&ratio, &key.ratio, sizeof ratio);
+  for (uint64_t part :
+       {static_cast<uint64_t>(key.kind), static_cast<uint64_t>(key.group.ranks),
+        static_cast<uint64_t>(key.group.nodes), static_cast<uint64_t>(key.chunks),
+        static_cast<uint64_t>(key.method), ratio, static_cast<uint64_t>(key.rank),
+        static_cast<uint64_t>(key.device), static_cast<uint64_t>(key.elements)})
+    hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
+  Entry &entry = entries_[hash >> (64 - logEntries_)];
+  if (!(entry.key == key)) {
+    const CollectiveCost cost = price();
+    entry = {key, {cost.timeUs, cost.latencyUs, cost.bandwidthUs}};
+  }
+  return entry.times;
+}
+
 const CollectiveCostCache::Times &CollectiveCostCache::chunkedCollective(CollectiveKind kind,
                                                                          double bytes, Group group,
                                                                          int64_t chunks) {
@@ -413,7 +432,7 @@ const CollectiveCostCache::Times &CollectiveCostCache::chunkedCollective(Collect
   key.bytes = bytes;
   key.group = group;
   key.chunks = chunks;
-  return lookup(key);
+  return lookup(key, [&] { return model_.chunkedCollective(kind, bytes, group, chunks); });
 }
 
 const CollectiveCostCache::Times &
@@ -428,39 +447,14 @@ CollectiveCostCache::compressedCollective(const CompressionSpec &spec, int64_t e
   key.rank = spec.rank;
   key.device = spec.device;
   key.elements = elements;
-  return lookup(key);
+  return lookup(key,
+                [&] { return model_.compressedCollective(spec, elements, group, chunks); });
 }
 
 const CollectiveCostCache::Times &CollectiveCostCache::collective(const SimTask &task) {
   if (task.compression.method != CompressionMethod::None)
     return compressedCollective(task.compression, task.elements, task.group, task.chunks);
   return chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
-}
-
-const CollectiveCostCache::Times &CollectiveCostCache::lookup(const Key &key) {
-  uint64_t hash, ratio;
-  std::memcpy(&hash, &key.bytes, sizeof hash);
-  std::memcpy(&ratio, &key.ratio, sizeof ratio);
-  for (uint64_t part :
-       {static_cast<uint64_t>(key.kind), static_cast<uint64_t>(key.group.ranks),
-        static_cast<uint64_t>(key.group.nodes), static_cast<uint64_t>(key.chunks),
-        static_cast<uint64_t>(key.method), ratio, static_cast<uint64_t>(key.rank),
-        static_cast<uint64_t>(key.device), static_cast<uint64_t>(key.elements)})
-    hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
-  Entry &entry = entries_[hash >> (64 - logEntries_)];
-  if (!(entry.key == key)) {
-    CompressionSpec spec;
-    spec.method = key.method;
-    spec.ratio = key.ratio;
-    spec.rank = key.rank;
-    spec.device = key.device;
-    const CollectiveCost cost =
-        key.method == CompressionMethod::None
-            ? model_.chunkedCollective(key.kind, key.bytes, key.group, key.chunks)
-            : model_.compressedCollective(spec, key.elements, key.group, key.chunks);
-    entry = {key, {cost.timeUs, cost.latencyUs, cost.bandwidthUs}};
-  }
-  return entry.times;
 }
 
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,

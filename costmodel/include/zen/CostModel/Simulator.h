@@ -124,7 +124,8 @@ private:
     Key key;
     Times times;
   };
-  const Times &lookup(const Key &key);
+  /// The entry for `key`, priced by `price()` (a CollectiveCost) when absent.
+  template <typename Price> const Times &lookup(const Key &key, Price price);
 
   const CostModel &model_;
   int logEntries_ = 1;
