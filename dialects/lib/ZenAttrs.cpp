@@ -163,3 +163,33 @@ LogicalResult PredictionAttr::verify(function_ref<InFlightDiagnostic()> emitErro
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// ParallelAttr, ShardAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
+                                   int64_t pp, int64_t dp, int64_t zero, bool,
+                                   Recompute, int64_t microBatch, int64_t microBatches,
+                                   int64_t virtualStages) {
+  for (auto [name, degree] : {std::pair{"tp", tp}, {"pp", pp}, {"dp", dp},
+                              {"micro_batch", microBatch}, {"micro_batches", microBatches},
+                              {"virtual_stages", virtualStages}})
+    if (degree < 1)
+      return emitError() << "parallel " << name << " must be at least 1, got " << degree;
+  if (zero < 0 || zero > 3)
+    return emitError() << "parallel zero stage must be 0, 1, 2 or 3, got " << zero;
+  if (virtualStages > 1 && pp == 1)
+    return emitError() << "parallel virtual_stages = " << virtualStages
+                       << " needs pipeline stages (pp > 1)";
+  return success();
+}
+
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, ShardKind,
+                                int64_t parts, int64_t dim) {
+  if (parts < 1)
+    return emitError() << "shard parts must be at least 1, got " << parts;
+  if (dim < 0)
+    return emitError() << "shard dim must be non-negative, got " << dim;
+  return success();
+}

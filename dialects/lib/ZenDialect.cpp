@@ -77,6 +77,22 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 1,
                   "a positive integer");
+  if (name == ParallelAttrHelper::getNameStr())
+    return expect(isa<ParallelAttr>(value), "a #zen.parallel");
+  if (name == RoleAttrHelper::getNameStr())
+    return expect(isa<CollectiveRoleAttr>(value) && isa<CollectiveOpInterface>(op),
+                  "a #zen.role on a collective");
+  if (name == PrefetchAttrHelper::getNameStr())
+    return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 0 &&
+                      isa<AllGatherOp>(op),
+                  "a non-negative integer on a zen.all_gather");
+  if (name == TpReplicatedAttrHelper::getNameStr()) {
+    auto names = dyn_cast<ArrayAttr>(value);
+    return expect(names && llvm::all_of(names, [](Attribute entry) {
+                    return isa<StringAttr>(entry);
+                  }),
+                  "an array of node names");
+  }
   if (name == PredictedAttrHelper::getNameStr())
     return expect(isa<PredictionAttr>(value), "a #zen.prediction");
   if (name == BaselinesAttrHelper::getNameStr() ||

@@ -28,12 +28,22 @@ LogicalResult verifyPeer(Operation *op, int64_t peer, ProcessGroupAttr group) {
 }
 } // namespace
 
+/// The pipeline stage, when present, is a stage index.
+static LogicalResult verifyStage(Operation *op, IntegerAttr stage) {
+  if (stage && stage.getInt() < 0)
+    return op->emitOpError("stage must be non-negative, got ") << stage.getInt();
+  return success();
+}
+
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("parameter name must not be empty");
   if (!getType().hasStaticShape())
     return emitOpError("parameter must have a static shape");
-  return success();
+  if (ShardAttr shard = getShardAttr(); shard && shard.getDim() >= getType().getRank())
+    return emitOpError("shard dim ") << shard.getDim() << " is outside the parameter's "
+                                     << getType().getRank() << " dimensions";
+  return verifyStage(*this, getStageAttr());
 }
 
 LogicalResult ComputeOp::verify() {
@@ -43,7 +53,7 @@ LogicalResult ComputeOp::verify() {
     return emitOpError("flops must be non-negative, got ") << getFlopsAttr().getInt();
   if (getBytesAttr().getInt() < 0)
     return emitOpError("bytes must be non-negative, got ") << getBytesAttr().getInt();
-  return success();
+  return verifyStage(*this, getStageAttr());
 }
 
 LogicalResult GradientOp::verify() {
@@ -52,7 +62,7 @@ LogicalResult GradientOp::verify() {
   if (getReadyOrderAttr().getInt() < 0)
     return emitOpError("ready_order must be non-negative, got ")
            << getReadyOrderAttr().getInt();
-  return success();
+  return verifyStage(*this, getStageAttr());
 }
 
 /// Shared by pack and unpack: a 1-D bucket at least as long as the pieces, one element type.
@@ -94,11 +104,36 @@ LogicalResult AllReduceOp::verify() {
   return verifyCollectiveCommon(*this);
 }
 
+/// An N-D collective over activations or parameter shards: `whole` is `part`
+/// with exactly one dimension `size` times larger.
+static LogicalResult verifyShardedDim(Operation *op, RankedTensorType whole,
+                                      RankedTensorType part, int64_t size) {
+  if (whole.getElementType() != part.getElementType())
+    return op->emitOpError("result element type must match the input's");
+  int differing = 0;
+  for (int64_t d = 0; d < whole.getRank(); ++d)
+    if (whole.getDimSize(d) != part.getDimSize(d)) {
+      ++differing;
+      if (whole.getDimSize(d) != part.getDimSize(d) * size)
+        return op->emitOpError("dimension ") << d << " of " << whole << " must be " << size
+                                             << " times that of " << part;
+    }
+  if (differing != 1 && size != 1)
+    return op->emitOpError("an N-D collective must shard exactly one dimension, ")
+           << differing << " differ";
+  return success();
+}
+
 LogicalResult ReduceScatterOp::verify() {
   auto input = getInput().getType();
   auto result = getResult().getType();
+  if (input.getRank() > 1 && input.getRank() == result.getRank()) {
+    if (failed(verifyShardedDim(*this, input, result, getGroup().getSize())))
+      return failure();
+    return verifyCollectiveCommon(*this);
+  }
   if (input.getRank() != 1 || result.getRank() != 1)
-    return emitOpError("operates on 1-D buckets");
+    return emitOpError("operates on 1-D buckets (or N-D tensors of one rank)");
   if (input.getElementType() != result.getElementType())
     return emitOpError("result element type must match the input's");
   int64_t size = getGroup().getSize();
@@ -120,8 +155,13 @@ LogicalResult AllGatherOp::verify() {
   }
   auto inputTensor = cast<RankedTensorType>(input);
   auto resultTensor = cast<RankedTensorType>(result);
+  if (inputTensor.getRank() > 1 && inputTensor.getRank() == resultTensor.getRank()) {
+    if (failed(verifyShardedDim(*this, resultTensor, inputTensor, getGroup().getSize())))
+      return failure();
+    return verifyCollectiveCommon(*this);
+  }
   if (inputTensor.getRank() != 1 || resultTensor.getRank() != 1)
-    return emitOpError("operates on 1-D buckets");
+    return emitOpError("operates on 1-D buckets (or N-D tensors of one rank)");
   if (inputTensor.getElementType() != resultTensor.getElementType())
     return emitOpError("result element type must match the input's");
   int64_t expected = inputTensor.getNumElements() * getGroup().getSize();
@@ -148,13 +188,15 @@ LogicalResult BroadcastOp::verify() {
 }
 
 LogicalResult SendOp::verify() {
-  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())))
+  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())) ||
+      failed(verifyStage(*this, getStageAttr())))
     return failure();
   return verifyCollectiveCommon(*this);
 }
 
 LogicalResult RecvOp::verify() {
-  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())))
+  if (failed(verifyPeer(*this, getPeerAttr().getInt(), getGroup())) ||
+      failed(verifyStage(*this, getStageAttr())))
     return failure();
   return verifyCollectiveCommon(*this);
 }

@@ -418,3 +418,138 @@ module attributes {zen.baselines = {ddp = "fast"}} {}
 
 // expected-error @+1 {{'zen.baselines_uncompressed' must be a dictionary of non-negative f64 times, got {ddp = -1.000000e+00 : f64}}}
 module attributes {zen.baselines_uncompressed = {ddp = -1.0 : f64}} {}
+
+// -----
+
+// expected-error @+1 {{parallel tp must be at least 1, got 0}}
+module attributes {zen.parallel = #zen.parallel<tp = 0>} {}
+
+// -----
+
+// expected-error @+1 {{parallel micro_batches must be at least 1, got 0}}
+module attributes {zen.parallel = #zen.parallel<micro_batches = 0>} {}
+
+// -----
+
+// expected-error @+1 {{parallel zero stage must be 0, 1, 2 or 3, got 4}}
+module attributes {zen.parallel = #zen.parallel<zero = 4>} {}
+
+// -----
+
+// expected-error @+1 {{parallel virtual_stages = 2 needs pipeline stages (pp > 1)}}
+module attributes {zen.parallel = #zen.parallel<virtual_stages = 2>} {}
+
+// -----
+
+// expected-error @+1 {{'zen.parallel' must be a #zen.parallel, got 8 : i64}}
+module attributes {zen.parallel = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.tp_replicated' must be an array of node names, got [1]}}
+module attributes {zen.tp_replicated = [1 : i64]} {}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{shard parts must be at least 1, got 0}}
+  %w = zen.param "w" {shard = #zen.shard<column, 0, dim = 0>} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{shard dim must be non-negative, got -1}}
+  %w = zen.param "w" {shard = #zen.shard<row, 2, dim = -1>} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{shard dim 2 is outside the parameter's 2 dimensions}}
+  %w = zen.param "w" {shard = #zen.shard<row, 2, dim = 2>} : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{stage must be non-negative, got -1}}
+  %w = zen.param "w" {stage = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{stage must be non-negative, got -2}}
+  %y = zen.compute "Relu" forward(%x) {flops = 4 : i64, bytes = 32 : i64, stage = -2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%g: tensor<4xf32>) {
+  %w = zen.param "w" : tensor<4xf32>
+  // expected-error @+1 {{stage must be non-negative, got -1}}
+  %0 = zen.gradient %w, %g {ready_order = 0 : i64, stage = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{stage must be non-negative, got -1}}
+  zen.send %x to 1 {group = #zen.group<size = 2, nodes = 1>, stage = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{stage must be non-negative, got -1}}
+  %x = zen.recv from 0 {group = #zen.group<size = 2, nodes = 1>, stage = -1 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8x6xf32>) {
+  // expected-error @+1 {{dimension 0 of 'tensor<8x6xf32>' must be 2 times that of 'tensor<3x6xf32>'}}
+  %0 = zen.reduce_scatter sum %x {group = #zen.group<size = 2, nodes = 1>} : tensor<8x6xf32> -> tensor<3x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{an N-D collective must shard exactly one dimension, 2 differ}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 2, nodes = 1>} : tensor<4x6xf32> -> tensor<8x12xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{result element type must match the input's}}
+  %0 = zen.all_gather %x {group = #zen.group<size = 2, nodes = 1>} : tensor<4x6xf32> -> tensor<8x6xf16>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'zen.role' must be a #zen.role on a collective, got #zen.role<pipeline>}}
+  %y = zen.compute "Relu" forward(%x) {flops = 4 : i64, bytes = 32 : i64, zen.role = #zen.role<pipeline>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'zen.prefetch' must be a non-negative integer on a zen.all_gather, got -1 : i64}}
+  %0 = zen.all_reduce sum %x {group = #zen.group<size = 2, nodes = 1>, zen.prefetch = -1 : i64} : tensor<4xf32>
+  return
+}

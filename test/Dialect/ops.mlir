@@ -73,3 +73,20 @@ func.func @train_step(%x: tensor<8x16xf32>) {
   %mn = zen.all_reduce min %bucket {group = #zen.group<size = 64, nodes = 8>, algorithm = #zen<algorithm tree>} : tensor<272xf32>
   return
 }
+
+// Partitioning: the parallel configuration, shards, stages and non-bucket collectives.
+// CHECK-LABEL: module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batches = 16>}
+module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16, virtual_stages = 1>} {
+  // CHECK-LABEL: func.func @partitioned
+  func.func @partitioned(%x: tensor<128x768xf32>) {
+    // CHECK: %[[W:.*]] = zen.param "fc1.weight" {shard = #zen.shard<column, 8, dim = 0>, stage = 1 : i64} : tensor<384x768xf32>
+    %w = zen.param "fc1.weight" {shard = #zen.shard<column, 8, dim = 0>, stage = 1 : i64} : tensor<384x768xf32>
+    // CHECK: %[[S:.*]] = zen.reduce_scatter sum %{{.*}} {group = #zen.group<size = 8, nodes = 1>, zen.role = #zen.role<sequence_parallel>} : tensor<128x768xf32> -> tensor<16x768xf32>
+    %s = zen.reduce_scatter sum %x {group = #zen.group<size = 8, nodes = 1>, zen.role = #zen.role<sequence_parallel>} : tensor<128x768xf32> -> tensor<16x768xf32>
+    // CHECK: zen.all_gather %[[S]] {group = #zen.group<size = 8, nodes = 1>, zen.prefetch = 1 : i64, zen.role = #zen.role<zero>} : tensor<16x768xf32> -> tensor<128x768xf32>
+    %g = zen.all_gather %s {group = #zen.group<size = 8, nodes = 1>, zen.prefetch = 1 : i64, zen.role = #zen.role<zero>} : tensor<16x768xf32> -> tensor<128x768xf32>
+    // CHECK: zen.send %{{.*}} to 1 {group = #zen.group<size = 2, nodes = 1>, stage = 0 : i64, zen.role = #zen.role<pipeline>}
+    zen.send %x to 1 {group = #zen.group<size = 2, nodes = 1>, stage = 0 : i64, zen.role = #zen.role<pipeline>} : tensor<128x768xf32>
+    return
+  }
+}

@@ -104,4 +104,75 @@ def Zen_PredictionAttr : Zen_Attr<"Prediction", "prediction"> {
   let genVerifyDecl = 1;
 }
 
+// `true` / `false` (the generic integer parser would want 1 / 0); false when omitted.
+def Zen_FlagParameter : AttrParameter<"bool", "true or false"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
+      return true;
+    if (::mlir::failed($_parser.parseKeyword("false")))
+      return ::mlir::failure();
+    return false;
+  }() }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+  let defaultValue = "false";
+}
+
+def Zen_RecomputeParameter : EnumParameter<Zen_Recompute> {
+  let defaultValue = "::zen::Recompute::none";
+}
+
+def Zen_ParallelAttr : Zen_Attr<"Parallel", "parallel"> {
+  let summary = "A parallel configuration: tensor, pipeline and data parallelism and their options";
+  let description = [{
+    `tp` tensor-parallel ranks, `pp` pipeline stages, `dp` data-parallel
+    replicas; `zero` the ZeRO stage over the dp group (0-3);
+    `sequence_parallel` shards the non-tensor-parallel activations along the
+    sequence; `recompute` the activation recomputation (`none`, `selective`,
+    `full`); `micro_batch` samples per micro-batch and `micro_batches` per
+    pipeline per iteration; `virtual_stages` > 1 is interleaved 1F1B (needs
+    pp > 1). Parameters at their default (1, 0, false, none) may be omitted.
+    The partitioning passes read their degree from the module's
+    `zen.parallel` when their option is 0 and record what they applied there.
+
+    ```mlir
+    module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1,
+        sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16,
+        virtual_stages = 1>} {}
+    ```
+  }];
+  let parameters = (ins
+    DefaultValuedParameter<"int64_t", "1">:$tp,
+    DefaultValuedParameter<"int64_t", "1">:$pp,
+    DefaultValuedParameter<"int64_t", "1">:$dp,
+    DefaultValuedParameter<"int64_t", "0">:$zero,
+    Zen_FlagParameter:$sequence_parallel,
+    Zen_RecomputeParameter:$recompute,
+    DefaultValuedParameter<"int64_t", "1">:$micro_batch,
+    DefaultValuedParameter<"int64_t", "1">:$micro_batches,
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zen_ShardAttr : Zen_Attr<"Shard", "shard"> {
+  let summary = "How tensor parallelism splits a parameter";
+  let description = [{
+    On a `zen.param` whose type is one rank's shard: the logical parameter is
+    `parts` times larger along dimension `dim`. `column` splits a weight GEMM's
+    output features (its weight and bias), `row` its input features (the bias
+    of a row-parallel GEMM stays whole and carries no shard). Which tensor
+    dimension holds the features depends on the layout the model was
+    exported with, hence `dim`.
+
+    ```mlir
+    %w = zen.param "blocks.0.fc1.weight" {shard = #zen.shard<column, 8, dim = 0>} : tensor<384x768xf32>
+    %b = zen.param "blocks.0.fc1.bias" {shard = #zen.shard<column, 8, dim = 0>} : tensor<384xf32>
+    %w2 = zen.param "blocks.0.fc2.weight" {shard = #zen.shard<row, 8, dim = 1>} : tensor<768x384xf32>
+    ```
+  }];
+  let parameters = (ins EnumParameter<Zen_ShardKind>:$kind, "int64_t":$parts, "int64_t":$dim);
+  let assemblyFormat = "`<` $kind `,` $parts `,` `dim` `=` $dim `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // ZEN_ATTRS_TD

@@ -11,7 +11,7 @@ def Zen_Dialect : Dialect {
   let cppNamespace = "::zen";
   let summary = "Compute, collective and compression ops for distributed-training planning.";
   let description = [{
-    The `zen` dialect describes one data-parallel training iteration: forward,
+    The `zen` dialect describes one training iteration: forward,
     backward and optimizer compute (with FLOPs and bytes), trainable parameters
     and their gradients, the collectives that synchronise gradients, the
     compression applied to them, the fusion of gradients into buckets, and the
@@ -29,7 +29,15 @@ def Zen_Dialect : Dialect {
     "::mlir::IntegerAttr":$world_size,
     "::zen::PredictionAttr":$predicted,
     "::mlir::DictionaryAttr":$baselines,
-    "::mlir::DictionaryAttr":$baselines_uncompressed);
+    "::mlir::DictionaryAttr":$baselines_uncompressed,
+    // The parallel configuration the partitioning passes applied (module).
+    "::zen::ParallelAttr":$parallel,
+    // Weight GEMMs zen-partition-tensor-parallel left replicated, by ONNX node name (module).
+    "::mlir::ArrayAttr":$tp_replicated,
+    // What a collective outside gradient synchronisation is for (op).
+    "::zen::CollectiveRoleAttr":$role,
+    // How many blocks ahead of its use a ZeRO-3 parameter all-gather is issued (op).
+    "::mlir::IntegerAttr":$prefetch);
   let hasOperationAttrVerify = 1;
 }
 
@@ -80,5 +88,34 @@ def Zen_CollectiveAlgorithm : I32EnumAttr<"CollectiveAlgorithm", "collective alg
   let genSpecializedAttr = 0;
 }
 def Zen_CollectiveAlgorithmAttr : EnumAttr<Zen_Dialect, Zen_CollectiveAlgorithm, "algorithm">;
+
+def Zen_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"selective", 1>,
+    I32EnumAttrCase<"full", 2>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+
+def Zen_ShardKind : I32EnumAttr<"ShardKind", "how tensor parallelism splits a weight", [
+    I32EnumAttrCase<"column", 0>,
+    I32EnumAttrCase<"row", 1>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+
+// Collectives that move activations or parameters rather than gradient buckets:
+// they never carry `bucket`, and the gradient planner leaves them alone.
+def Zen_CollectiveRole : I32EnumAttr<"CollectiveRole", "purpose of a non-bucket collective", [
+    I32EnumAttrCase<"tensor_parallel", 0>,
+    I32EnumAttrCase<"sequence_parallel", 1>,
+    I32EnumAttrCase<"pipeline", 2>,
+    I32EnumAttrCase<"zero", 3>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+def Zen_CollectiveRoleAttr : EnumAttr<Zen_Dialect, Zen_CollectiveRole, "role"> {
+  let assemblyFormat = "`<` $value `>`";
+}
 
 #endif // ZEN_BASE_TD

@@ -22,11 +22,18 @@ def Zen_ParamOp : Zen_Op<"param", [Pure]> {
     Declares a trainable parameter by its name in the model. Only dims and
     dtype matter to the planner; the weight bytes are never read.
 
+    A parameter split by tensor parallelism has one rank's shard as its type
+    and says how in `shard` (a `#zen.shard`). `stage` is the pipeline stage
+    that holds it (zen-assign-pipeline-stages; also on zen.compute,
+    zen.gradient, zen.send and zen.recv).
+
     ```mlir
     %w = zen.param "fc.weight" : tensor<1000x2048xf32>
+    %q = zen.param "attn.qkv.weight" {shard = #zen.shard<column, 2, dim = 0>, stage = 1 : i64} : tensor<1152x768xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, OptionalAttr<Zen_ShardAttr>:$shard,
+                       OptionalAttr<I64Attr>:$stage);
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
@@ -46,8 +53,17 @@ def Zen_ComputeOp : Zen_Op<"compute"> {
   let arguments = (ins StrAttr:$op_type, Zen_PhaseAttr:$phase,
                        Variadic<AnyRankedTensor>:$inputs,
                        I64Attr:$flops, I64Attr:$bytes,
-                       OptionalAttr<StrAttr>:$node);
+                       OptionalAttr<StrAttr>:$node, OptionalAttr<I64Attr>:$stage);
   let results = (outs Variadic<AnyRankedTensor>:$results);
+  // The builder without a pipeline stage, which every pass but the stage assignment uses.
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::llvm::StringRef":$op_type, "::zen::Phase":$phase,
+                   "::mlir::ValueRange":$inputs, "uint64_t":$flops, "uint64_t":$bytes,
+                   "::mlir::StringAttr":$node), [{
+      build($_builder, $_state, results, op_type, phase, inputs, flops, bytes, node,
+            /*stage=*/nullptr);
+    }]>
+  ];
   let assemblyFormat =
       "$op_type $phase `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)";
 }
@@ -63,7 +79,8 @@ def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["param", "value", 
     %g = zen.gradient %w, %dw {ready_order = 0 : i64} : tensor<1000x2048xf32>
     ```
   }];
-  let arguments = (ins Zen_Tensor:$param, Zen_Tensor:$value, I64Attr:$ready_order);
+  let arguments = (ins Zen_Tensor:$param, Zen_Tensor:$value, I64Attr:$ready_order,
+                       OptionalAttr<I64Attr>:$stage);
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = "$param `,` $value attr-dict `:` type($result)";
 }
@@ -140,7 +157,9 @@ def Zen_ReduceScatterOp : Zen_CollectiveOp<"reduce_scatter"> {
   let summary = "Reduce-scatter over a process group";
   let description = [{
     Reduces a 1-D `input` across the group and leaves each rank its shard of
-    ceil(n / size) elements (the input is padded at the tail).
+    ceil(n / size) elements (the input is padded at the tail). An N-D
+    activation (sequence parallelism) is sharded along one dimension, which
+    the group size must divide.
 
     ```mlir
     %s = zen.reduce_scatter avg %b {group = #zen.group<size = 8, nodes = 1>}
@@ -156,7 +175,8 @@ def Zen_AllGatherOp : Zen_CollectiveOp<"all_gather"> {
   let summary = "All-gather over a process group";
   let description = [{
     Concatenates every rank's 1-D `input`; the result has size times as many
-    elements. A compressed input keeps its type: the result stands for all
+    elements. An N-D input (a sequence-parallel activation or a ZeRO-3
+    parameter shard) is concatenated along one dimension. A compressed input keeps its type: the result stands for all
     ranks' payloads, which `zen.decompress` sums. `decoupled` marks an
     all-gather that may complete during the next iteration's forward pass,
     before the layer that owns it runs (DeAR).
@@ -206,8 +226,17 @@ def Zen_SendOp : Zen_CollectiveOp<"send"> {
     ```mlir
     zen.send %x to 1 {group = #zen.group<size = 2, nodes = 2>} : tensor<16xf32>
     ```
+
+    Between pipeline stages, `peer` is the receiving stage within the
+    pipeline group, `stage` the sending one, and `zen.role` is `pipeline`:
+
+    ```mlir
+    zen.send %x to 1 {group = #zen.group<size = 2, nodes = 1>, stage = 0 : i64,
+                      zen.role = #zen.role<pipeline>} : tensor<1x128x768xf32>
+    ```
   }];
-  let arguments = !con((ins Zen_Payload:$input, I64Attr:$peer), collectiveArgs);
+  let arguments = !con((ins Zen_Payload:$input, I64Attr:$peer), collectiveArgs,
+                       (ins OptionalAttr<I64Attr>:$stage));
   let assemblyFormat = "$input `to` $peer attr-dict `:` type($input)";
 }
 
@@ -217,8 +246,11 @@ def Zen_RecvOp : Zen_CollectiveOp<"recv"> {
     ```mlir
     %x = zen.recv from 0 {group = #zen.group<size = 2, nodes = 2>} : tensor<16xf32>
     ```
+
+    Between pipeline stages, `peer` is the sending stage and `stage` the
+    receiving one.
   }];
-  let arguments = !con((ins I64Attr:$peer), collectiveArgs);
+  let arguments = !con((ins I64Attr:$peer), collectiveArgs, (ins OptionalAttr<I64Attr>:$stage));
   let results = (outs Zen_Payload:$result);
   let assemblyFormat = "`from` $peer attr-dict `:` type($result)";
 }
