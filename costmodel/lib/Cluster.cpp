@@ -192,7 +192,7 @@ private:
 
 GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string &path) {
   reader.object(value, path,
-                {"name", "peak_tflops", "hbm_bandwidth_gbps", "memory_gb", "efficiencies",
+                {"name", "peak_tflops", "hbm_bandwidth_gbps", "memory_gb", "sms", "efficiencies",
                  "pcie_bandwidth_gbps", "cpu_compress_gbps"});
   GpuSpec gpu;
   gpu.name = reader.string(reader.required(value, path, "name"), path + "/name");
@@ -206,11 +206,15 @@ GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string
       reader.positive(reader.required(value, path, "hbm_bandwidth_gbps"), path + "/hbm_bandwidth_gbps");
   if (const json *memory = reader.optional(value, "memory_gb"))
     gpu.memoryGB = reader.positive(*memory, path + "/memory_gb");
+  if (const json *sms = reader.optional(value, "sms"))
+    gpu.sms = reader.positiveInteger(*sms, path + "/sms");
   if (const json *efficiencies = reader.optional(value, "efficiencies")) {
     const std::string effPath = path + "/efficiencies";
-    reader.object(*efficiencies, effPath, {"compute", "memory"});
+    reader.object(*efficiencies, effPath, {"compute", "gemm", "memory"});
     if (const json *compute = reader.optional(*efficiencies, "compute"))
       gpu.computeEfficiency = reader.fraction(*compute, effPath + "/compute");
+    if (const json *gemm = reader.optional(*efficiencies, "gemm"))
+      gpu.gemmEfficiency = reader.fraction(*gemm, effPath + "/gemm");
     if (const json *memory = reader.optional(*efficiencies, "memory"))
       gpu.memoryEfficiency = reader.fraction(*memory, effPath + "/memory");
   }
@@ -470,8 +474,12 @@ std::string writeCluster(const Cluster &cluster) {
   gpu["hbm_bandwidth_gbps"] = cluster.gpu.hbmBandwidthGBps;
   if (cluster.gpu.memoryGB > 0)
     gpu["memory_gb"] = cluster.gpu.memoryGB;
-  gpu["efficiencies"] = {{"compute", cluster.gpu.computeEfficiency},
-                         {"memory", cluster.gpu.memoryEfficiency}};
+  if (cluster.gpu.sms > 0)
+    gpu["sms"] = cluster.gpu.sms;
+  gpu["efficiencies"] = {{"compute", cluster.gpu.computeEfficiency}};
+  if (cluster.gpu.gemmEfficiency > 0)
+    gpu["efficiencies"]["gemm"] = cluster.gpu.gemmEfficiency;
+  gpu["efficiencies"]["memory"] = cluster.gpu.memoryEfficiency;
   gpu["pcie_bandwidth_gbps"] = cluster.gpu.pcieBandwidthGBps;
   gpu["cpu_compress_gbps"] = cluster.gpu.cpuCompressGBps;
   document["gpu"] = gpu;

@@ -57,7 +57,12 @@ struct GpuSpec {
   std::string name;
   std::map<DType, double> peakTflops;  // dense peak per dtype
   double hbmBandwidthGBps = 0;
-  double computeEfficiency = 0.6;      // achievable fraction of peak FLOP/s
+  double computeEfficiency = 0.6;      // achievable fraction of peak FLOP/s, whole-model average
+  /// Achievable fraction of peak FLOP/s of one large GEMM (cuBLAS, every SM
+  /// busy); smaller and skinny GEMMs lose more to wave quantisation over `sms`.
+  /// 0: not given, computeEfficiency applies.
+  double gemmEfficiency = 0;
+  int64_t sms = 0;                     // streaming multiprocessors; 0: not given
   double memoryEfficiency = 0.8;       // achievable fraction of HBM bandwidth
   double pcieBandwidthGBps = 25;       // host <-> device, for CPU offload
   double cpuCompressGBps = 10;         // CPU compression kernel throughput (input bytes)

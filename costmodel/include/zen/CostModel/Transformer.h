@@ -1,0 +1,182 @@
+//===- Transformer.h - large-model configurations, memory and cost -*- C++ -*-===//
+//
+// The large-model side of the cost model (docs/design.md "Large models"): a
+// transformer's shape as recognised in the IR, a parallel configuration
+// (tensor, pipeline and data parallelism, ZeRO, sequence parallelism,
+// recomputation, micro-batching, pipeline schedule), the memory one GPU needs
+// under it, and the time of one training iteration. Pure C++: no IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_COSTMODEL_TRANSFORMER_H
+#define ZEN_COSTMODEL_TRANSFORMER_H
+
+#include "zen/CostModel/CostModel.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zen::cost {
+
+/// A stack of identical transformer blocks between an embedding and a head, as
+/// the recognition in passes/lib/Transformer.cpp reads it from imported IR.
+/// Parameter counts are exact (summed from the IR's parameters), the shape
+/// fields drive the per-layer FLOP, activation and collective formulas.
+struct TransformerShape {
+  std::string family;        // "gpt" (causal decoder) or "bert" (encoder)
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t ffn = 0;           // first MLP GEMM's output features (4 * hidden usually)
+  int64_t seq = 0;           // tokens per sample
+  int64_t vocab = 0;         // 0 when the model has no vocabulary projection
+  int64_t modelBatch = 1;    // samples per step the model was exported with
+  double layerParams = 0;    // trainable parameters of one block
+  double embeddingParams = 0;  // token + position embeddings (first stage)
+  double headParams = 0;     // final norm and output projection (last stage)
+  /// Weight GEMMs that the Megatron partitioning does not split, by node name;
+  /// they stay replicated on every tensor-parallel rank.
+  std::vector<std::string> replicated;
+
+  double totalParams() const { return layers * layerParams + embeddingParams + headParams; }
+};
+
+enum class Recompute { None, Selective, Full };
+const char *toString(Recompute recompute);  // "none", "selective", "full"
+std::optional<Recompute> parseRecompute(const std::string &text);
+
+enum class Optimizer { Adam, SGD };
+const char *toString(Optimizer optimizer);  // "adam", "sgd"
+std::optional<Optimizer> parseOptimizer(const std::string &text);
+
+/// One way to run a training iteration on tp * pp * dp GPUs.
+struct ParallelConfig {
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t dp = 1;
+  int zero = 0;                  // ZeRO stage over the dp group, 0-3
+  bool sequenceParallel = false;
+  Recompute recompute = Recompute::None;
+  int64_t microBatch = 1;        // samples per micro-batch
+  int64_t microBatches = 1;      // per pipeline per iteration: global batch / (dp * microBatch)
+  int64_t virtualStages = 1;     // 1: 1F1B; V > 1: interleaved 1F1B with V chunks per stage
+
+  int64_t gpus() const { return tp * pp * dp; }
+  /// "1f1b" or "interleaved:V"
+  std::string schedule() const;
+  bool operator==(const ParallelConfig &other) const;
+};
+
+/// Parses "1f1b" or "interleaved:V" (V >= 2) into the number of virtual stages.
+std::optional<int64_t> parseSchedule(const std::string &text);
+
+/// What a training iteration runs besides the configuration.
+struct TrainingSetup {
+  int64_t globalBatch = 1;          // samples per iteration over all data-parallel ranks
+  Optimizer optimizer = Optimizer::Adam;
+  /// Forward/backward precision: BF16/F16 is mixed precision (16-bit weights and
+  /// activations, fp32 master weights), F32/TF32 keeps everything in fp32.
+  DType computeDtype = DType::BF16;
+};
+
+/// Bytes per parameter the memory model assumes (documented in
+/// costmodel/README.md "Memory model"). Mixed precision follows ZeRO
+/// (Rajbhandari et al., SC20, section 3.1): 2 (16-bit weights) + 2 (16-bit
+/// gradients) + 12 for Adam (fp32 master weights, momentum, variance) or 8 for
+/// SGD (fp32 master weights, momentum); fp32 training: 4 + 4 + 8 (Adam) or 4 (SGD).
+struct BytesPerParameter {
+  double weights = 0, gradients = 0, optimizer = 0;
+};
+BytesPerParameter bytesPerParameter(const TrainingSetup &setup);
+
+/// One GPU's memory under a configuration: the fullest pipeline stage's.
+struct MemoryBreakdown {
+  int64_t stage = 0;              // the stage this breakdown is for
+  double weightsBytes = 0;
+  double gradientsBytes = 0;
+  double optimizerBytes = 0;
+  double activationsBytes = 0;    // every micro-batch in flight, recomputation applied
+  double buffersBytes = 0;        // communication buffers: gradient buckets, gathered ZeRO-3 layers, p2p
+  double reserveBytes = 0;        // CUDA context, library workspaces, allocator fragmentation
+  double capacityBytes = 0;       // gpu.memory_gb (0: not given, everything fits)
+
+  double perGpuBytes() const {
+    return weightsBytes + gradientsBytes + optimizerBytes + activationsBytes + buffersBytes +
+           reserveBytes;
+  }
+  bool fits() const { return capacityBytes <= 0 || perGpuBytes() <= capacityBytes; }
+};
+
+/// Why a configuration cannot run a shape at all (divisibility: tp must divide
+/// heads and ffn, pp * virtual stages the layers, dp * micro-batch the global
+/// batch; sequence parallelism needs tp > 1; interleaving needs pp > 1 and
+/// micro-batches divisible by pp); "" when it can. Memory is not checked here.
+std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
+                        const TrainingSetup &setup, int64_t gpus);
+
+/// Memory of the fullest stage (activations per Korthikanti et al. 2022, table 2;
+/// micro-batches in flight under 1F1B: min(pp - stage, micro-batches)).
+MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
+                             const TrainingSetup &setup, const CostModel &model);
+
+/// Time of one GEMM (batch x [m x k] * [k x n]) at `dtype`: the roofline with
+/// the GPU's GEMM efficiency, derated by wave quantisation: 128x128 output
+/// tiles spread over the SMs in waves, the last wave partly idle.
+double gemmUs(const CostModel &model, double m, double n, double k, double batch, DType dtype);
+
+/// Where the GPUs of a configuration sit (Megatron's rank order: tensor
+/// parallel innermost, then data parallel, then pipeline stages).
+struct ParallelGroups {
+  Group tensor;      // one tensor-parallel group
+  Group data;        // one data-parallel group
+  Group pipelineHop; // two neighbouring stages (2 ranks; 2 nodes when they differ)
+};
+ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &cluster);
+
+/// One pipeline stage's work per micro-batch, and what its data-parallel
+/// gradient sync needs. Times in microseconds.
+struct StageCost {
+  int64_t firstLayer = 0, layers = 0;  // transformer blocks of this stage
+  bool hasEmbedding = false, hasHead = false;
+  double forwardUs = 0;      // compute of one micro-batch's forward (all virtual chunks)
+  double backwardUs = 0;     // compute of one micro-batch's backward
+  double recomputeUs = 0;    // forward work repeated during backward (included in backwardUs)
+  double tensorCommUs = 0;   // TP collectives on the critical path, forward + backward (+ recompute)
+  double pipelineCommUs = 0; // p2p send/recv of activations and their gradients
+  double zeroCommUs = 0;     // ZeRO-3 gathers / ZeRO-2,3 reduce-scatters not hidden behind compute
+  double flops = 0;          // executed per micro-batch, recomputation included
+  double modelFlops = 0;     // without recomputation
+  /// Backward compute of each block of the last micro-batch and its gradient
+  /// bytes per GPU (in ready order: last block first), for planning the
+  /// data-parallel sync; the embedding's and head's as one extra entry each.
+  struct Unit {
+    std::string name;
+    double backwardUs = 0, forwardUs = 0;
+    double gradientElements = 0;
+  };
+  std::vector<Unit> units;
+  double optimizerUs = 0;    // the optimizer step over this GPU's shard
+  double perMicroBatchUs() const {
+    return forwardUs + backwardUs + tensorCommUs + pipelineCommUs + zeroCommUs;
+  }
+};
+
+/// The stages' costs (stage i holds blocks split as evenly as possible, the
+/// embedding on stage 0 and the head on the last).
+std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
+                                  const TrainingSetup &setup, const CostModel &model);
+
+/// The pipeline's time for `microBatches` through stages with these
+/// per-micro-batch times under 1F1B with `virtualStages` chunks per stage:
+/// m * slowest + (pp - 1) / V * mean (the bubble).
+struct PipelineTime {
+  double totalUs = 0;
+  double bubbleUs = 0;
+};
+PipelineTime pipelineTime(const std::vector<StageCost> &stages, int64_t microBatches,
+                          int64_t virtualStages);
+
+}  // namespace zen::cost
+
+#endif  // ZEN_COSTMODEL_TRANSFORMER_H

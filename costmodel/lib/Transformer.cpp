@@ -1,0 +1,475 @@
+//===- Transformer.cpp - large-model configurations, memory and cost -----===//
+//
+// The formulas are Megatron-LM's (Narayanan et al., SC21: tensor/pipeline
+// partitioning, 1F1B and interleaved schedules) and Korthikanti et al. 2022
+// ("Reducing Activation Recomputation in Large Transformer Models": activation
+// bytes, sequence parallelism, selective recomputation). docs/design.md "Large
+// models" and costmodel/README.md "Memory model" explain each term.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/Transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace zen::cost {
+
+const char *toString(Recompute recompute) {
+  switch (recompute) {
+  case Recompute::None: return "none";
+  case Recompute::Selective: return "selective";
+  case Recompute::Full: return "full";
+  }
+  return "none";
+}
+
+std::optional<Recompute> parseRecompute(const std::string &text) {
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    if (text == toString(r))
+      return r;
+  return std::nullopt;
+}
+
+const char *toString(Optimizer optimizer) {
+  return optimizer == Optimizer::Adam ? "adam" : "sgd";
+}
+
+std::optional<Optimizer> parseOptimizer(const std::string &text) {
+  if (text == "adam")
+    return Optimizer::Adam;
+  if (text == "sgd")
+    return Optimizer::SGD;
+  return std::nullopt;
+}
+
+std::string ParallelConfig::schedule() const {
+  return virtualStages > 1 ? "interleaved:" + std::to_string(virtualStages) : "1f1b";
+}
+
+bool ParallelConfig::operator==(const ParallelConfig &o) const {
+  return tp == o.tp && pp == o.pp && dp == o.dp && zero == o.zero &&
+         sequenceParallel == o.sequenceParallel && recompute == o.recompute &&
+         microBatch == o.microBatch && microBatches == o.microBatches &&
+         virtualStages == o.virtualStages;
+}
+
+std::optional<int64_t> parseSchedule(const std::string &text) {
+  if (text == "1f1b")
+    return 1;
+  const std::string prefix = "interleaved:";
+  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size() || text.size() > prefix.size() + 6)
+    return std::nullopt;
+  int64_t chunks = 0;
+  for (char c : text.substr(prefix.size())) {
+    if (c < '0' || c > '9')
+      return std::nullopt;
+    chunks = chunks * 10 + (c - '0');
+  }
+  if (chunks < 2)
+    return std::nullopt;
+  return chunks;
+}
+
+namespace {
+
+bool isMixedPrecision(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+double activationElementBytes(DType dtype) { return isMixedPrecision(dtype) ? 2 : 4; }
+bool isLastStage(int64_t stage, const ParallelConfig &config) { return stage == config.pp - 1; }
+
+/// Blocks of stage `stage` when `layers` are split over pp stages as evenly as
+/// possible (the first stages take one more).
+std::pair<int64_t, int64_t> stageLayers(int64_t layers, int64_t pp, int64_t stage) {
+  int64_t base = layers / pp, extra = layers % pp;
+  int64_t first = stage * base + std::min(stage, extra);
+  return {first, base + (stage < extra ? 1 : 0)};
+}
+
+/// Memory-bound time of moving `bytes` through HBM.
+double memoryUs(const CostModel &model, double bytes) {
+  const GpuSpec &gpu = model.cluster().gpu;
+  return bytes / (gpu.hbmBandwidthGBps * gpu.memoryEfficiency * 1e3);
+}
+
+double collectiveUs(const CostModel &model, CollectiveKind kind, double bytes, Group group) {
+  if (group.ranks <= 1 || bytes <= 0)
+    return 0;
+  return model.collective(kind, bytes, group).timeUs;
+}
+
+/// Activation bytes one transformer block keeps for backward per micro-batch,
+/// Korthikanti et al. 2022 table 2 (their counts assume 16-bit activations and
+/// 1-byte dropout masks; fp32 training doubles them).
+double blockActivationBytes(const TransformerShape &shape, const ParallelConfig &config,
+                            Recompute recompute, DType dtype) {
+  double sbh = double(shape.seq) * config.microBatch * shape.hidden;
+  double t = double(config.tp);
+  double attention = 5.0 * shape.heads * shape.seq / (shape.hidden * t);
+  // Korthikanti's 34 = 10 (layer norms, dropout masks and residual inputs,
+  // replicated across TP ranks unless sequence parallel) + 24 (inside the TP regions).
+  double ffnScale = double(shape.ffn) / (4.0 * shape.hidden);  // their 24 assumes ffn = 4h
+  double inside = 8.0 + 16.0 * ffnScale;
+  double outside = config.sequenceParallel ? 10.0 / t : 10.0;
+  double perToken;
+  switch (recompute) {
+  case Recompute::None: perToken = outside + inside / t + attention; break;
+  case Recompute::Selective: perToken = outside + inside / t; break;
+  case Recompute::Full: perToken = config.sequenceParallel ? 2.0 / t : 2.0; break;
+  }
+  return sbh * perToken * activationElementBytes(dtype) / 2.0;
+}
+
+} // namespace
+
+BytesPerParameter bytesPerParameter(const TrainingSetup &setup) {
+  if (isMixedPrecision(setup.computeDtype))
+    return {2, 2, setup.optimizer == Optimizer::Adam ? 12.0 : 8.0};
+  return {4, 4, setup.optimizer == Optimizer::Adam ? 8.0 : 4.0};
+}
+
+std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
+                        const TrainingSetup &setup, int64_t gpus) {
+  auto text = [](const char *what, int64_t value) { return std::string(what) + " " + std::to_string(value); };
+  if (config.tp < 1 || config.pp < 1 || config.dp < 1 || config.microBatch < 1 ||
+      config.microBatches < 1 || config.virtualStages < 1 || config.zero < 0 || config.zero > 3)
+    return "tp, pp, dp, micro-batch, micro-batches and virtual stages must be positive, zero 0-3";
+  if (config.gpus() != gpus)
+    return "tp * pp * dp = " + std::to_string(config.gpus()) + " but the cluster has " +
+           std::to_string(gpus) + " GPUs";
+  if (shape.heads % config.tp != 0)
+    return text("tp", config.tp) + " does not divide the " + std::to_string(shape.heads) + " attention heads";
+  if (shape.ffn % config.tp != 0)
+    return text("tp", config.tp) + " does not divide the MLP width " + std::to_string(shape.ffn);
+  if (shape.seq % config.tp != 0 && config.sequenceParallel)
+    return text("tp", config.tp) + " does not divide the sequence length " + std::to_string(shape.seq) +
+           " (sequence parallelism)";
+  if (config.pp * config.virtualStages > shape.layers)
+    return text("pp", config.pp) + " x " + std::to_string(config.virtualStages) +
+           " virtual stages exceeds the " + std::to_string(shape.layers) + " layers";
+  if (config.virtualStages > 1 && shape.layers % (config.pp * config.virtualStages) != 0)
+    return "the interleaved schedule needs the " + std::to_string(shape.layers) +
+           " layers divisible by pp x virtual stages = " + std::to_string(config.pp * config.virtualStages);
+  if (config.virtualStages > 1 && (config.pp < 2 || config.microBatches % config.pp != 0))
+    return "the interleaved schedule needs pp > 1 and micro-batches divisible by pp";
+  if (config.sequenceParallel && config.tp < 2)
+    return "sequence parallelism needs tp > 1";
+  if (config.dp * config.microBatch * config.microBatches != setup.globalBatch)
+    return "dp " + std::to_string(config.dp) + " x micro-batch " + std::to_string(config.microBatch) +
+           " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
+           std::to_string(setup.globalBatch);
+  return "";
+}
+
+double gemmUs(const CostModel &model, double m, double n, double k, double batch, DType dtype) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
+    return 0;
+  const GpuSpec &gpu = model.cluster().gpu;
+  auto peak = gpu.peakTflops.find(dtype);
+  if (peak == gpu.peakTflops.end())
+    peak = gpu.peakTflops.find(DType::F32);
+  double peakTflops = peak == gpu.peakTflops.end() ? 1.0 : peak->second;
+  double efficiency = gpu.gemmEfficiency > 0 ? gpu.gemmEfficiency : gpu.computeEfficiency;
+  // Wave quantisation (NVIDIA Deep Learning Performance Guide, "Matrix
+  // Multiplication Background"): output tiles are scheduled over the SMs in
+  // waves; a partial last wave leaves SMs idle. cuBLAS picks tiles from 64 to
+  // 256 wide; 128x128 stands for them.
+  if (gpu.sms > 0) {
+    constexpr double kTile = 128;
+    double tiles = std::ceil(m / kTile) * std::ceil(n / kTile) * batch;
+    double waves = std::ceil(tiles / double(gpu.sms));
+    // Tile quantisation too: a 100-row GEMM still computes a 128-row tile.
+    double useful = (m * n * batch) / (tiles * kTile * kTile);
+    efficiency *= useful * tiles / (waves * double(gpu.sms));
+  }
+  double flopUs = 2.0 * m * n * k * batch / (peakTflops * efficiency * 1e6);
+  double elementBytes = activationElementBytes(dtype);
+  double bytesUs = memoryUs(model, elementBytes * batch * (m * k + k * n + m * n));
+  return std::max(flopUs, bytesUs);
+}
+
+ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &cluster) {
+  const int64_t perNode = std::max<int64_t>(cluster.gpusPerNode, 1);
+  auto span = [&](int64_t ranks, int64_t stride) {
+    // `ranks` GPUs `stride` apart: how many nodes they touch.
+    int64_t extent = ranks * stride;
+    int64_t nodes = std::max<int64_t>(1, (extent + perNode - 1) / perNode);
+    return Group{ranks, std::min(nodes, ranks)};
+  };
+  ParallelGroups groups;
+  groups.tensor = span(config.tp, 1);
+  groups.data = span(config.dp, config.tp);
+  // Stages are tp * dp ranks apart; once they span more than a node, the
+  // slowest hop (which paces the pipeline) crosses the network.
+  bool crossNode = config.pp > 1 && config.tp * config.dp * config.pp > perNode;
+  groups.pipelineHop = Group{2, crossNode ? 2 : 1};
+  return groups;
+}
+
+MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
+                             const TrainingSetup &setup, const CostModel &model) {
+  BytesPerParameter perParam = bytesPerParameter(setup);
+  const double t = double(config.tp), d = double(config.dp);
+  const double elementBytes = activationElementBytes(setup.computeDtype);
+  const double tokens = double(config.microBatch) * shape.seq;
+  const double capacity = model.cluster().gpu.memoryGB * 1e9;
+  MemoryBreakdown fullest;
+  for (int64_t stage = 0; stage < config.pp; ++stage) {
+    auto [first, layers] = stageLayers(shape.layers, config.pp, stage);
+    (void)first;
+    double params = layers * shape.layerParams / t;
+    if (stage == 0)
+      params += shape.embeddingParams / t;
+    if (isLastStage(stage, config))
+      params += shape.headParams / t;
+    MemoryBreakdown memory;
+    memory.stage = stage;
+    memory.capacityBytes = capacity;
+    memory.weightsBytes = params * perParam.weights / (config.zero >= 3 ? d : 1);
+    memory.gradientsBytes = params * perParam.gradients / (config.zero >= 2 ? d : 1);
+    memory.optimizerBytes = params * perParam.optimizer / (config.zero >= 1 ? d : 1);
+    // 1F1B keeps min(pp - stage, m) micro-batches in flight at a stage; the
+    // interleaved schedule (pp - 1) / (pp V) more on the first (Korthikanti
+    // et al. 2022, section 4.2.3).
+    double inFlight = double(std::min<int64_t>(config.pp - stage, config.microBatches));
+    if (config.virtualStages > 1)
+      inFlight *= 1.0 + double(config.pp - 1) / double(config.pp * config.virtualStages);
+    memory.activationsBytes =
+        layers * inFlight * blockActivationBytes(shape, config, config.recompute, setup.computeDtype);
+    // Recomputing a whole block during backward materialises its activations once.
+    if (config.recompute == Recompute::Full && layers > 0)
+      memory.activationsBytes +=
+          blockActivationBytes(shape, config, Recompute::None, setup.computeDtype);
+    if (stage == 0)
+      memory.activationsBytes += inFlight * tokens * shape.hidden * elementBytes /
+                                 (config.sequenceParallel ? t : 1.0);
+    if (isLastStage(stage, config) && shape.vocab > 0)
+      memory.activationsBytes += 2.0 * tokens * shape.vocab / t * 4.0;  // fp32 logits and their gradient
+    // Buffers: a 25 MiB gradient bucket in flight (DDP's cap), the gathered
+    // layer and the one prefetched under ZeRO-3, send and receive buffers
+    // between stages, the gathered input of a sequence-parallel region.
+    double buffers = 0;
+    if (config.dp > 1 && config.zero < 2)
+      buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
+    if (config.zero >= 3)
+      buffers += 2.0 * shape.layerParams / t * perParam.weights;
+    if (config.pp > 1)
+      buffers += 2.0 * tokens * shape.hidden * elementBytes;
+    if (config.tp > 1)
+      buffers += tokens * shape.hidden * elementBytes;
+    memory.buffersBytes = buffers;
+    // Reserve: the CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on
+    // A100/H100) and 5% of the device for the caching allocator's fragmentation.
+    memory.reserveBytes = capacity > 0 ? 1e9 + 0.05 * capacity : 0;
+    if (stage == 0 || memory.perGpuBytes() > fullest.perGpuBytes())
+      fullest = memory;
+  }
+  return fullest;
+}
+
+namespace {
+
+/// One block's work per micro-batch on one TP rank.
+struct BlockCost {
+  double forwardUs = 0, backwardUs = 0, attentionCoreUs = 0;
+  double forwardFlops = 0, attentionCoreFlops = 0;
+  double tensorCommForwardUs = 0;  // the forward TP collectives (the backward has as many)
+};
+
+BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
+                    const TrainingSetup &setup, const CostModel &model, const ParallelGroups &groups) {
+  const DType dtype = setup.computeDtype;
+  const double t = double(config.tp), b = double(config.microBatch), s = double(shape.seq);
+  const double h = double(shape.hidden), a = double(shape.heads), f = double(shape.ffn);
+  const double tokens = b * s, headDim = h / a;
+  BlockCost cost;
+  // Forward GEMMs [m x k] * [k x n] (x batch); backward runs two GEMMs of the
+  // same FLOPs per forward GEMM: the input gradient [m x n] * [n x k] and the
+  // weight gradient [k x m] * [m x n].
+  struct Gemm { double m, n, k, batch; bool attentionCore; };
+  const Gemm gemms[] = {
+      {tokens, 3 * h / t, h, 1, false},          // QKV, column-parallel
+      {s, s, headDim, b * a / t, true},          // scores Q K^T, heads split
+      {s, headDim, s, b * a / t, true},          // context softmax(.) V
+      {tokens, h, h / t, 1, false},              // attention output, row-parallel
+      {tokens, f / t, h, 1, false},              // first MLP GEMM, column-parallel
+      {tokens, h, f / t, 1, false},              // second MLP GEMM, row-parallel
+  };
+  for (const Gemm &g : gemms) {
+    double forward = gemmUs(model, g.m, g.n, g.k, g.batch, dtype);
+    double backward = gemmUs(model, g.m, g.k, g.n, g.batch, dtype) +
+                      gemmUs(model, g.k, g.n, g.m, g.batch, dtype);
+    double flops = 2 * g.m * g.n * g.k * g.batch;
+    cost.forwardUs += forward;
+    cost.backwardUs += backward;
+    cost.forwardFlops += flops;
+    if (g.attentionCore) {
+      cost.attentionCoreUs += forward;
+      cost.attentionCoreFlops += flops;
+    }
+  }
+  // Element-wise work is memory-bound (Megatron's fused kernels: layer norms,
+  // bias + dropout + residual, bias + GeLU, scale + mask + softmax + dropout).
+  // Forward elements moved: layer norms and dropout-residuals read and write
+  // ~10 h per token (replicated unless sequence parallel), bias-GeLU 2 f / t,
+  // the attention scores 5 a s / t (Korthikanti's activation count).
+  // Backward reads the saved tensors and the incoming gradients: twice forward.
+  const double elementBytes = activationElementBytes(dtype);
+  double outside = 10.0 * tokens * h / (config.sequenceParallel ? t : 1.0);
+  double attentionElements = 5.0 * a * s * s * b / t;
+  double elementwiseForwardUs =
+      memoryUs(model, elementBytes * (outside + 2.0 * tokens * f / t + attentionElements));
+  double attentionElementwiseUs = memoryUs(model, elementBytes * attentionElements);
+  cost.forwardUs += elementwiseForwardUs;
+  cost.backwardUs += 2 * elementwiseForwardUs;
+  cost.attentionCoreUs += attentionElementwiseUs;
+  // Two TP regions per block: an all-reduce after each row-parallel GEMM, or
+  // with sequence parallelism a reduce-scatter after it and an all-gather
+  // before the next column-parallel GEMM (Korthikanti et al. 2022, section 4.2.2).
+  double activationBytes = tokens * h * elementBytes;
+  double region = config.sequenceParallel
+                      ? collectiveUs(model, CollectiveKind::ReduceScatter, activationBytes, groups.tensor) +
+                            collectiveUs(model, CollectiveKind::AllGather, activationBytes, groups.tensor)
+                      : collectiveUs(model, CollectiveKind::AllReduce, activationBytes, groups.tensor);
+  cost.tensorCommForwardUs = 2 * region;
+  return cost;
+}
+
+} // namespace
+
+std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
+                                  const TrainingSetup &setup, const CostModel &model) {
+  const ParallelGroups groups = parallelGroups(config, model.cluster());
+  const BlockCost block = blockCost(shape, config, setup, model, groups);
+  const BytesPerParameter perParam = bytesPerParameter(setup);
+  const DType dtype = setup.computeDtype;
+  const double t = double(config.tp), d = double(config.dp);
+  const double tokens = double(config.microBatch) * shape.seq;
+  const double elementBytes = activationElementBytes(dtype);
+  const double activationBytes = tokens * shape.hidden * elementBytes;
+  const double slowdown = model.overlapSlowdown();
+
+  // Recomputation repeats forward work inside backward.
+  double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
+  if (config.recompute == Recompute::Full) {
+    recomputeUs = block.forwardUs;
+    recomputeFlops = block.forwardFlops;
+    recomputeCommUs = block.tensorCommForwardUs;
+  } else if (config.recompute == Recompute::Selective) {
+    recomputeUs = block.attentionCoreUs;
+    recomputeFlops = block.attentionCoreFlops;
+  }
+
+  // ZeRO traffic per block per micro-batch over the data-parallel group, hidden
+  // behind the block's compute (prefetched one block ahead) where it fits;
+  // overlapped compute runs `slowdown` times slower.
+  double blockParamsPerRank = shape.layerParams / t;
+  double gatherUs = config.zero >= 3
+                        ? collectiveUs(model, CollectiveKind::AllGather, blockParamsPerRank * perParam.weights, groups.data)
+                        : 0;
+  double scatterUs = config.zero >= 2
+                         ? collectiveUs(model, CollectiveKind::ReduceScatter, blockParamsPerRank * perParam.gradients, groups.data)
+                         : 0;
+  auto exposed = [&](double commUs, double computeUs) {
+    return std::max(0.0, commUs - computeUs) + (slowdown - 1.0) * std::min(commUs, computeUs);
+  };
+  double blockBackwardUs = block.backwardUs + recomputeUs;
+  double zeroPerBlockUs = exposed(gatherUs, block.forwardUs) + exposed(gatherUs + scatterUs, blockBackwardUs);
+
+  // Pipeline p2p: each micro-batch sends its activations forward and their
+  // gradient backward once per virtual chunk. With tp > 1 across nodes Megatron
+  // splits the tensor over the TP ranks and all-gathers it on arrival (SC21
+  // section 4.1, scatter/gather).
+  double p2pUs = 0;
+  if (config.pp > 1) {
+    bool scatterGather = config.tp > 1 && groups.pipelineHop.nodes > 1;
+    double sendBytes = scatterGather ? activationBytes / t : activationBytes;
+    p2pUs = collectiveUs(model, CollectiveKind::SendRecv, sendBytes, groups.pipelineHop);
+    if (scatterGather)
+      p2pUs += collectiveUs(model, CollectiveKind::AllGather, activationBytes, groups.tensor);
+    p2pUs *= 2.0 * config.virtualStages;
+  }
+
+  std::vector<StageCost> stages;
+  for (int64_t stage = 0; stage < config.pp; ++stage) {
+    StageCost cost;
+    auto [first, layers] = stageLayers(shape.layers, config.pp, stage);
+    cost.firstLayer = first;
+    cost.layers = layers;
+    cost.hasEmbedding = stage == 0;
+    cost.hasHead = isLastStage(stage, config);
+    double l = double(layers);
+    cost.forwardUs = l * block.forwardUs;
+    cost.recomputeUs = l * recomputeUs;
+    cost.backwardUs = l * block.backwardUs + cost.recomputeUs;
+    cost.tensorCommUs = l * (2 * block.tensorCommForwardUs + recomputeCommUs);
+    cost.pipelineCommUs = p2pUs;
+    cost.zeroCommUs = l * zeroPerBlockUs;
+    cost.modelFlops = l * 3 * block.forwardFlops;
+    cost.flops = cost.modelFlops + l * recomputeFlops;
+    double params = l * shape.layerParams / t;
+
+    // Ready order for the data-parallel sync: head first, blocks last to first.
+    if (cost.hasHead) {
+      double headForward = 0, headBackward = 0, headFlops = 0;
+      if (shape.vocab > 0) {
+        // Vocabulary-parallel output GEMM, fp32 cross-entropy over the logits
+        // (read and written about three times forward and back).
+        headForward = gemmUs(model, tokens, shape.vocab / t, shape.hidden, 1, dtype) +
+                      memoryUs(model, 3.0 * tokens * shape.vocab / t * 4.0);
+        headBackward = gemmUs(model, tokens, shape.hidden, shape.vocab / t, 1, dtype) +
+                       gemmUs(model, shape.hidden, shape.vocab / t, tokens, 1, dtype) +
+                       memoryUs(model, 3.0 * tokens * shape.vocab / t * 4.0);
+        headFlops = 2.0 * tokens * shape.vocab / t * shape.hidden;
+      }
+      headForward += memoryUs(model, 2.0 * activationBytes);  // final layer norm
+      headBackward += memoryUs(model, 4.0 * activationBytes);
+      cost.forwardUs += headForward;
+      cost.backwardUs += headBackward;
+      cost.modelFlops += 3 * headFlops;
+      cost.flops += 3 * headFlops;
+      cost.units.push_back({"head", headBackward, headForward, shape.headParams / t});
+      params += shape.headParams / t;
+    }
+    for (int64_t layer = first + layers - 1; layer >= first; --layer)
+      cost.units.push_back({"block." + std::to_string(layer), blockBackwardUs, block.forwardUs,
+                            shape.layerParams / t});
+    if (cost.hasEmbedding) {
+      // Token lookup, position add and dropout forward; a scatter-add backward
+      // (memory-bound), and the vocabulary-parallel embedding's all-reduce.
+      double embeddingForward = memoryUs(model, 3.0 * activationBytes);
+      double embeddingBackward = memoryUs(model, 3.0 * activationBytes);
+      cost.forwardUs += embeddingForward;
+      cost.backwardUs += embeddingBackward;
+      cost.tensorCommUs += collectiveUs(model, CollectiveKind::AllReduce, activationBytes, groups.tensor);
+      cost.units.push_back({"embedding", embeddingBackward, embeddingForward, shape.embeddingParams / t});
+      params += shape.embeddingParams / t;
+    }
+    // The optimizer step over this rank's shard: read the gradient and the
+    // state, write the state and the 16-bit (or fp32) weights.
+    double shard = params / (config.zero >= 1 ? d : 1.0);
+    cost.optimizerUs =
+        memoryUs(model, shard * (perParam.gradients + 2 * perParam.optimizer + perParam.weights));
+    stages.push_back(std::move(cost));
+  }
+  return stages;
+}
+
+PipelineTime pipelineTime(const std::vector<StageCost> &stages, int64_t microBatches,
+                          int64_t virtualStages) {
+  PipelineTime time;
+  if (stages.empty())
+    return time;
+  double slowest = 0, sum = 0;
+  for (const StageCost &stage : stages) {
+    slowest = std::max(slowest, stage.perMicroBatchUs());
+    sum += stage.perMicroBatchUs();
+  }
+  double mean = sum / double(stages.size());
+  // Narayanan et al. SC21, section 2.2: the bubble is (p - 1) / V micro-batch
+  // times; a slower stage paces every micro-batch.
+  time.bubbleUs = double(stages.size() - 1) / double(virtualStages) * mean;
+  time.totalUs = double(microBatches) * slowest + time.bubbleUs;
+  return time;
+}
+
+}  // namespace zen::cost

@@ -1,0 +1,108 @@
+//===- ParallelSearch.h - tp/pp/dp/ZeRO configuration search ---*- C++ -*-===//
+//
+// Chooses how a transformer trains on a cluster: tensor, pipeline and data
+// parallel degrees, ZeRO stage, sequence parallelism, recomputation,
+// micro-batching and pipeline schedule, under the memory limit, scored with
+// the cost model's stage costs and pipeline schedule, and with the gradient
+// planner's plan for the first stage's data-parallel sync inside
+// (docs/design.md "Large models"). No MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_PLANNER_PARALLELSEARCH_H
+#define ZEN_PLANNER_PARALLELSEARCH_H
+
+#include "zen/CostModel/Transformer.h"
+#include "zen/Planner/Planning.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zen::plan {
+
+/// What the user fixed; everything left unset is searched.
+struct ParallelRequest {
+  cost::TrainingSetup setup;
+  std::optional<int64_t> tp, pp, dp, microBatch, virtualStages;
+  std::optional<int> zero;
+  std::optional<bool> sequenceParallel;
+  std::optional<cost::Recompute> recompute;
+  /// The gradient planner's options for the data-parallel sync (compressors).
+  AutotuneOptions gradientSync;
+
+  /// True when any configuration field is fixed.
+  bool forcesAny() const;
+};
+
+/// One configuration, scored.
+struct ParallelEvaluation {
+  cost::ParallelConfig config;
+  cost::MemoryBreakdown memory;
+  std::vector<cost::StageCost> stages;
+  cost::PipelineTime pipeline;
+  double iterationUs = 0;
+  double tensorCommUs = 0;    // TP collectives on the critical path, whole iteration
+  double pipelineCommUs = 0;  // p2p on the critical path, whole iteration
+  double dataCommUs = 0;      // data-parallel sync (and ZeRO traffic) not hidden
+  double optimizerUs = 0;
+  double tflopsPerGpu = 0;       // executed FLOPs, recomputation included
+  double modelTflopsPerGpu = 0;  // without recomputation
+  double mfu = 0;                // model FLOPs / peak at the compute precision
+  /// The first stage's data-parallel sync, planned by the gradient planner
+  /// (set by scoreWithSync; ZeRO 0 and 1 only).
+  std::optional<Problem> syncProblem;
+  std::optional<PlanChoice> syncPlan;
+  bool syncPlanned = false;
+};
+
+/// The closed-form score the search prunes with: stage costs, pipeline and a
+/// data-parallel sync estimated as the all-reduce not hidden behind the last
+/// micro-batch's backward.
+ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const cost::ParallelConfig &config,
+                               const cost::TrainingSetup &setup, const cost::CostModel &model);
+/// The full score: as scoreConfig, with the first stage's data-parallel
+/// gradient sync planned by `autotune` (ZeRO 0/1) over its dp group.
+ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const cost::ParallelConfig &config,
+                                 const cost::TrainingSetup &setup, const cost::CostModel &model,
+                                 const AutotuneOptions &sync);
+
+/// The data-parallel gradient problem of a configuration's first stage: its
+/// blocks (and embedding) as gradients in ready order, the last micro-batch's
+/// backward as the compute they overlap.
+Problem stageSyncProblem(const cost::StageCost &stage, const cost::ParallelConfig &config,
+                         const cost::TrainingSetup &setup, const cost::CostModel &model);
+
+struct ParallelResult {
+  /// The fastest configuration that fits; nullopt when none does.
+  std::optional<ParallelEvaluation> best;
+  /// Seeds and baselines by name ("megatron", "zero3", "ddp"), those that fit.
+  std::map<std::string, ParallelEvaluation> baselines;
+  /// Why a named baseline is not reported (does not fit, cannot divide).
+  std::map<std::string, std::string> baselinesWhyNot;
+  /// When nothing fits: the configuration needing the least memory.
+  std::optional<ParallelEvaluation> smallestRequirement;
+  /// A forced configuration that cannot run at all (divisibility): the reason.
+  std::string invalid;
+  int64_t configurationsScored = 0;
+};
+
+/// Enumerates every configuration the request allows (divisibility, memory),
+/// scores it with scoreConfig, re-scores the most promising and the seeds with
+/// scoreWithSync, and returns the fastest that fits. The seeds are scored the
+/// same way and compete, so `best` is never slower than a seed that fits.
+ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::CostModel &model,
+                              const ParallelRequest &request);
+
+/// The seed configurations: `megatron` (tp = GPUs per node, the smallest pp
+/// that fits, the rest dp, full recomputation, 1F1B, micro-batch 1), `zero3`
+/// (FSDP: pure dp with ZeRO-3), `ddp` (pure dp). nullopt with `whyNot` set
+/// when the rule cannot be applied to this shape and cluster.
+std::optional<cost::ParallelConfig> seedConfig(const std::string &name, const cost::TransformerShape &shape,
+                                               const cost::CostModel &model,
+                                               const cost::TrainingSetup &setup, std::string &whyNot);
+const std::vector<std::string> &parallelBaselineNames();  // megatron zero3 ddp
+
+}  // namespace zen::plan
+
+#endif  // ZEN_PLANNER_PARALLELSEARCH_H

@@ -1,0 +1,375 @@
+//===- ParallelSearch.cpp - tp/pp/dp/ZeRO configuration search -----------===//
+#include "zen/Planner/ParallelSearch.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zen::plan {
+
+using cost::ParallelConfig;
+using cost::Recompute;
+
+bool ParallelRequest::forcesAny() const {
+  return tp || pp || dp || microBatch || virtualStages || zero || sequenceParallel || recompute;
+}
+
+const std::vector<std::string> &parallelBaselineNames() {
+  static const std::vector<std::string> names = {"megatron", "zero3", "ddp"};
+  return names;
+}
+
+namespace {
+
+double peakTflops(const cost::CostModel &model, cost::DType dtype) {
+  const auto &peaks = model.cluster().gpu.peakTflops;
+  auto peak = peaks.find(dtype);
+  if (peak == peaks.end())
+    peak = peaks.find(cost::DType::F32);
+  return peak == peaks.end() ? 1.0 : peak->second;
+}
+
+double gradientElements(const cost::StageCost &stage) {
+  double elements = 0;
+  for (const cost::StageCost::Unit &unit : stage.units)
+    elements += unit.gradientElements;
+  return elements;
+}
+
+/// Everything but the data-parallel sync of ZeRO 0/1, which the caller adds.
+ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const ParallelConfig &config,
+                                 const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  ParallelEvaluation eval;
+  eval.config = config;
+  eval.memory = cost::memoryPerGpu(shape, config, setup, model);
+  eval.stages = cost::stageCosts(shape, config, setup, model);
+  eval.pipeline = cost::pipelineTime(eval.stages, config.microBatches, config.virtualStages);
+  const cost::StageCost &first = eval.stages.front();
+  const double m = double(config.microBatches);
+  eval.tensorCommUs = m * first.tensorCommUs;
+  eval.pipelineCommUs = m * first.pipelineCommUs;
+  eval.dataCommUs = m * first.zeroCommUs;
+  double flops = 0, modelFlops = 0;
+  for (const cost::StageCost &stage : eval.stages) {
+    eval.optimizerUs = std::max(eval.optimizerUs, stage.optimizerUs);
+    flops += stage.flops;
+    modelFlops += stage.modelFlops;
+  }
+  flops = flops / double(eval.stages.size()) * m;
+  modelFlops = modelFlops / double(eval.stages.size()) * m;
+  // ZeRO 2 keeps only its gradient shard: after the optimizer step every rank
+  // all-gathers the updated weights (ZeRO 3 gathers them before use instead).
+  double postOptimizerUs = 0;
+  if (config.zero == 2 && config.dp > 1) {
+    cost::ParallelGroups groups = cost::parallelGroups(config, model.cluster());
+    double weightBytes = gradientElements(first) * cost::bytesPerParameter(setup).weights;
+    postOptimizerUs = model.collective(cost::CollectiveKind::AllGather, weightBytes, groups.data).timeUs;
+  }
+  eval.dataCommUs += postOptimizerUs;
+  eval.iterationUs = eval.pipeline.totalUs + eval.optimizerUs + postOptimizerUs;
+  eval.tflopsPerGpu = flops / eval.iterationUs / 1e6;
+  eval.modelTflopsPerGpu = modelFlops / eval.iterationUs / 1e6;
+  return eval;
+}
+
+void finish(ParallelEvaluation &eval, double syncExposedUs, const cost::CostModel &model,
+            cost::DType dtype) {
+  double flops = eval.tflopsPerGpu * eval.iterationUs, modelFlops = eval.modelTflopsPerGpu * eval.iterationUs;
+  eval.dataCommUs += syncExposedUs;
+  eval.iterationUs += syncExposedUs;
+  eval.tflopsPerGpu = flops / eval.iterationUs;
+  eval.modelTflopsPerGpu = modelFlops / eval.iterationUs;
+  eval.mfu = eval.modelTflopsPerGpu / peakTflops(model, dtype);
+}
+
+bool syncsByAllReduce(const ParallelConfig &config) { return config.dp > 1 && config.zero <= 1; }
+
+} // namespace
+
+Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &config,
+                         const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  Problem problem;
+  const int n = int(stage.units.size());
+  for (int i = n - 1; i >= 0; --i)
+    problem.forward.push_back({"fwd." + stage.units[i].name, stage.units[i].forwardUs, 0, 0});
+  for (int i = 0; i < n; ++i) {
+    const cost::StageCost::Unit &unit = stage.units[i];
+    problem.backward.push_back({"bwd." + unit.name, unit.backwardUs, 0, 0});
+    GradientTensor gradient;
+    gradient.name = unit.name;
+    gradient.elements = int64_t(std::llround(unit.gradientElements));
+    gradient.bytes = gradient.elements * 4;  // fp32 main gradients on the wire
+    gradient.readyAfterSegment = i;
+    gradient.forwardSegment = n - 1 - i;
+    problem.gradients.push_back(gradient);
+  }
+  problem.group = cost::parallelGroups(config, model.cluster()).data;
+  problem.computeDtype = setup.computeDtype;
+  return problem;
+}
+
+ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const ParallelConfig &config,
+                               const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  ParallelEvaluation eval = scorePipeline(shape, config, setup, model);
+  double exposed = 0;
+  if (syncsByAllReduce(config)) {
+    const cost::StageCost &first = eval.stages.front();
+    cost::ParallelGroups groups = cost::parallelGroups(config, model.cluster());
+    double allReduceUs =
+        model.collective(cost::CollectiveKind::AllReduce, gradientElements(first) * 4, groups.data).timeUs;
+    double window = first.backwardUs;
+    exposed = std::max(0.0, allReduceUs - window) +
+              (model.overlapSlowdown() - 1.0) * std::min(allReduceUs, window);
+  }
+  finish(eval, exposed, model, setup.computeDtype);
+  return eval;
+}
+
+ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const ParallelConfig &config,
+                                 const cost::TrainingSetup &setup, const cost::CostModel &model,
+                                 const AutotuneOptions &sync) {
+  if (!syncsByAllReduce(config))
+    return scoreConfig(shape, config, setup, model);
+  ParallelEvaluation eval = scorePipeline(shape, config, setup, model);
+  Problem problem = stageSyncProblem(eval.stages.front(), config, setup, model);
+  AutotuneResult planned = autotune(problem, model, sync);
+  finish(eval, planned.bestEval.exposedCommUs, model, setup.computeDtype);
+  eval.syncProblem = std::move(problem);
+  eval.syncPlan = planned.best;
+  eval.syncPlanned = true;
+  return eval;
+}
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      result.push_back(d);
+      if (d != n / d)
+        result.push_back(n / d);
+    }
+  std::sort(result.begin(), result.end());
+  return result;
+}
+
+int64_t worldGpus(const cost::CostModel &model) {
+  return model.cluster().nodes * model.cluster().gpusPerNode;
+}
+
+bool fitsAndRuns(const cost::TransformerShape &shape, const ParallelConfig &config,
+                 const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  return cost::checkConfig(shape, config, setup, config.gpus()).empty() &&
+         cost::memoryPerGpu(shape, config, setup, model).fits();
+}
+
+std::string requirementText(const cost::MemoryBreakdown &memory) {
+  char text[160];
+  std::snprintf(text, sizeof text, "needs %.1f GB per GPU of %.1f GB", memory.perGpuBytes() / 1e9,
+                memory.capacityBytes / 1e9);
+  return text;
+}
+
+bool consistent(const ParallelConfig &c, const ParallelRequest &r) {
+  return (!r.tp || *r.tp == c.tp) && (!r.pp || *r.pp == c.pp) && (!r.dp || *r.dp == c.dp) &&
+         (!r.microBatch || *r.microBatch == c.microBatch) &&
+         (!r.virtualStages || *r.virtualStages == c.virtualStages) && (!r.zero || *r.zero == c.zero) &&
+         (!r.sequenceParallel || *r.sequenceParallel == c.sequenceParallel) &&
+         (!r.recompute || *r.recompute == c.recompute);
+}
+
+} // namespace
+
+std::optional<ParallelConfig> seedConfig(const std::string &name, const cost::TransformerShape &shape,
+                                         const cost::CostModel &model, const cost::TrainingSetup &setup,
+                                         std::string &whyNot) {
+  const int64_t gpus = worldGpus(model);
+  if (setup.globalBatch % gpus != 0 && name != "megatron") {
+    whyNot = "the global batch " + std::to_string(setup.globalBatch) + " does not divide over " +
+             std::to_string(gpus) + " data-parallel ranks";
+    return std::nullopt;
+  }
+  if (name == "ddp" || name == "zero3") {
+    // Pure data parallelism: the whole per-rank batch as one micro-batch (ddp),
+    // or for FSDP the largest micro-batch that fits, recomputing if need be.
+    ParallelConfig config;
+    config.dp = gpus;
+    config.zero = name == "ddp" ? 0 : 3;
+    const int64_t perRank = setup.globalBatch / gpus;
+    std::vector<int64_t> microBatches = divisors(perRank);
+    std::reverse(microBatches.begin(), microBatches.end());
+    std::optional<ParallelConfig> smallest;
+    for (Recompute recompute : {Recompute::None, Recompute::Full}) {
+      for (int64_t micro : microBatches) {
+        config.recompute = recompute;
+        config.microBatch = micro;
+        config.microBatches = perRank / micro;
+        if (!smallest || cost::memoryPerGpu(shape, config, setup, model).perGpuBytes() <
+                             cost::memoryPerGpu(shape, *smallest, setup, model).perGpuBytes())
+          smallest = config;
+        if (fitsAndRuns(shape, config, setup, model))
+          return config;
+        if (name == "ddp")
+          break;
+      }
+      if (name == "ddp")
+        break;
+    }
+    whyNot = "does not fit: " + requirementText(cost::memoryPerGpu(shape, *smallest, setup, model));
+    return std::nullopt;
+  }
+  if (name == "megatron") {
+    // Megatron-LM's recipe (SC21 section 5): tensor parallelism inside a node,
+    // the fewest pipeline stages that fit, the rest data parallel, full
+    // recomputation, 1F1B, micro-batch 1.
+    int64_t tp = 1;
+    for (int64_t candidate = 1; candidate <= model.cluster().gpusPerNode; ++candidate)
+      if (model.cluster().gpusPerNode % candidate == 0 && shape.heads % candidate == 0 &&
+          shape.ffn % candidate == 0 && gpus % candidate == 0)
+        tp = candidate;
+    std::optional<ParallelConfig> smallest;
+    for (int64_t pp : divisors(gpus / tp)) {
+      ParallelConfig config;
+      config.tp = tp;
+      config.pp = pp;
+      config.dp = gpus / (tp * pp);
+      config.recompute = Recompute::Full;
+      config.microBatch = 1;
+      if (pp > shape.layers || setup.globalBatch % config.dp != 0)
+        continue;
+      config.microBatches = setup.globalBatch / config.dp;
+      if (!smallest || cost::memoryPerGpu(shape, config, setup, model).perGpuBytes() <
+                           cost::memoryPerGpu(shape, *smallest, setup, model).perGpuBytes())
+        smallest = config;
+      if (fitsAndRuns(shape, config, setup, model))
+        return config;
+    }
+    whyNot = smallest ? "does not fit: " + requirementText(cost::memoryPerGpu(shape, *smallest, setup, model))
+                      : "no pipeline depth divides the GPUs and the global batch";
+    return std::nullopt;
+  }
+  whyNot = "unknown baseline " + name;
+  return std::nullopt;
+}
+
+ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::CostModel &model,
+                              const ParallelRequest &request) {
+  ParallelResult result;
+  const cost::TrainingSetup &setup = request.setup;
+  const int64_t gpus = worldGpus(model);
+  const int64_t perNode = model.cluster().gpusPerNode;
+
+  // A fully forced configuration that cannot run is reported as such.
+  if (request.tp && request.pp && request.dp && request.microBatch) {
+    ParallelConfig forced;
+    forced.tp = *request.tp;
+    forced.pp = *request.pp;
+    forced.dp = *request.dp;
+    forced.microBatch = *request.microBatch;
+    forced.microBatches = std::max<int64_t>(1, setup.globalBatch / std::max<int64_t>(1, forced.dp * forced.microBatch));
+    forced.zero = request.zero.value_or(0);
+    forced.sequenceParallel = request.sequenceParallel.value_or(false);
+    forced.virtualStages = request.virtualStages.value_or(1);
+    std::string why = cost::checkConfig(shape, forced, setup, gpus);
+    if (!why.empty()) {
+      result.invalid = why;
+      return result;
+    }
+  }
+
+  std::vector<ParallelEvaluation> feasible;
+  std::optional<std::pair<ParallelConfig, double>> leastMemory;
+  std::string firstInvalid;
+  for (int64_t tp : divisors(gpus)) {
+    if (request.tp ? tp != *request.tp : (tp > perNode || shape.heads % tp || shape.ffn % tp))
+      continue;
+    for (int64_t pp : divisors(gpus / tp)) {
+      if (request.pp ? pp != *request.pp : pp > shape.layers)
+        continue;
+      const int64_t dp = gpus / (tp * pp);
+      if (request.dp && dp != *request.dp)
+        continue;
+      if (setup.globalBatch % dp != 0) {
+        if (firstInvalid.empty())
+          firstInvalid = "the global batch " + std::to_string(setup.globalBatch) +
+                         " does not divide over dp " + std::to_string(dp);
+        continue;
+      }
+      const int64_t perPipeline = setup.globalBatch / dp;
+      for (int64_t micro : divisors(perPipeline)) {
+        if (request.microBatch ? micro != *request.microBatch : micro > 16)
+          continue;
+        const int64_t microBatches = perPipeline / micro;
+        for (int zero = 0; zero <= 3; ++zero) {
+          if (request.zero ? zero != *request.zero : (dp == 1 && zero > 0))
+            continue;
+          for (bool sp : {false, true}) {
+            if (request.sequenceParallel ? sp != *request.sequenceParallel : (sp && tp == 1))
+              continue;
+            for (Recompute recompute : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+              if (request.recompute && recompute != *request.recompute)
+                continue;
+              for (int64_t virtualStages = 1; virtualStages <= 8; ++virtualStages) {
+                if (request.virtualStages ? virtualStages != *request.virtualStages
+                                          : (virtualStages > 1 && pp == 1))
+                  continue;
+                ParallelConfig config{tp, pp, dp, zero, sp, recompute, micro, microBatches, virtualStages};
+                std::string why = cost::checkConfig(shape, config, setup, gpus);
+                if (!why.empty()) {
+                  if (firstInvalid.empty())
+                    firstInvalid = why;
+                  continue;
+                }
+                cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
+                if (!memory.fits()) {
+                  if (!leastMemory || memory.perGpuBytes() < leastMemory->second)
+                    leastMemory = {config, memory.perGpuBytes()};
+                  continue;
+                }
+                feasible.push_back(scoreConfig(shape, config, setup, model));
+                ++result.configurationsScored;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Seeds and baselines, scored in full.
+  std::vector<ParallelEvaluation> finalists;
+  for (const std::string &name : parallelBaselineNames()) {
+    std::string whyNot;
+    std::optional<ParallelConfig> seed = seedConfig(name, shape, model, setup, whyNot);
+    if (!seed) {
+      result.baselinesWhyNot[name] = whyNot;
+      continue;
+    }
+    ParallelEvaluation eval = scoreWithSync(shape, *seed, setup, model, request.gradientSync);
+    result.baselines[name] = eval;
+    if (consistent(*seed, request))
+      finalists.push_back(eval);
+  }
+
+  // The most promising by the closed-form score, re-scored with the planned sync.
+  std::stable_sort(feasible.begin(), feasible.end(),
+                   [](const ParallelEvaluation &a, const ParallelEvaluation &b) {
+                     return a.iterationUs < b.iterationUs;
+                   });
+  constexpr size_t kFinalists = 8;
+  for (size_t i = 0; i < feasible.size() && i < kFinalists; ++i)
+    finalists.push_back(scoreWithSync(shape, feasible[i].config, setup, model, request.gradientSync));
+  for (ParallelEvaluation &candidate : finalists)
+    if (!result.best || candidate.iterationUs < result.best->iterationUs)
+      result.best = candidate;
+
+  if (!result.best) {
+    if (leastMemory)
+      result.smallestRequirement = scoreConfig(shape, leastMemory->first, setup, model);
+    else
+      result.invalid = firstInvalid.empty() ? "no configuration divides the model over the cluster" : firstInvalid;
+  }
+  return result;
+}
+
+}  // namespace zen::plan

@@ -1,0 +1,213 @@
+//===- ParallelSearchTest.cpp - large-model configuration search ----------===//
+#include "zen/Planner/ParallelSearch.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace zen::plan {
+namespace {
+
+using cost::ParallelConfig;
+using cost::Recompute;
+
+/// Megatron-LM's GPT (SC21): 12 h^2 + 13 h parameters per block, tied
+/// input/output embedding (V h + s h), the final layer norm in the head.
+cost::TransformerShape megatronGpt(int64_t layers, int64_t hidden, int64_t heads) {
+  cost::TransformerShape shape;
+  shape.family = "gpt";
+  shape.layers = layers;
+  shape.hidden = hidden;
+  shape.heads = heads;
+  shape.ffn = 4 * hidden;
+  shape.seq = 2048;
+  shape.vocab = 51200;
+  shape.layerParams = 12.0 * hidden * hidden + 13.0 * hidden;
+  shape.embeddingParams = double(shape.vocab) * hidden + double(shape.seq) * hidden;
+  shape.headParams = 2.0 * hidden;
+  return shape;
+}
+
+cost::CostModel a100Nodes(int64_t nodes) {
+  return cost::CostModel(cost::withNodes(cost::loadCluster("a100x64"), nodes));
+}
+
+struct Sc21Row {
+  double billions;
+  int64_t heads, hidden, layers, tp, pp, gpus, batch;
+  double publishedTflops;
+};
+
+// Narayanan et al., SC21, table 1 (weak scaling on Selene's DGX A100s):
+// sequence 2048, vocabulary 51200, achieved teraFLOP/s per GPU.
+const Sc21Row kSc21[] = {
+    {1.7, 24, 2304, 24, 1, 1, 32, 512, 137},     {3.6, 32, 3072, 30, 2, 1, 64, 512, 138},
+    {7.5, 32, 4096, 36, 4, 1, 128, 512, 142},    {18.4, 48, 6144, 40, 8, 1, 256, 1024, 135},
+    {39.1, 64, 8192, 48, 8, 2, 512, 1536, 138},  {76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140},
+    {145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148}, {310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155},
+    {529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163}, {1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163},
+};
+
+TEST(ParallelSearchTest, ForcedSc21ConfigurationsPredictPublishedThroughputWithin15Percent) {
+  for (const Sc21Row &row : kSc21) {
+    cost::TransformerShape shape = megatronGpt(row.layers, row.hidden, row.heads);
+    EXPECT_NEAR(shape.totalParams() / 1e9, row.billions, 0.03 * row.billions);  // the table rounds
+    cost::CostModel model = a100Nodes(row.gpus / 8);
+    ParallelConfig config;
+    config.tp = row.tp;
+    config.pp = row.pp;
+    config.dp = row.gpus / (row.tp * row.pp);
+    config.recompute = Recompute::Full;
+    config.microBatch = 1;
+    config.microBatches = row.batch / config.dp;
+    cost::TrainingSetup setup;
+    setup.globalBatch = row.batch;
+    ASSERT_EQ(cost::checkConfig(shape, config, setup, row.gpus), "") << row.billions;
+    ParallelEvaluation eval = scoreWithSync(shape, config, setup, model, AutotuneOptions{});
+    EXPECT_TRUE(eval.memory.fits()) << row.billions << "B needs " << eval.memory.perGpuBytes() / 1e9;
+    double error = eval.tflopsPerGpu / row.publishedTflops - 1;
+    std::printf("%7.1fB tp %2lld pp %2lld dp %3lld: predicted %6.1f TFLOP/s, published %5.1f (%+.1f%%) "
+                "bubble %.0f%% tp %.0f%% pp %.0f%% dp %.0f%% mem %.1f GB\n",
+                row.billions, (long long)row.tp, (long long)row.pp, (long long)config.dp,
+                eval.tflopsPerGpu, row.publishedTflops, 100 * error,
+                100 * eval.pipeline.bubbleUs / eval.iterationUs, 100 * eval.tensorCommUs / eval.iterationUs,
+                100 * eval.pipelineCommUs / eval.iterationUs, 100 * eval.dataCommUs / eval.iterationUs,
+                eval.memory.perGpuBytes() / 1e9);
+    EXPECT_LT(std::abs(error), 0.15) << row.billions << "B";
+  }
+}
+
+cost::TrainingSetup bf16Adam(int64_t globalBatch) {
+  cost::TrainingSetup setup;
+  setup.globalBatch = globalBatch;
+  return setup;
+}
+
+TEST(ParallelSearchTest, MixedPrecisionAdamKeepsSixteenBytesPerParameterAndZeroShardsThem) {
+  cost::BytesPerParameter adam = cost::bytesPerParameter(bf16Adam(8));
+  EXPECT_EQ(adam.weights + adam.gradients + adam.optimizer, 16);  // ZeRO, section 3.1
+  cost::TransformerShape shape = megatronGpt(4, 1024, 16);
+  cost::CostModel model = a100Nodes(1);
+  ParallelConfig config;
+  config.dp = 8;
+  config.microBatches = 1;
+  const double params = shape.totalParams();
+  cost::MemoryBreakdown zero0 = cost::memoryPerGpu(shape, config, bf16Adam(8), model);
+  EXPECT_DOUBLE_EQ(zero0.weightsBytes, 2 * params);
+  EXPECT_DOUBLE_EQ(zero0.gradientsBytes, 2 * params);
+  EXPECT_DOUBLE_EQ(zero0.optimizerBytes, 12 * params);
+  config.zero = 1;
+  EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, bf16Adam(8), model).optimizerBytes, 12 * params / 8);
+  config.zero = 2;
+  EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, bf16Adam(8), model).gradientsBytes, 2 * params / 8);
+  config.zero = 3;
+  cost::MemoryBreakdown zero3 = cost::memoryPerGpu(shape, config, bf16Adam(8), model);
+  EXPECT_DOUBLE_EQ(zero3.weightsBytes, 2 * params / 8);
+  EXPECT_GT(zero3.buffersBytes, zero0.buffersBytes - 2 * 25 * 1048576.0);  // gathered layers
+}
+
+TEST(ParallelSearchTest, ActivationsFollowKorthikantiTable2) {
+  // GPT-3 175B shapes, tp 8, one stage, one micro-batch: per layer s b h (10 +
+  // 24 / t + 5 a s / (h t)) bytes, sbh 34 / t with sequence parallelism and
+  // selective recomputation, 2 s b h with full recomputation (plus the one
+  // block being recomputed).
+  cost::TransformerShape shape = megatronGpt(96, 12288, 96);
+  shape.vocab = 0;  // no logits: compare the blocks alone
+  shape.embeddingParams = 0;
+  cost::CostModel model = a100Nodes(1);
+  ParallelConfig config;
+  config.tp = 8;
+  config.microBatches = 1;
+  const double sbh = 2048.0 * 12288, layers = 96, t = 8;
+  const double perLayerNone = sbh * (10 + 24 / t + 5.0 * 96 * 2048 / (12288 * t));
+  auto activations = [&](const ParallelConfig &c) {
+    cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, c, bf16Adam(1), model);
+    // The embedding output of stage 0 is not a block's.
+    return memory.activationsBytes - 2048.0 * 12288 * 2 / (c.sequenceParallel ? t : 1);
+  };
+  EXPECT_NEAR(activations(config), layers * perLayerNone, 1);
+  config.sequenceParallel = true;
+  config.recompute = Recompute::Selective;
+  EXPECT_NEAR(activations(config), layers * sbh * 34 / t, 1);
+  config.sequenceParallel = false;
+  config.recompute = Recompute::Full;
+  EXPECT_NEAR(activations(config), layers * 2 * sbh + perLayerNone, 1);
+}
+
+TEST(ParallelSearchTest, OneFOneBKeepsPipelineDepthMicroBatchesInFlightOnTheFirstStage) {
+  cost::TransformerShape shape = megatronGpt(8, 1024, 16);
+  cost::CostModel model = a100Nodes(1);
+  ParallelConfig config;
+  config.pp = 4;
+  config.dp = 2;
+  config.microBatches = 8;
+  cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, bf16Adam(16), model);
+  EXPECT_EQ(memory.stage, 0);
+  config.microBatches = 2;  // fewer micro-batches than stages: only those are in flight
+  EXPECT_LT(cost::memoryPerGpu(shape, config, bf16Adam(4), model).activationsBytes, memory.activationsBytes);
+}
+
+TEST(ParallelSearchTest, WaveQuantisationSlowsAGemmOneTileOverAFullWave) {
+  cost::CostModel model = a100Nodes(1);
+  // 108 SMs: 12 x 9 tiles of 128x128 fill one wave; 13 x 9 need a second, so
+  // 13/12 of the work takes twice as long (both compute-bound).
+  double full = cost::gemmUs(model, 128 * 12, 128 * 9, 8192, 1, cost::DType::BF16);
+  double spill = cost::gemmUs(model, 128 * 13, 128 * 9, 8192, 1, cost::DType::BF16);
+  EXPECT_NEAR(spill / full, 2.0, 0.01);
+}
+
+TEST(ParallelSearchTest, PipelineBubbleIsPipelineDepthMinusOneOverVirtualStages) {
+  std::vector<cost::StageCost> stages(4);
+  for (cost::StageCost &stage : stages)
+    stage.forwardUs = 10, stage.backwardUs = 20;
+  EXPECT_DOUBLE_EQ(cost::pipelineTime(stages, 8, 1).totalUs, (8 + 3) * 30.0);
+  EXPECT_DOUBLE_EQ(cost::pipelineTime(stages, 8, 2).bubbleUs, 1.5 * 30.0);
+}
+
+TEST(ParallelSearchTest, Gpt3DoesNotFitDataParallelAndAutoFitsNoSlowerThanAnySeed) {
+  cost::TransformerShape shape = megatronGpt(96, 12288, 96);
+  cost::CostModel model = a100Nodes(8);
+  ParallelRequest request;
+  request.setup = bf16Adam(512);
+  ParallelResult result = searchParallel(shape, model, request);
+  EXPECT_EQ(result.baselines.count("ddp"), 0u);
+  EXPECT_NE(result.baselinesWhyNot["ddp"].find("does not fit"), std::string::npos);
+  ASSERT_TRUE(result.best);
+  EXPECT_TRUE(result.best->memory.fits());
+  EXPECT_GT(result.best->config.tp * result.best->config.pp, 1);
+  for (const auto &[name, baseline] : result.baselines)
+    EXPECT_LE(result.best->iterationUs, baseline.iterationUs) << name;
+  EXPECT_GT(result.configurationsScored, 10);
+}
+
+TEST(ParallelSearchTest, ForcedConfigurationsAreKeptOrRefusedWithTheReason) {
+  cost::TransformerShape shape = megatronGpt(96, 12288, 96);
+  cost::CostModel model = a100Nodes(8);
+  ParallelRequest request;
+  request.setup = bf16Adam(512);
+  request.tp = 8;
+  request.pp = 8;
+  ParallelResult kept = searchParallel(shape, model, request);
+  ASSERT_TRUE(kept.best);
+  EXPECT_EQ(kept.best->config.tp, 8);
+  EXPECT_EQ(kept.best->config.pp, 8);
+
+  request.tp = 1;
+  request.pp = 1;
+  request.zero = 0;
+  ParallelResult tooBig = searchParallel(shape, model, request);
+  EXPECT_FALSE(tooBig.best);
+  ASSERT_TRUE(tooBig.smallestRequirement);
+  EXPECT_GT(tooBig.smallestRequirement->memory.perGpuBytes(), 80e9);
+
+  request.tp = 5;  // does not divide 96 heads
+  request.pp = 1;
+  request.dp = 64 / 5;
+  request.microBatch = 1;
+  ParallelResult invalid = searchParallel(shape, model, request);
+  EXPECT_FALSE(invalid.best);
+  EXPECT_FALSE(invalid.invalid.empty());
+}
+
+} // namespace
+} // namespace zen::plan
