@@ -20,31 +20,18 @@ std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::String
 
 } // namespace
 
-mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
-                                      const std::string &compressor) {
-  mlir::FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, model);
-  if (mlir::failed(training))
-    return mlir::failure();
-  cost::Group group;
-  mlir::FailureOr<std::optional<plan::PlanChoice>> read = plan::readPlan(*training, group);
-  if (mlir::failed(read))
-    return mlir::failure();
-  if (!*read)
-    return module.emitError("gradients are not synchronised: run zen-autotune (or the "
-                            "planning passes) before emitting a plan");
-  // The data-parallel group is the one the collectives in the IR run over.
-  plan::Problem &problem = training->problem;
-  problem.group = group;
-  const plan::PlanChoice &choice = **read;
-
+std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan::PlanChoice &choice,
+                                       const cost::CostModel &model, const PlanHeader &header,
+                                       std::string &error) {
+  const cost::Group group = problem.group;
   zenrt::Plan out;
   out.generator = {"zenopt", "0.1.0"};
-  out.model = {stringAttr(module, "zen.model", "model"), stringAttr(module, "zen.model_hash", "")};
+  out.model = {header.modelName, header.modelHash};
   out.cluster.name = model.cluster().name;
   out.cluster.worldSize = group.ranks;
   out.cluster.spec = nlohmann::json::parse(cost::writeCluster(model.cluster())).dump();
-  out.strategy = stringAttr(module, "zen.strategy", choice.strategy);
-  out.compressor = compressor.empty() ? "none" : compressor;
+  out.strategy = header.strategy;
+  out.compressor = header.compressor.empty() ? "none" : header.compressor;
   out.computeDtype = cost::toString(problem.computeDtype);
 
   for (size_t i = 0; i < problem.gradients.size(); ++i) {
@@ -124,9 +111,10 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
       task.kind = zenrt::TaskKind::Collective;
       task.stream = sim.stream;
       task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
-      if (task.bucket < 0 || task.bucket >= static_cast<int64_t>(out.buckets.size()))
-        return module.emitError("planner produced collective task '")
-               << sim.name << "' without a valid bucket";
+      if (task.bucket < 0 || task.bucket >= static_cast<int64_t>(out.buckets.size())) {
+        error = "planner produced collective task '" + sim.name + "' without a valid bucket";
+        return std::nullopt;
+      }
       zenrt::Collective collective;
       collective.op = sim.collective;
       collective.algorithm = cost::toString(cost::collectiveCost(model, sim).algorithm);
@@ -142,6 +130,45 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
     out.schedule.push_back(std::move(task));
   }
 
+  // The plan must score exactly as the planner scored its choice: the plan file
+  // is what `zenopt simulate` and the runtime see.
+  cost::SimResult rescored = simulatePlan(out, model);
+  plan::Evaluation planned = plan::evaluate(problem, choice, model);
+  if (rescored.iterationUs != planned.iterationUs)
+  {
+    error = fmt::format("internal error: the plan scores {} us but the planner's choice {} us",
+                        rescored.iterationUs, planned.iterationUs);
+    return std::nullopt;
+  }
+  return out;
+}
+
+mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                      const std::string &compressor) {
+  mlir::FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, model);
+  if (mlir::failed(training))
+    return mlir::failure();
+  cost::Group group;
+  mlir::FailureOr<std::optional<plan::PlanChoice>> read = plan::readPlan(*training, group);
+  if (mlir::failed(read))
+    return mlir::failure();
+  if (!*read)
+    return module.emitError("gradients are not synchronised: run zen-autotune (or the "
+                            "planning passes) before emitting a plan");
+  // The data-parallel group is the one the collectives in the IR run over.
+  plan::Problem &problem = training->problem;
+  problem.group = group;
+  const plan::PlanChoice &choice = **read;
+
+  std::string error;
+  std::optional<zenrt::Plan> lowered =
+      lowerChoice(problem, choice, model,
+                  {stringAttr(module, "zen.model", "model"), stringAttr(module, "zen.model_hash", ""),
+                   stringAttr(module, "zen.strategy", choice.strategy), compressor},
+                  error);
+  if (!lowered)
+    return module.emitError(error);
+  zenrt::Plan &out = *lowered;
   auto readTimes = [&](llvm::StringRef attribute, std::map<std::string, double> &times) {
     if (auto entries = module->getAttrOfType<mlir::DictionaryAttr>(attribute))
       for (mlir::NamedAttribute entry : entries)
@@ -151,14 +178,6 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
   readTimes("zen.baselines", out.baselines);
   readTimes("zen.baselines_uncompressed", out.baselinesUncompressed);
 
-  // The plan must score exactly as the planner scored its choice: the plan file
-  // is what `zenopt simulate` and the runtime see.
-  cost::SimResult rescored = simulatePlan(out, model);
-  plan::Evaluation planned = plan::evaluate(problem, choice, model);
-  if (rescored.iterationUs != planned.iterationUs)
-    return module.emitError(fmt::format(
-        "internal error: the plan scores {} us but the planner's choice {} us",
-        rescored.iterationUs, planned.iterationUs));
   return out;
 }
 

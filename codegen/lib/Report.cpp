@@ -9,6 +9,7 @@
 #include <set>
 
 using nlohmann::ordered_json;
+using nlohmann::json;
 
 namespace zen::codegen {
 namespace {
@@ -154,13 +155,25 @@ const char *colorOf(const zenrt::Task &task) {
 }
 } // namespace
 
+namespace {
+/// The whole iteration: a large-model plan's schedule covers only the first
+/// stage's last micro-batch and its data-parallel sync.
+double iterationUs(const zenrt::Plan &plan, const json &parallel) {
+  return parallel.is_object() ? parallel["iteration_us"].get<double>() : plan.predictions.iterationUs;
+}
+json parallelOf(const zenrt::Plan &plan) {
+  return plan.parallel.empty() ? json() : json::parse(plan.parallel);
+}
+} // namespace
+
 ordered_json summaryJson(const zenrt::Plan &plan) {
   ordered_json json;
+  const nlohmann::json parallel = parallelOf(plan);
   json["model"] = plan.model.name;
   json["cluster"] = plan.cluster.name;
   json["world_size"] = plan.cluster.worldSize;
   json["strategy"] = plan.strategy;
-  json["iteration_us"] = plan.predictions.iterationUs;
+  json["iteration_us"] = iterationUs(plan, parallel);
   json["compute_us"] = plan.predictions.computeUs;
   json["exposed_comm_us"] = plan.predictions.exposedCommUs;
   json["lower_bound_us"] = plan.predictions.lowerBoundUs;
@@ -173,10 +186,26 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
   for (const auto &[name, us] : plan.baselines) {
     baselines[name] = us;
-    speedups[name] = plan.predictions.iterationUs > 0 ? us / plan.predictions.iterationUs : 0.0;
+    speedups[name] = iterationUs(plan, parallel) > 0 ? us / iterationUs(plan, parallel) : 0.0;
   }
   json["baselines"] = baselines;
   json["speedup_over"] = speedups;
+  if (parallel.is_object()) {
+    ordered_json config;
+    for (const char *key : {"tp", "pp", "dp", "zero", "sequence_parallel", "recompute", "micro_batch",
+                            "micro_batches", "schedule"})
+      config[key] = parallel[key];
+    json["parallel"] = config;
+    ordered_json memory;
+    for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
+                            "optimizer_bytes", "activations_bytes", "buffers_bytes"})
+      memory[key] = parallel["memory"][key];
+    json["memory"] = memory;
+    for (const char *key : {"tflops_per_gpu", "model_tflops_per_gpu", "mfu", "bubble_us",
+                            "tensor_comm_us", "pipeline_comm_us", "data_comm_us"})
+      json[key] = parallel[key];
+    json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
+  }
   if (!plan.baselinesUncompressed.empty()) {
     ordered_json uncompressed = ordered_json::object();
     for (const auto &[name, us] : plan.baselinesUncompressed)
@@ -186,11 +215,49 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   return json;
 }
 
+namespace {
+std::string parallelText(const json &parallel) {
+  std::string out;
+  const json &memory = parallel["memory"];
+  out += fmt::format("  configuration         tp {} x pp {} x dp {}, ZeRO {}, sequence parallel {}, "
+                     "recompute {}, {} micro-batches of {}, {}\n",
+                     parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
+                     parallel["dp"].get<int64_t>(), parallel["zero"].get<int64_t>(),
+                     parallel["sequence_parallel"].get<bool>() ? "on" : "off",
+                     parallel["recompute"].get<std::string>(), parallel["micro_batches"].get<int64_t>(),
+                     parallel["micro_batch"].get<int64_t>(), parallel["schedule"].get<std::string>());
+  auto gb = [&](const char *key) { return memory[key].get<double>() / 1e9; };
+  out += fmt::format("  memory per GPU        {:.1f} GB of {:.1f} GB (stage {}): weights {:.1f}, "
+                     "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f}, "
+                     "reserve {:.1f}\n",
+                     gb("per_gpu_bytes"), gb("capacity_bytes"), memory["stage"].get<int64_t>(),
+                     gb("weights_bytes"), gb("gradients_bytes"), gb("optimizer_bytes"),
+                     gb("activations_bytes"), gb("buffers_bytes"), gb("reserve_bytes"));
+  out += fmt::format("  predicted iteration   {:10.3f} ms\n", parallel["iteration_us"].get<double>() / 1e3);
+  out += fmt::format("  pipeline bubble       {:10.3f} ms\n", parallel["bubble_us"].get<double>() / 1e3);
+  out += fmt::format("  exposed TP comm       {:10.3f} ms\n", parallel["tensor_comm_us"].get<double>() / 1e3);
+  out += fmt::format("  exposed PP comm       {:10.3f} ms\n", parallel["pipeline_comm_us"].get<double>() / 1e3);
+  out += fmt::format("  exposed DP/ZeRO comm  {:10.3f} ms\n", parallel["data_comm_us"].get<double>() / 1e3);
+  out += fmt::format("  throughput            {:.1f} TFLOP/s per GPU ({:.1f} model TFLOP/s, MFU {:.1f}%)\n",
+                     parallel["tflops_per_gpu"].get<double>(), parallel["model_tflops_per_gpu"].get<double>(),
+                     100 * parallel["mfu"].get<double>());
+  for (const auto &[name, why] : parallel["baselines_not_fitting"].items())
+    out += fmt::format("  {:<21} {}\n", name, why.get<std::string>());
+  if (!parallel["replicated"].empty())
+    out += fmt::format("  replicated GEMMs      {}\n", parallel["replicated"].size());
+  out += "  first stage's last micro-batch and its data-parallel sync:\n";
+  return out;
+}
+} // namespace
+
 std::string summaryText(const zenrt::Plan &plan) {
   const zenrt::Predictions &p = plan.predictions;
+  const json parallel = parallelOf(plan);
   std::string out;
   out += fmt::format("zenopt plan for {} on {} ({} ranks), strategy {}\n", plan.model.name,
                      plan.cluster.name, plan.cluster.worldSize, plan.strategy);
+  if (parallel.is_object())
+    out += parallelText(parallel);
   out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
                      plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
@@ -201,7 +268,8 @@ std::string summaryText(const zenrt::Plan &plan) {
   out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
   out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
                      ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
-  auto speedup = [&](double us) { return p.iterationUs > 0 ? us / p.iterationUs : 0.0; };
+  const double whole = iterationUs(plan, parallel);
+  auto speedup = [&](double us) { return whole > 0 ? us / whole : 0.0; };
   const bool compressed = !plan.baselinesUncompressed.empty();
   if (!plan.baselines.empty()) {
     // Like with like: with compressors allowed, each baseline gets its best one; the

@@ -295,6 +295,8 @@ Plan decodePlan(const Node &root) {
     if (auto uncompressed = n.optionalField("baselines_uncompressed"))
       for (const auto &[name, value] : uncompressed->members())
         plan.baselinesUncompressed[name] = value.asNumber();
+    if (auto parallel = n.optionalField("parallel"))
+      plan.parallel = parallel->asObjectText();
   });
   return plan;
 }
@@ -321,6 +323,8 @@ public:
       if (!spec.is_object())
         error("/cluster/spec", "must be a JSON object");
     }
+    if (!plan.parallel.empty())
+      checkParallel();
     nonEmpty("/strategy", plan.strategy);
     nonEmpty("/compressor", plan.compressor);
     static const std::set<std::string> computeDtypes = {"fp32", "tf32", "bf16", "fp16"};
@@ -352,6 +356,31 @@ private:
       error(path, "must be a finite number");
     if (value < 0)
       error(path, "must be >= 0");
+  }
+
+  /// The configuration the runtime will place ranks by: positive degrees whose
+  /// product is the world size, and one program per pipeline stage.
+  void checkParallel() {
+    json parallel = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
+    if (!parallel.is_object())
+      error("/parallel", "must be a JSON object");
+    int64_t product = 1;
+    for (const char *key : {"tp", "pp", "dp", "micro_batch", "micro_batches"}) {
+      const json *value = parallel.contains(key) ? &parallel[key] : nullptr;
+      if (!value || !value->is_number_integer() || value->get<int64_t>() < 1 ||
+          value->get<int64_t>() > kMaxWorldSize * int64_t{1024})
+        error(std::string("/parallel/") + key, "must be a positive integer");
+      if (std::string(key) == "tp" || std::string(key) == "pp" || std::string(key) == "dp")
+        product *= value->get<int64_t>();
+    }
+    if (!parallel.contains("zero") || !parallel["zero"].is_number_integer() ||
+        parallel["zero"].get<int64_t>() < 0 || parallel["zero"].get<int64_t>() > 3)
+      error("/parallel/zero", "must be 0, 1, 2 or 3");
+    if (product > kMaxWorldSize)
+      error("/parallel", "tp x pp x dp exceeds " + std::to_string(kMaxWorldSize) + " ranks");
+    if (!parallel.contains("stages") || !parallel["stages"].is_array() ||
+        int64_t(parallel["stages"].size()) != parallel["pp"].get<int64_t>())
+      error("/parallel/stages", "must hold one program per pipeline stage (pp)");
   }
 
   void checkTensors() {
@@ -682,6 +711,8 @@ ordered_json encodePlan(const Plan &plan) {
     for (const auto &[name, us] : plan.baselinesUncompressed)
       root["baselines_uncompressed"][name] = us;
   }
+  if (!plan.parallel.empty())
+    root["parallel"] = json::parse(plan.parallel);
   return root;
 }
 

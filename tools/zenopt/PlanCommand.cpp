@@ -7,14 +7,19 @@
 #include "CliChecks.h"
 #include "Command.h"
 
+#include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Importer/ZenImporter.h"
 #include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Passes.h"
+#include "zen/Passes/Transformer.h"
+#include "zen/Planner/ParallelSearch.h"
 #include "zen/Planner/Planning.h"
 #include "zenrt/FileIO.h"
+
+#include <fmt/format.h>
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -52,6 +57,21 @@ struct PlanOptions {
   std::string emit = "summary";
   bool json = false;
   bool quiet = false;
+  // Large models (docs/design.md "Large models"): left out = searched.
+  int64_t globalBatch = 0;
+  int64_t microBatch = 0;
+  int64_t tp = 0;
+  int64_t pp = 0;
+  int zero = -1;
+  std::string recompute;
+  bool sequenceParallel = false;
+  std::string schedule;
+  std::string optimizer;
+
+  bool largeModelFlags() const {
+    return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
+           sequenceParallel || !schedule.empty() || !optimizer.empty();
+  }
 };
 
 /// Shows "planning ... N s" on stderr while planning runs longer than about a
@@ -123,6 +143,152 @@ void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
   }
 }
 
+/// Writes the requested files (all or none) and prints what --emit asks for.
+int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp module) {
+  // All outputs or none: one that cannot be written leaves no other behind.
+  try {
+    zenrt::io::OutputFiles outputs;
+    if (!options.output.empty())
+      outputs.add(options.output, zenrt::writePlan(plan));
+    if (!options.trace.empty())
+      outputs.add(options.trace, codegen::chromeTrace(plan));
+    if (!options.timelineSvg.empty())
+      outputs.add(options.timelineSvg, codegen::timelineSvg(plan));
+    outputs.commit();
+  } catch (const zenrt::io::FileError &error) {
+    throw CommandError(exitCodeOf(error.kind), error.what());
+  } catch (const zenrt::PlanError &error) {
+    throw CommandError(exitCodeOf(error.kind), error.what());
+  }
+
+  if (options.emit == "mlir") {
+    module.print(llvm::outs());
+    llvm::outs() << "\n";
+    llvm::outs().flush();
+  } else if (options.emit == "plan") {
+    std::cout << zenrt::writePlan(plan);
+  } else if (options.json) {
+    std::cout << codegen::summaryJson(plan).dump() << "\n";
+  } else {
+    std::cout << codegen::summaryText(plan);
+  }
+  return ExitSuccess;
+}
+
+cost::DType computeDtypeOf(const std::string &precision) {
+  return *plan::parseComputeDtype(precision);
+}
+
+std::string configText(const cost::ParallelConfig &c) {
+  return fmt::format("tp {} x pp {} x dp {}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
+                     c.zero, cost::toString(c.recompute), c.microBatch);
+}
+
+std::string memoryText(const cost::MemoryBreakdown &m) {
+  return fmt::format("{:.1f} GB per GPU of {:.1f} GB (weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
+                     "activations {:.1f}, buffers {:.1f}, reserve {:.1f})",
+                     m.perGpuBytes() / 1e9, m.capacityBytes / 1e9, m.weightsBytes / 1e9,
+                     m.gradientsBytes / 1e9, m.optimizerBytes / 1e9, m.activationsBytes / 1e9,
+                     m.buffersBytes / 1e9, m.reserveBytes / 1e9);
+}
+
+/// Large-model planning for a recognised transformer: when any large-model flag
+/// is given, or when plain data parallelism (today's plan) does not fit in
+/// memory. nullopt: the data-parallel planner plans as before.
+std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
+                                          mlir::ModuleOp module, const cost::CostModel &model) {
+  std::string whyNot;
+  std::optional<cost::TransformerShape> shape = recognizeTransformer(module, &whyNot);
+  if (!shape) {
+    if (options.largeModelFlags())
+      throw CommandError(ExitDataError, options.model + ": --tp/--pp/--zero/--global-batch and the other "
+                                        "large-model options need a transformer: " + whyNot);
+    return std::nullopt;
+  }
+  const int64_t gpus = model.cluster().worldSize();
+  plan::ParallelRequest request;
+  request.setup.computeDtype = computeDtypeOf(options.precision);
+  request.setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
+                                                      : *cost::parseOptimizer(options.optimizer);
+  // Today's data-parallel semantics: the per-GPU batch (--batch, else the
+  // model's own) on every GPU.
+  int64_t perGpu = options.batch > 0 ? options.batch : std::max<int64_t>(shape->modelBatch, 1);
+  request.setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpu * gpus;
+  if (!options.largeModelFlags() && options.dp == 0) {
+    cost::ParallelConfig ddp;
+    ddp.dp = gpus;
+    ddp.microBatch = request.setup.globalBatch / gpus;
+    if (cost::memoryPerGpu(*shape, ddp, request.setup, model).fits())
+      return std::nullopt;
+    if (!options.quiet)
+      std::cerr << "zenopt: warning: data parallelism alone does not fit: "
+                << memoryText(cost::memoryPerGpu(*shape, ddp, request.setup, model))
+                << "; searching tensor, pipeline and ZeRO configurations\n";
+  }
+  if (options.tp) request.tp = options.tp;
+  if (options.pp) request.pp = options.pp;
+  if (options.dp) request.dp = options.dp;
+  if (options.microBatch) request.microBatch = options.microBatch;
+  if (options.zero >= 0) request.zero = options.zero;
+  if (options.sequenceParallel) request.sequenceParallel = true;
+  if (!options.recompute.empty()) request.recompute = cost::parseRecompute(options.recompute);
+  if (!options.schedule.empty()) {
+    std::optional<int64_t> chunks = cost::parseSchedule(options.schedule);
+    if (!chunks)
+      throw CommandError(ExitUsage, "--schedule " + options.schedule + ": expected 1f1b or interleaved:V (V >= 2)");
+    request.virtualStages = *chunks;
+  }
+  std::string error;
+  request.gradientSync.compressors = *plan::parseCompressors(options.compressor, error);
+
+  plan::ParallelResult result = plan::searchParallel(*shape, model, request);
+  if (!result.invalid.empty())
+    throw CommandError(ExitDataError, options.model + ": cannot run on " + std::to_string(gpus) +
+                                          " GPUs of '" + model.cluster().name + "': " + result.invalid);
+  if (!result.best) {
+    const plan::ParallelEvaluation &least = *result.smallestRequirement;
+    throw CommandError(ExitDataError,
+                       options.model + ": does not fit on " + std::to_string(gpus) + " GPUs of '" +
+                           model.cluster().name + "': " +
+                           (request.forcesAny() ? "the forced configuration " : "the smallest requirement found, ") +
+                           configText(least.config) + ", needs " + memoryText(least.memory));
+  }
+  const plan::ParallelEvaluation &best = *result.best;
+  plan::Problem problem = best.syncProblem ? *best.syncProblem
+                                           : plan::stageSyncProblem(best.stages.front(), best.config,
+                                                                    request.setup, model);
+  plan::PlanChoice choice;
+  if (best.syncPlan) {
+    choice = *best.syncPlan;
+  } else {
+    // ZeRO 2/3 and dp 1: the ZeRO traffic is in the stage costs; the schedule
+    // carries the first stage's gradients in DDP's buckets.
+    std::optional<plan::PlanChoice> ddp =
+        plan::baselineChoice("ddp", problem, model, plan::BaselineOptions{}, error);
+    if (!ddp)
+      throw CommandError(ExitSoftware, options.model + ": " + error);
+    choice = *ddp;
+  }
+  choice.strategy = request.forcesAny() ? "manual" : "auto";
+  std::optional<zenrt::Plan> plan = codegen::lowerChoice(
+      problem, choice, model,
+      {graph.modelName, "", choice.strategy, options.compressor}, error);
+  if (!plan)
+    throw CommandError(ExitSoftware, options.model + ": " + error);
+  if (auto hash = module->getAttrOfType<mlir::StringAttr>("zen.model_hash"))
+    plan->model.hash = hash.str();
+  plan->cluster.worldSize = gpus;
+  for (const auto &[name, eval] : result.baselines)
+    plan->baselines[name] = eval.iterationUs;
+  plan->parallel = codegen::parallelSection(*shape, request.setup, best, result).dump();
+  // The IR carries the configuration the partitioning passes apply.
+  const cost::ParallelConfig &c = best.config;
+  module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
+                                                    c.sequenceParallel, static_cast<Recompute>(c.recompute),
+                                                    c.microBatch, c.microBatches, c.virtualStages));
+  return plan;
+}
+
 int runPlan(const PlanOptions &options) {
   if (options.model.empty())
     throw CommandError(ExitUsage, "no model given; run zenopt --help for usage");
@@ -171,6 +337,9 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
+  if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model))
+    return report(options, *plan, *module);
+
   PlanPipelineOptions pipelineOptions;
   pipelineOptions.cluster = options.cluster;
   pipelineOptions.nodes = options.nodes;
@@ -193,34 +362,7 @@ int runPlan(const PlanOptions &options) {
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
 
-  // All outputs or none: one that cannot be written leaves no other behind.
-  try {
-    zenrt::io::OutputFiles outputs;
-    if (!options.output.empty())
-      outputs.add(options.output, zenrt::writePlan(*plan));
-    if (!options.trace.empty())
-      outputs.add(options.trace, codegen::chromeTrace(*plan));
-    if (!options.timelineSvg.empty())
-      outputs.add(options.timelineSvg, codegen::timelineSvg(*plan));
-    outputs.commit();
-  } catch (const zenrt::io::FileError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
-  } catch (const zenrt::PlanError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
-  }
-
-  if (options.emit == "mlir") {
-    module->print(llvm::outs());
-    llvm::outs() << "\n";
-    llvm::outs().flush();
-  } else if (options.emit == "plan") {
-    std::cout << zenrt::writePlan(*plan);
-  } else if (options.json) {
-    std::cout << codegen::summaryJson(*plan).dump() << "\n";
-  } else {
-    std::cout << codegen::summaryText(*plan);
-  }
-  return ExitSuccess;
+  return report(options, *plan, *module);
 }
 
 CommandRegistration registration(
@@ -239,7 +381,7 @@ CommandRegistration registration(
                      "Initializers that are not trained (buffers, frozen weights), "
                      "comma-separated: no gradient is planned for them")
           ->delimiter(',');
-      app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster)")
+      app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster; large-model planning: searched, tp x pp x dp = GPUs)")
           ->check(wholeNumber(1));
       app.add_option("--strategy", options->strategy,
                      "auto, or a baseline: nooverlap, wfbp, ddp, horovod, mgwfbp, manual")
@@ -274,6 +416,24 @@ CommandRegistration registration(
           ->check(CLI::IsMember({"summary", "plan", "mlir"}))
           ->capture_default_str();
       app.add_flag("--json", options->json, "Print the summary as one JSON object (times in us)");
+      app.add_option("--global-batch", options->globalBatch,
+                     "Samples per iteration over all data-parallel ranks (default: --batch x GPUs)")
+          ->check(wholeNumber(1));
+      app.add_option("--micro-batch", options->microBatch, "Samples per micro-batch (default: searched)")
+          ->check(wholeNumber(1));
+      app.add_option("--tp", options->tp, "Tensor-parallel ranks (default: searched)")->check(wholeNumber(1));
+      app.add_option("--pp", options->pp, "Pipeline stages (default: searched)")->check(wholeNumber(1));
+      app.add_option("--zero", options->zero, "ZeRO stage over the data-parallel group: 0, 1, 2, 3 (default: searched)")
+          ->check(wholeNumber(0, 3));
+      app.add_option("--recompute", options->recompute,
+                     "Activation recomputation: none, selective, full (default: searched)")
+          ->check(CLI::IsMember({"none", "selective", "full"}));
+      app.add_flag("--sequence-parallel", options->sequenceParallel,
+                   "Megatron sequence parallelism in the tensor-parallel regions (default: searched)");
+      app.add_option("--schedule", options->schedule,
+                     "Pipeline schedule: 1f1b or interleaved:V (default: searched)");
+      app.add_option("--optimizer", options->optimizer, "Optimizer whose state is kept: adam, sgd (default adam)")
+          ->check(CLI::IsMember({"adam", "sgd"}));
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
       return [options] { return runPlan(*options); };
     });

@@ -163,6 +163,12 @@ struct Plan {
   /// allowed compressor, or none when faster) and these the same baselines
   /// uncompressed; empty otherwise (optional in the file).
   std::map<std::string, double> baselinesUncompressed;
+  /// Large-model plans (docs/plan-format.md "parallel"): the configuration
+  /// (tp, pp, dp, ZeRO, ...), the memory breakdown and every stage's program,
+  /// as JSON object text; empty for data-parallel plans (optional in the file).
+  /// The schedule above is then the first stage's last micro-batch and its
+  /// data-parallel gradient sync.
+  std::string parallel;
 };
 
 /// Parses and validates plan text. `source` names the text in messages

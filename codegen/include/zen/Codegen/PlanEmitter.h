@@ -3,13 +3,28 @@
 #define ZEN_CODEGEN_PLANEMITTER_H
 
 #include "zen/CostModel/CostModel.h"
+#include "zen/Planner/Planning.h"
 #include "zenrt/Plan.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace zen::codegen {
+
+/// What a plan file records about where it came from.
+struct PlanHeader {
+  std::string modelName, modelHash, strategy, compressor;
+};
+
+/// Lowers a plan choice for `problem` (no IR): tensors, buckets, the schedule
+/// (the simulator's task graph, task for task) and its predictions. The plan
+/// must re-score exactly as plan::evaluate scores the choice; otherwise, or for
+/// a collective without a bucket, returns nullopt with the reason in `error`.
+std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan::PlanChoice &choice,
+                                       const cost::CostModel &model, const PlanHeader &header,
+                                       std::string &error);
 
 /// Lowers the synchronised, scheduled training function of `module` (after
 /// zen-autotune or the individual planning passes) to a plan: tensors, buckets

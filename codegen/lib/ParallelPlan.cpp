@@ -1,0 +1,103 @@
+//===- ParallelPlan.cpp - the plan file's large-model section -------------===//
+#include "zen/Codegen/ParallelPlan.h"
+
+#include <algorithm>
+
+namespace zen::codegen {
+
+using nlohmann::ordered_json;
+
+std::vector<std::string> stageProgram(int64_t stage, const cost::ParallelConfig &config) {
+  const int64_t p = config.pp, v = config.virtualStages, m = config.microBatches;
+  const int64_t steps = m * v;
+  // Megatron-LM's schedules (SC21 section 2.2): with V chunks, forward step k
+  // runs chunk (k / p) mod V of micro-batch (k / (p V)) p + k mod p; backward
+  // steps visit the chunks in reverse.
+  auto name = [&](char phase, int64_t k) {
+    int64_t group = k / (p * v), chunk = (k / p) % v;
+    int64_t micro = group * p + k % p;
+    if (phase == 'B')
+      chunk = v - 1 - chunk;
+    std::string text = phase + std::to_string(v > 1 ? micro : k);
+    return v > 1 ? text + "." + std::to_string(chunk) : text;
+  };
+  int64_t warmup = v > 1 ? (p - stage - 1) * 2 + (v - 1) * p : p - stage - 1;
+  warmup = std::min(warmup, steps);
+  std::vector<std::string> program;
+  int64_t forward = 0, backward = 0;
+  for (; forward < warmup; ++forward)
+    program.push_back(name('F', forward));
+  while (forward < steps) {
+    program.push_back(name('F', forward++));
+    program.push_back(name('B', backward++));
+  }
+  while (backward < steps)
+    program.push_back(name('B', backward++));
+  return program;
+}
+
+ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
+                             const plan::ParallelEvaluation &chosen, const plan::ParallelResult &result) {
+  const cost::ParallelConfig &config = chosen.config;
+  ordered_json section;
+  section["tp"] = config.tp;
+  section["pp"] = config.pp;
+  section["dp"] = config.dp;
+  section["zero"] = config.zero;
+  section["sequence_parallel"] = config.sequenceParallel;
+  section["recompute"] = cost::toString(config.recompute);
+  section["micro_batch"] = config.microBatch;
+  section["micro_batches"] = config.microBatches;
+  section["schedule"] = config.schedule();
+  section["global_batch"] = setup.globalBatch;
+  section["optimizer"] = cost::toString(setup.optimizer);
+  section["model"] = {{"family", shape.family}, {"layers", shape.layers}, {"hidden", shape.hidden},
+                      {"heads", shape.heads},   {"ffn", shape.ffn},       {"seq", shape.seq},
+                      {"vocab", shape.vocab},   {"parameters", shape.totalParams()}};
+  section["iteration_us"] = chosen.iterationUs;
+  section["bubble_us"] = chosen.pipeline.bubbleUs;
+  section["tensor_comm_us"] = chosen.tensorCommUs;
+  section["pipeline_comm_us"] = chosen.pipelineCommUs;
+  section["data_comm_us"] = chosen.dataCommUs;
+  section["optimizer_us"] = chosen.optimizerUs;
+  section["tflops_per_gpu"] = chosen.tflopsPerGpu;
+  section["model_tflops_per_gpu"] = chosen.modelTflopsPerGpu;
+  section["mfu"] = chosen.mfu;
+  const cost::MemoryBreakdown &memory = chosen.memory;
+  section["memory"] = {{"per_gpu_bytes", memory.perGpuBytes()},
+                       {"capacity_bytes", memory.capacityBytes},
+                       {"weights_bytes", memory.weightsBytes},
+                       {"gradients_bytes", memory.gradientsBytes},
+                       {"optimizer_bytes", memory.optimizerBytes},
+                       {"activations_bytes", memory.activationsBytes},
+                       {"buffers_bytes", memory.buffersBytes},
+                       {"reserve_bytes", memory.reserveBytes},
+                       {"stage", memory.stage}};
+  section["baselines"] = ordered_json::object();
+  for (const auto &[name, eval] : result.baselines)
+    section["baselines"][name] = eval.iterationUs;
+  section["baselines_not_fitting"] = ordered_json::object();
+  for (const auto &[name, why] : result.baselinesWhyNot)
+    section["baselines_not_fitting"][name] = why;
+  section["replicated"] = shape.replicated;
+  section["configurations_scored"] = result.configurationsScored;
+  section["stages"] = ordered_json::array();
+  for (size_t s = 0; s < chosen.stages.size(); ++s) {
+    const cost::StageCost &stage = chosen.stages[s];
+    section["stages"].push_back({{"stage", int64_t(s)},
+                                 {"first_layer", stage.firstLayer},
+                                 {"layers", stage.layers},
+                                 {"embedding", stage.hasEmbedding},
+                                 {"head", stage.hasHead},
+                                 {"forward_us", stage.forwardUs},
+                                 {"backward_us", stage.backwardUs},
+                                 {"recompute_us", stage.recomputeUs},
+                                 {"tensor_comm_us", stage.tensorCommUs},
+                                 {"p2p_us", stage.pipelineCommUs},
+                                 {"zero_comm_us", stage.zeroCommUs},
+                                 {"program", stageProgram(int64_t(s), config)}});
+  }
+  return section;
+}
+
+} // namespace zen::codegen
