@@ -34,6 +34,12 @@ def Zen_ParamOp : Zen_Op<"param", [Pure]> {
   }];
   let arguments = (ins StrAttr:$name, OptionalAttr<Zen_ShardAttr>:$shard,
                        OptionalAttr<I64Attr>:$stage);
+  // The builder of an unpartitioned parameter (what the importer creates).
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::StringAttr":$name), [{
+      build($_builder, $_state, result, name, /*shard=*/nullptr, /*stage=*/nullptr);
+    }]>
+  ];
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
@@ -81,6 +87,12 @@ def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["param", "value", 
   }];
   let arguments = (ins Zen_Tensor:$param, Zen_Tensor:$value, I64Attr:$ready_order,
                        OptionalAttr<I64Attr>:$stage);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$param, "::mlir::Value":$value,
+                   "::mlir::IntegerAttr":$ready_order), [{
+      build($_builder, $_state, result, param, value, ready_order, /*stage=*/nullptr);
+    }]>
+  ];
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = "$param `,` $value attr-dict `:` type($result)";
 }

@@ -165,6 +165,19 @@ def PrintTimeline : Pass<"zen-print-timeline", "mlir::ModuleOp"> {
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def PrintTransformer : Pass<"zen-print-transformer", "mlir::ModuleOp"> {
+  let summary = "Report the transformer recognised in the IR as a remark";
+  let description = [{
+    Runs the structural recognition (passes/lib/Transformer.cpp) and emits a
+    remark on the module: family, layers, hidden, heads (and whether read
+    from the head-split Reshape or taken as hidden / 64), ffn, seq, vocab,
+    batch, the parameters per block, of the embedding and of the head, and
+    the weight GEMMs outside the blocks. Changes nothing; emits a warning when
+    the module holds no recognisable transformer.
+  }];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 // zen-plan-pipeline (passes/lib/Pipeline.cpp) runs zen-autotune with these
 // options; `zenopt MODEL.onnx` builds the same pipeline.
 

@@ -1,0 +1,41 @@
+// zen-print-transformer: one remark with the recognised transformer shape.
+// RUN: zenopt-opt %s --zen-print-transformer -verify-diagnostics -o /dev/null
+// The example models and a zenopt-modelgen one, through the importer:
+// RUN: zenopt %models/gpt2_small.onnx --emit mlir -q | zenopt-opt --zen-print-transformer --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=GPT2
+// RUN: zenopt %models/bert_base_encoder.onnx --emit mlir -q | zenopt-opt --zen-print-transformer --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=BERT
+// RUN: zenopt-modelgen gpt --layers 3 --hidden 256 --heads 8 --ffn 768 --vocab 512 --seq 64 -o %t.onnx
+// RUN: zenopt %t.onnx --emit mlir -q | zenopt-opt --zen-print-transformer --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=GEN
+// RUN: zenopt %models/resnet50.onnx --emit mlir -q | zenopt-opt --zen-print-transformer --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=NONE
+
+// GPT2: remark: transformer gpt: layers 12, hidden 768, heads 12 (from the head-split Reshape), ffn 3072, seq 128, vocab 50257, batch 1, qkv fused; params per block 7087872, embedding 39383808, head 38598912; replicated [/head/MatMul]
+// BERT: remark: transformer bert: layers 12, hidden 768, heads 12 (from the head-split Reshape), ffn 3072, seq 128, vocab 0, batch 1, qkv fused; params per block 7087872, embedding 0, head 0; replicated []
+// GEN: remark: transformer gpt: layers 3, hidden 256, heads 8 (from the head-split Reshape), ffn 768, seq 64, vocab 512, batch 1, qkv separate; params per block 658432, embedding 147456, head 131584; replicated [head/MatMul_207]
+// NONE: warning: no transformer recognised: no transformer block
+
+// A hand-written two-block encoder without head-split Reshapes: heads = hidden / 64.
+// expected-remark @+1 {{transformer bert: layers 2, hidden 128, heads 2 (hidden / 64: no head-split Reshape), ffn 512, seq 16, vocab 0, batch 1, qkv fused; params per block 196608, embedding 0, head 0; replicated []}}
+module {
+  func.func @train_step(%x: tensor<16x128xf32>) {
+    %qkv0 = zen.param "b0.qkv" : tensor<128x384xf32>
+    %out0 = zen.param "b0.out" : tensor<128x128xf32>
+    %up0 = zen.param "b0.up" : tensor<128x512xf32>
+    %down0 = zen.param "b0.down" : tensor<512x128xf32>
+    %qkv1 = zen.param "b1.qkv" : tensor<128x384xf32>
+    %out1 = zen.param "b1.out" : tensor<128x128xf32>
+    %up1 = zen.param "b1.up" : tensor<128x512xf32>
+    %down1 = zen.param "b1.down" : tensor<512x128xf32>
+    %a0 = zen.compute "MatMul" forward(%x, %qkv0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x384xf32>) -> tensor<16x384xf32>
+    %s0 = zen.compute "Softmax" forward(%a0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x384xf32>) -> tensor<2x16x16xf32>
+    %c0 = zen.compute "Flatten" forward(%s0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<2x16x16xf32>) -> tensor<16x128xf32>
+    %o0 = zen.compute "MatMul" forward(%c0, %out0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x128xf32>) -> tensor<16x128xf32>
+    %u0 = zen.compute "MatMul" forward(%o0, %up0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x512xf32>) -> tensor<16x512xf32>
+    %d0 = zen.compute "MatMul" forward(%u0, %down0) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x512xf32>, tensor<512x128xf32>) -> tensor<16x128xf32>
+    %a1 = zen.compute "MatMul" forward(%d0, %qkv1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x384xf32>) -> tensor<16x384xf32>
+    %s1 = zen.compute "Softmax" forward(%a1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x384xf32>) -> tensor<2x16x16xf32>
+    %c1 = zen.compute "Flatten" forward(%s1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<2x16x16xf32>) -> tensor<16x128xf32>
+    %o1 = zen.compute "MatMul" forward(%c1, %out1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x128xf32>) -> tensor<16x128xf32>
+    %u1 = zen.compute "MatMul" forward(%o1, %up1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x128xf32>, tensor<128x512xf32>) -> tensor<16x512xf32>
+    %d1 = zen.compute "MatMul" forward(%u1, %down1) {flops = 1 : i64, bytes = 1 : i64} : (tensor<16x512xf32>, tensor<512x128xf32>) -> tensor<16x128xf32>
+    return
+  }
+}
