@@ -28,7 +28,8 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   out.generator = {"zenopt", "0.1.0"};
   out.model = {header.modelName, header.modelHash};
   out.cluster.name = model.cluster().name;
-  out.cluster.worldSize = group.ranks;
+  out.parallel = header.parallel;
+  out.cluster.worldSize = header.parallel.empty() ? group.ranks : parallelWorldSize(out);
   out.cluster.spec = nlohmann::json::parse(cost::writeCluster(model.cluster())).dump();
   out.strategy = header.strategy;
   out.compressor = header.compressor.empty() ? "none" : header.compressor;

@@ -1,7 +1,10 @@
 //===- PlanSimulation.cpp - score a plan file with the simulator ----------===//
 #include "zen/Codegen/PlanSimulation.h"
 
+#include "zen/CostModel/Transformer.h"
+
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace zen::codegen {
 namespace {
@@ -15,7 +18,23 @@ cost::CompressionSpec compressionOf(const zenrt::Bucket &bucket) {
   spec.errorFeedback = bucket.compression.errorFeedback;
   return spec;
 }
+cost::ParallelConfig parallelConfigOf(const zenrt::Plan &plan) {
+  nlohmann::json parallel = nlohmann::json::parse(plan.parallel);
+  cost::ParallelConfig config;
+  config.tp = parallel["tp"].get<int64_t>();
+  config.pp = parallel["pp"].get<int64_t>();
+  config.dp = parallel["dp"].get<int64_t>();
+  return config;
+}
 } // namespace
+
+int64_t parallelWorldSize(const zenrt::Plan &plan) { return parallelConfigOf(plan).gpus(); }
+
+cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &model) {
+  if (plan.parallel.empty())
+    return model.groupOf(plan.cluster.worldSize);
+  return cost::parallelGroups(parallelConfigOf(plan), model.cluster()).data;
+}
 
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.cluster.worldSize > model.cluster().worldSize())
@@ -27,7 +46,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
   // forward and backward at the plan's compute precision, optimizer steps at fp32.
   const bool sameCluster = model.cluster().name == plan.cluster.name;
   const cost::DType computeDtype = cost::parseDType(plan.computeDtype).value_or(cost::DType::F32);
-  const cost::Group group = model.groupOf(plan.cluster.worldSize);
+  const cost::Group group = dataParallelGroup(plan, model);
   std::vector<size_t> collectivesSeen(plan.buckets.size(), 0);
 
   std::vector<cost::SimTask> tasks;
@@ -138,7 +157,7 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   // The least any plan with the same compressors spends synchronising every
   // gradient byte over the plan's data-parallel group.
   const double bytes = gradientBytes(plan);
-  const cost::Group group = model.groupOf(plan.cluster.worldSize);
+  const cost::Group group = dataParallelGroup(plan, model);
   const std::vector<cost::CompressionSpec> compressors = compressorsOf(plan);
   plan.predictions.commBoundUs = model.communicationBoundUs(bytes, group, compressors);
   plan.predictions.lowerBoundUs = model.lowerBoundUs(modelComputeUs, bytes, group, compressors);

@@ -277,6 +277,22 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
     }
   }
 
+  // A forced degree that cannot divide the GPUs or the model is named as such.
+  auto refuse = [&](const char *what, int64_t value, int64_t total, const std::string &of) {
+    if (total % value == 0)
+      return false;
+    result.invalid = std::string(what) + " " + std::to_string(value) + " does not divide the " +
+                     std::to_string(total) + " " + of;
+    return true;
+  };
+  if (request.tp && (refuse("tp", *request.tp, gpus, "GPUs") || refuse("tp", *request.tp, shape.heads, "attention heads") ||
+                     refuse("tp", *request.tp, shape.ffn, "MLP features")))
+    return result;
+  if (request.pp && refuse("pp", *request.pp, gpus / (request.tp ? *request.tp : 1), "GPUs left after tp"))
+    return result;
+  if (request.dp && refuse("dp", *request.dp, gpus, "GPUs"))
+    return result;
+
   std::vector<ParallelEvaluation> feasible;
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;

@@ -270,17 +270,18 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
     choice = *ddp;
   }
   choice.strategy = request.forcesAny() ? "manual" : "auto";
+  std::string hash;
+  if (auto attr = module->getAttrOfType<mlir::StringAttr>("zen.model_hash"))
+    hash = attr.str();
   std::optional<zenrt::Plan> plan = codegen::lowerChoice(
       problem, choice, model,
-      {graph.modelName, "", choice.strategy, options.compressor}, error);
+      {graph.modelName, hash, choice.strategy, options.compressor,
+       nlohmann::json(codegen::parallelSection(*shape, request.setup, best, result)).dump()},
+      error);
   if (!plan)
     throw CommandError(ExitSoftware, options.model + ": " + error);
-  if (auto hash = module->getAttrOfType<mlir::StringAttr>("zen.model_hash"))
-    plan->model.hash = hash.str();
-  plan->cluster.worldSize = gpus;
   for (const auto &[name, eval] : result.baselines)
     plan->baselines[name] = eval.iterationUs;
-  plan->parallel = codegen::parallelSection(*shape, request.setup, best, result).dump();
   // The IR carries the configuration the partitioning passes apply.
   const cost::ParallelConfig &c = best.config;
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,

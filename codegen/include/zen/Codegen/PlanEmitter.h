@@ -16,6 +16,10 @@ namespace zen::codegen {
 /// What a plan file records about where it came from.
 struct PlanHeader {
   std::string modelName, modelHash, strategy, compressor;
+  /// A large-model plan's `parallel` section (JSON object text, see
+  /// ParallelPlan.h): the problem is then its first stage's data-parallel
+  /// sync, over the data-parallel group that configuration places.
+  std::string parallel;
 };
 
 /// Lowers a plan choice for `problem` (no IR): tensors, buckets, the schedule
