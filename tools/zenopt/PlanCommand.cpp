@@ -214,10 +214,11 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   // model's own) on every GPU.
   int64_t perGpu = options.batch > 0 ? options.batch : std::max<int64_t>(shape->modelBatch, 1);
   request.setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpu * gpus;
-  if (!options.largeModelFlags() && options.dp == 0) {
+  if (!options.largeModelFlags()) {
+    // --dp alone keeps its data-parallel meaning (a subset of the GPUs).
     cost::ParallelConfig ddp;
-    ddp.dp = gpus;
-    ddp.microBatch = request.setup.globalBatch / gpus;
+    ddp.dp = options.dp > 0 ? options.dp : gpus;
+    ddp.microBatch = perGpu;
     if (cost::memoryPerGpu(*shape, ddp, request.setup, model).fits())
       return std::nullopt;
     if (!options.quiet)
