@@ -135,8 +135,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   // is what `zenopt simulate` and the runtime see.
   cost::SimResult rescored = simulatePlan(out, model);
   plan::Evaluation planned = plan::evaluate(problem, choice, model);
-  if (rescored.iterationUs != planned.iterationUs)
-  {
+  if (rescored.iterationUs != planned.iterationUs) {
     error = fmt::format("internal error: the plan scores {} us but the planner's choice {} us",
                         rescored.iterationUs, planned.iterationUs);
     return std::nullopt;

@@ -2,6 +2,7 @@
 #include "zen/Codegen/Report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -153,9 +154,7 @@ const char *colorOf(const zenrt::Task &task) {
   }
   return "#8c8c8c";
 }
-} // namespace
 
-namespace {
 /// The whole iteration: a large-model plan's schedule covers only the first
 /// stage's last micro-batch and its data-parallel sync.
 double iterationUs(const zenrt::Plan &plan, const json &parallel) {
@@ -244,7 +243,8 @@ std::string parallelText(const json &parallel) {
   for (const auto &[name, why] : parallel["baselines_not_fitting"].items())
     out += fmt::format("  {:<21} {}\n", name, why.get<std::string>());
   if (!parallel["replicated"].empty())
-    out += fmt::format("  replicated GEMMs      {}\n", parallel["replicated"].size());
+    out += fmt::format("  replicated GEMMs      {}\n",
+                       fmt::join(parallel["replicated"].get<std::vector<std::string>>(), ", "));
   out += "  first stage's last micro-batch and its data-parallel sync:\n";
   return out;
 }

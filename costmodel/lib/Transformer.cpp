@@ -214,8 +214,7 @@ MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig
   const double capacity = model.cluster().gpu.memoryGB * 1e9;
   MemoryBreakdown fullest;
   for (int64_t stage = 0; stage < config.pp; ++stage) {
-    auto [first, layers] = stageLayers(shape.layers, config.pp, stage);
-    (void)first;
+    const int64_t layers = stageLayers(shape.layers, config.pp, stage).second;
     double params = layers * shape.layerParams / t;
     if (stage == 0)
       params += shape.embeddingParams / t;

@@ -48,14 +48,11 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
   eval.tensorCommUs = m * first.tensorCommUs;
   eval.pipelineCommUs = m * first.pipelineCommUs;
   eval.dataCommUs = m * first.zeroCommUs;
-  double flops = 0, modelFlops = 0;
   for (const cost::StageCost &stage : eval.stages) {
     eval.optimizerUs = std::max(eval.optimizerUs, stage.optimizerUs);
-    flops += stage.flops;
-    modelFlops += stage.modelFlops;
+    eval.flopsPerGpu += stage.flops * m / double(eval.stages.size());
+    eval.modelFlopsPerGpu += stage.modelFlops * m / double(eval.stages.size());
   }
-  flops = flops / double(eval.stages.size()) * m;
-  modelFlops = modelFlops / double(eval.stages.size()) * m;
   // ZeRO 2 keeps only its gradient shard: after the optimizer step every rank
   // all-gathers the updated weights (ZeRO 3 gathers them before use instead).
   double postOptimizerUs = 0;
@@ -66,18 +63,16 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
   }
   eval.dataCommUs += postOptimizerUs;
   eval.iterationUs = eval.pipeline.totalUs + eval.optimizerUs + postOptimizerUs;
-  eval.tflopsPerGpu = flops / eval.iterationUs / 1e6;
-  eval.modelTflopsPerGpu = modelFlops / eval.iterationUs / 1e6;
   return eval;
 }
 
+/// Adds the data-parallel sync left exposed and derives the throughput.
 void finish(ParallelEvaluation &eval, double syncExposedUs, const cost::CostModel &model,
             cost::DType dtype) {
-  double flops = eval.tflopsPerGpu * eval.iterationUs, modelFlops = eval.modelTflopsPerGpu * eval.iterationUs;
   eval.dataCommUs += syncExposedUs;
   eval.iterationUs += syncExposedUs;
-  eval.tflopsPerGpu = flops / eval.iterationUs;
-  eval.modelTflopsPerGpu = modelFlops / eval.iterationUs;
+  eval.tflopsPerGpu = eval.flopsPerGpu / eval.iterationUs / 1e6;
+  eval.modelTflopsPerGpu = eval.modelFlopsPerGpu / eval.iterationUs / 1e6;
   eval.mfu = eval.modelTflopsPerGpu / peakTflops(model, dtype);
 }
 
@@ -157,17 +152,29 @@ int64_t worldGpus(const cost::CostModel &model) {
   return model.cluster().nodes * model.cluster().gpusPerNode;
 }
 
-bool fitsAndRuns(const cost::TransformerShape &shape, const ParallelConfig &config,
-                 const cost::TrainingSetup &setup, const cost::CostModel &model) {
-  return cost::checkConfig(shape, config, setup, config.gpus()).empty() &&
-         cost::memoryPerGpu(shape, config, setup, model).fits();
-}
-
 std::string requirementText(const cost::MemoryBreakdown &memory) {
   char text[160];
   std::snprintf(text, sizeof text, "needs %.1f GB per GPU of %.1f GB", memory.perGpuBytes() / 1e9,
                 memory.capacityBytes / 1e9);
   return text;
+}
+
+/// The first of a seed rule's candidates, in its order of preference, that
+/// runs and fits; otherwise nullopt with the least memory any of them needs.
+std::optional<ParallelConfig> firstThatFits(const std::vector<ParallelConfig> &candidates,
+                                            const cost::TransformerShape &shape,
+                                            const cost::CostModel &model,
+                                            const cost::TrainingSetup &setup, std::string &whyNot) {
+  std::optional<cost::MemoryBreakdown> least;
+  for (const ParallelConfig &config : candidates) {
+    cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
+    if (cost::checkConfig(shape, config, setup, config.gpus()).empty() && memory.fits())
+      return config;
+    if (!least || memory.perGpuBytes() < least->perGpuBytes())
+      least = memory;
+  }
+  whyNot = "does not fit: " + requirementText(*least);
+  return std::nullopt;
 }
 
 bool consistent(const ParallelConfig &c, const ParallelRequest &r) {
@@ -190,33 +197,28 @@ std::optional<ParallelConfig> seedConfig(const std::string &name, const cost::Tr
     return std::nullopt;
   }
   if (name == "ddp" || name == "zero3") {
-    // Pure data parallelism: the whole per-rank batch as one micro-batch (ddp),
-    // or for FSDP the largest micro-batch that fits, recomputing if need be.
-    ParallelConfig config;
-    config.dp = gpus;
-    config.zero = name == "ddp" ? 0 : 3;
+    // Pure data parallelism: DDP runs the whole per-rank batch as one
+    // micro-batch; FSDP takes the largest micro-batch that fits, recomputing
+    // activations only if nothing fits without.
     const int64_t perRank = setup.globalBatch / gpus;
-    std::vector<int64_t> microBatches = divisors(perRank);
-    std::reverse(microBatches.begin(), microBatches.end());
-    std::optional<ParallelConfig> smallest;
+    std::vector<ParallelConfig> candidates;
     for (Recompute recompute : {Recompute::None, Recompute::Full}) {
-      for (int64_t micro : microBatches) {
+      std::vector<int64_t> microBatches = divisors(perRank);
+      for (auto micro = microBatches.rbegin(); micro != microBatches.rend(); ++micro) {
+        ParallelConfig config;
+        config.dp = gpus;
+        config.zero = name == "ddp" ? 0 : 3;
         config.recompute = recompute;
-        config.microBatch = micro;
-        config.microBatches = perRank / micro;
-        if (!smallest || cost::memoryPerGpu(shape, config, setup, model).perGpuBytes() <
-                             cost::memoryPerGpu(shape, *smallest, setup, model).perGpuBytes())
-          smallest = config;
-        if (fitsAndRuns(shape, config, setup, model))
-          return config;
+        config.microBatch = *micro;
+        config.microBatches = perRank / *micro;
+        candidates.push_back(config);
         if (name == "ddp")
           break;
       }
       if (name == "ddp")
         break;
     }
-    whyNot = "does not fit: " + requirementText(cost::memoryPerGpu(shape, *smallest, setup, model));
-    return std::nullopt;
+    return firstThatFits(candidates, shape, model, setup, whyNot);
   }
   if (name == "megatron") {
     // Megatron-LM's recipe (SC21 section 5): tensor parallelism inside a node,
@@ -227,26 +229,23 @@ std::optional<ParallelConfig> seedConfig(const std::string &name, const cost::Tr
       if (model.cluster().gpusPerNode % candidate == 0 && shape.heads % candidate == 0 &&
           shape.ffn % candidate == 0 && gpus % candidate == 0)
         tp = candidate;
-    std::optional<ParallelConfig> smallest;
+    std::vector<ParallelConfig> candidates;
     for (int64_t pp : divisors(gpus / tp)) {
       ParallelConfig config;
       config.tp = tp;
       config.pp = pp;
       config.dp = gpus / (tp * pp);
       config.recompute = Recompute::Full;
-      config.microBatch = 1;
       if (pp > shape.layers || setup.globalBatch % config.dp != 0)
         continue;
       config.microBatches = setup.globalBatch / config.dp;
-      if (!smallest || cost::memoryPerGpu(shape, config, setup, model).perGpuBytes() <
-                           cost::memoryPerGpu(shape, *smallest, setup, model).perGpuBytes())
-        smallest = config;
-      if (fitsAndRuns(shape, config, setup, model))
-        return config;
+      candidates.push_back(config);
     }
-    whyNot = smallest ? "does not fit: " + requirementText(cost::memoryPerGpu(shape, *smallest, setup, model))
-                      : "no pipeline depth divides the GPUs and the global batch";
-    return std::nullopt;
+    if (candidates.empty()) {
+      whyNot = "no pipeline depth divides the GPUs and the global batch";
+      return std::nullopt;
+    }
+    return firstThatFits(candidates, shape, model, setup, whyNot);
   }
   whyNot = "unknown baseline " + name;
   return std::nullopt;

@@ -358,28 +358,71 @@ private:
       error(path, "must be >= 0");
   }
 
-  /// The configuration the runtime will place ranks by: positive degrees whose
-  /// product is the world size, and one program per pipeline stage.
+  /// The configuration the runtime will place ranks by, and every field the
+  /// summaries read: positive degrees whose product is the world size, one
+  /// program per pipeline stage, non-negative times and byte counts.
   void checkParallel() {
-    json parallel = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
+    const json parallel = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
     if (!parallel.is_object())
       error("/parallel", "must be a JSON object");
-    int64_t product = 1;
-    for (const char *key : {"tp", "pp", "dp", "micro_batch", "micro_batches"}) {
-      const json *value = parallel.contains(key) ? &parallel[key] : nullptr;
-      if (!value || !value->is_number_integer() || value->get<int64_t>() < 1 ||
-          value->get<int64_t>() > kMaxWorldSize * int64_t{1024})
-        error(std::string("/parallel/") + key, "must be a positive integer");
-      if (std::string(key) == "tp" || std::string(key) == "pp" || std::string(key) == "dp")
-        product *= value->get<int64_t>();
-    }
-    if (!parallel.contains("zero") || !parallel["zero"].is_number_integer() ||
-        parallel["zero"].get<int64_t>() < 0 || parallel["zero"].get<int64_t>() > 3)
+    auto field = [&](const json &object, const std::string &at, const char *key) -> const json & {
+      if (!object.contains(key))
+        error(at + "/" + key, "is missing");
+      return object[key];
+    };
+    auto positive = [&](const char *key, int64_t most) {
+      const json &value = field(parallel, "/parallel", key);
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > most)
+        error(std::string("/parallel/") + key, "must be an integer from 1 to " + std::to_string(most));
+      return value.get<int64_t>();
+    };
+    auto amount = [&](const json &object, const std::string &at, const char *key) {
+      const json &value = field(object, at, key);
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+        error(at + "/" + key, "must be a finite number >= 0");
+    };
+    int64_t tp = positive("tp", kMaxWorldSize), pp = positive("pp", kMaxWorldSize),
+            dp = positive("dp", kMaxWorldSize);
+    if (tp * pp > kMaxWorldSize || tp * pp * dp != plan.cluster.worldSize)
+      error("/parallel", "tp x pp x dp = " + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
+                             std::to_string(dp) + " is not the world size " +
+                             std::to_string(plan.cluster.worldSize));
+    positive("micro_batch", int64_t{1} << 40);
+    positive("micro_batches", int64_t{1} << 40);
+    const json &zero = field(parallel, "/parallel", "zero");
+    if (!zero.is_number_integer() || zero.get<int64_t>() < 0 || zero.get<int64_t>() > 3)
       error("/parallel/zero", "must be 0, 1, 2 or 3");
-    if (product > kMaxWorldSize)
-      error("/parallel", "tp x pp x dp exceeds " + std::to_string(kMaxWorldSize) + " ranks");
-    if (!parallel.contains("stages") || !parallel["stages"].is_array() ||
-        int64_t(parallel["stages"].size()) != parallel["pp"].get<int64_t>())
+    if (!field(parallel, "/parallel", "sequence_parallel").is_boolean())
+      error("/parallel/sequence_parallel", "must be true or false");
+    static const std::set<std::string> recomputes = {"none", "selective", "full"};
+    const json &recompute = field(parallel, "/parallel", "recompute");
+    if (!recompute.is_string() || !recomputes.count(recompute.get<std::string>()))
+      error("/parallel/recompute", "must be none, selective or full");
+    if (!field(parallel, "/parallel", "schedule").is_string())
+      error("/parallel/schedule", "must be a string (1f1b or interleaved:V)");
+    for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
+                            "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
+      amount(parallel, "/parallel", key);
+    const json &memory = field(parallel, "/parallel", "memory");
+    if (!memory.is_object())
+      error("/parallel/memory", "must be a JSON object");
+    for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
+                            "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes", "stage"})
+      amount(memory, "/parallel/memory", key);
+    const json &notFitting = field(parallel, "/parallel", "baselines_not_fitting");
+    if (!notFitting.is_object())
+      error("/parallel/baselines_not_fitting", "must be a JSON object");
+    for (const auto &[name, why] : notFitting.items())
+      if (!why.is_string())
+        error("/parallel/baselines_not_fitting/" + name, "must be a string");
+    const json &replicated = field(parallel, "/parallel", "replicated");
+    if (!replicated.is_array())
+      error("/parallel/replicated", "must be an array of node names");
+    for (const json &name : replicated)
+      if (!name.is_string())
+        error("/parallel/replicated", "must be an array of node names");
+    const json &stages = field(parallel, "/parallel", "stages");
+    if (!stages.is_array() || int64_t(stages.size()) != pp)
       error("/parallel/stages", "must hold one program per pipeline stage (pp)");
   }
 

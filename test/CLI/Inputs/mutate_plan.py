@@ -21,6 +21,16 @@ elif mutation == "tensor_in_two_buckets":
     plan["buckets"][1]["tensors"][0]["name"] = plan["buckets"][0]["tensors"][0]["name"]
 elif mutation == "zero_chunks":
     plan["buckets"][0]["collectives"][0]["chunks"] = 0
+elif mutation == "parallel_world":
+    plan["parallel"]["dp"] += 1
+elif mutation == "parallel_stages":
+    plan["parallel"]["stages"].pop()
+elif mutation == "parallel_memory":
+    del plan["parallel"]["memory"]["weights_bytes"]
+elif mutation == "parallel_recompute":
+    plan["parallel"]["recompute"] = "sometimes"
+elif mutation == "parallel_not_object":
+    plan["parallel"] = [1]
 else:
     raise SystemExit("unknown mutation " + mutation)
 with open(target, "w") as f:

@@ -68,6 +68,13 @@ TEST(Cluster, PresetsGiveGpuMemory) {
   EXPECT_DOUBLE_EQ(loadCluster("v100x16-10gbe").gpu.memoryGB, 32);
   EXPECT_DOUBLE_EQ(loadCluster("cpu-local").gpu.memoryGB, 6);
   EXPECT_DOUBLE_EQ(parseCluster(kMinimal, "c.json").gpu.memoryGB, 0);
+  // GEMM efficiency and SM counts for large-model planning (sources in the presets).
+  EXPECT_EQ(loadCluster("a100x64").gpu.sms, 108);
+  EXPECT_DOUBLE_EQ(loadCluster("a100x64").gpu.gemmEfficiency, 0.75);
+  EXPECT_EQ(loadCluster("h100x256").gpu.sms, 132);
+  EXPECT_EQ(loadCluster("v100x16-10gbe").gpu.sms, 80);
+  EXPECT_EQ(parseCluster(kMinimal, "c.json").gpu.sms, 0);
+  EXPECT_DOUBLE_EQ(parseCluster(kMinimal, "c.json").gpu.gemmEfficiency, 0);
 }
 
 TEST(Cluster, WithNodesResizesTheWorldAndRejectsWhatCannotExist) {
@@ -109,6 +116,8 @@ TEST(Cluster, WriteThenParseRoundTrips) {
   Cluster back = parseCluster(text, "x.json");
   EXPECT_EQ(writeCluster(back), text);
   EXPECT_DOUBLE_EQ(back.gpu.memoryGB, 80);
+  EXPECT_EQ(back.gpu.sms, 108);
+  EXPECT_DOUBLE_EQ(back.gpu.gemmEfficiency, 0.75);
   ASSERT_EQ(back.profiled.size(), 1u);
   EXPECT_EQ(back.profiled[0].kind, CollectiveKind::AllGather);
   EXPECT_DOUBLE_EQ(back.profiled[0].betaUsPerByte, 1e-4);
@@ -136,6 +145,11 @@ TEST(Cluster, BadFilesNameTheFileAndJsonPath) {
        "c.json: /gpu/hbm_bandwidth_gbps: must be a finite positive number"},
       {"non-positive memory", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 1000, "memory_gb": -80)"),
        "c.json: /gpu/memory_gb: must be a finite positive number"},
+      {"fractional SMs", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 1000, "sms": 10.5)"),
+       "c.json: /gpu/sms: must be a positive integer"},
+      {"GEMM efficiency above one", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)",
+                                             R"("hbm_bandwidth_gbps": 1000, "efficiencies": { "gemm": 1.2 })"),
+       "c.json: /gpu/efficiencies/gemm: must be in (0, 1]"},
       {"negative integer", replaced(kMinimal, R"("nodes": 2)", R"("nodes": -2)"),
        "c.json: /nodes: must be a positive integer"},
       {"wrong type", replaced(kMinimal, R"("gpus_per_node": 4)", R"("gpus_per_node": "4")"),

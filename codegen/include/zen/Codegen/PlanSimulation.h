@@ -15,16 +15,16 @@
 
 namespace zen::codegen {
 
-/// One SimTask per schedule task, in schedule order (ids are positions).
-/// Compute tasks keep their recorded duration on the plan's own cluster and are
-/// re-costed from their FLOPs and bytes on another one: forward and backward
-/// tasks at the plan's compute_dtype, optimizer steps at fp32.
 /// The group a plan's gradient collectives run over: the whole world for a
 /// data-parallel plan, the placed data-parallel group of a large-model plan.
 cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &model);
 /// tp x pp x dp of a large-model plan's `parallel` section.
 int64_t parallelWorldSize(const zenrt::Plan &plan);
 
+/// One SimTask per schedule task, in schedule order (ids are positions).
+/// Compute tasks keep their recorded duration on the plan's own cluster and are
+/// re-costed from their FLOPs and bytes on another one: forward and backward
+/// tasks at the plan's compute_dtype, optimizer steps at fp32.
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model);
 
 /// Simulates `plan` on `model`, writes every task's start and duration and the

@@ -46,6 +46,8 @@ struct ParallelEvaluation {
   double pipelineCommUs = 0;  // p2p on the critical path, whole iteration
   double dataCommUs = 0;      // data-parallel sync (and ZeRO traffic) not hidden
   double optimizerUs = 0;
+  double flopsPerGpu = 0;        // per iteration, recomputation included (mean over stages)
+  double modelFlopsPerGpu = 0;   // per iteration, without recomputation
   double tflopsPerGpu = 0;       // executed FLOPs, recomputation included
   double modelTflopsPerGpu = 0;  // without recomputation
   double mfu = 0;                // model FLOPs / peak at the compute precision
