@@ -178,6 +178,33 @@ def PrintTransformer : Pass<"zen-print-transformer", "mlir::ModuleOp"> {
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def PartitionTensorParallel : Pass<"zen-partition-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Split the recognised transformer blocks over tensor-parallel ranks (Megatron)";
+  let description = [{
+    Runs on the imported model, before gradient synchronisation. In each block
+    the QKV and first MLP GEMMs become column-parallel (weight and bias
+    sharded along the output features), the attention output and second MLP
+    GEMMs row-parallel (weight sharded along the input features, bias
+    replicated), and the attention heads are divided among the ranks:
+    parameters carry `shard = #zen.shard<...>` and one rank's shard as their
+    type (so do their gradients), and the partitioned ops per-rank flops and
+    bytes. Inserts the tensor-parallel collectives (`zen.role`, no bucket):
+    an all_reduce sum after each row-parallel GEMM (before its bias Add) and
+    of each column-parallel GEMM's input gradient; with sequence parallelism
+    a reduce_scatter / all_gather pair instead. Weight GEMMs outside the
+    blocks stay replicated (a remark each, listed in `zen.tp_replicated`).
+    Records tp and sequence_parallel in the module's `zen.parallel`.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "0",
+           "Tensor-parallel ranks; must divide heads, hidden and ffn (0 = the module's zen.parallel tp)">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Shard the activations between the tensor-parallel regions along the sequence "
+           "(reduce_scatter / all_gather instead of all_reduce)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 // zen-plan-pipeline (passes/lib/Pipeline.cpp) runs zen-autotune with these
 // options; `zenopt MODEL.onnx` builds the same pipeline.
 

@@ -1,0 +1,30 @@
+// RUN: zenopt-opt %s -split-input-file --zen-partition-tensor-parallel=tp=2 -verify-diagnostics
+// tp comes from the module's zen.parallel when the option is 0; it must divide the heads.
+// RUN: not zenopt-opt %S/Inputs/toy-transformer.mlir --zen-partition-tensor-parallel=tp=3 -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
+// RUN: sed -e 's/^module {/module attributes {zen.parallel = #zen.parallel<tp = 3>} {/' %S/Inputs/toy-transformer.mlir | not zenopt-opt --zen-partition-tensor-parallel -o /dev/null 2>&1 | FileCheck %s --check-prefix=HEADS
+// HEADS: error: tp = 3 does not divide heads (2)
+
+// Gradient synchronisation already planned: tensor parallelism must come first.
+// expected-error @+1 {{zen-partition-tensor-parallel rewrites the model before gradient synchronisation: run it before zen-autotune / zen-insert-grad-sync}}
+module {
+  func.func @train_step(%x: tensor<4xf32>) {
+    %w = zen.param "w" : tensor<4xf32>
+    %y = zen.compute "Mul" forward(%x, %w) {flops = 4 : i64, bytes = 48 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %dw = zen.compute "MulGrad" backward(%y) {flops = 4 : i64, bytes = 48 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %g = zen.gradient %w, %dw {ready_order = 0 : i64} : tensor<4xf32>
+    %r = zen.all_reduce avg %g {group = #zen.group<size = 2, nodes = 1>, bucket = 0 : i64} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+// No transformer block.
+// expected-error @+1 {{tensor parallelism needs a recognised transformer: no transformer block}}
+module {
+  func.func @train_step(%x: tensor<4x8xf32>) {
+    %w = zen.param "w" : tensor<8x8xf32>
+    %y = zen.compute "MatMul" forward(%x, %w) {flops = 512 : i64, bytes = 512 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    return
+  }
+}
