@@ -26,7 +26,20 @@ bool isForward(Operation *op, StringRef opType) {
 
 ParamOp paramOf(Value value) { return value.getDefiningOp<ParamOp>(); }
 
-int64_t elementsOf(ParamOp param) { return param.getType().getNumElements(); }
+/// The model's parameter shape: a tensor-parallel shard's type is one rank's part.
+SmallVector<int64_t> logicalShape(ParamOp param) {
+  SmallVector<int64_t> shape(param.getType().getShape());
+  if (ShardAttr shard = param.getShardAttr())
+    shape[shard.getDim()] *= shard.getParts();
+  return shape;
+}
+
+int64_t elementsOf(ParamOp param) {
+  int64_t elements = 1;
+  for (int64_t dim : logicalShape(param))
+    elements *= dim;
+  return elements;
+}
 
 /// The weight GEMM `op` is, if any.
 std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
@@ -53,7 +66,7 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
     return std::nullopt;
   gemm.inFeatures = input.getShape().back();
   gemm.outFeatures = output.getShape().back();
-  ArrayRef<int64_t> dims = gemm.weight.getType().getShape();
+  SmallVector<int64_t> dims = logicalShape(gemm.weight);
   // MatMul reads the weight as [in, out]; a Gemm stores it [out, in] when its
   // second dimension is the input features (transB, PyTorch's Linear export;
   // a square weight is taken that way too). A Transpose in between flips either.
@@ -65,13 +78,17 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
   if (isGemm) {
     if (op.getInputs().size() > 2)
       gemm.bias = paramOf(op.getInputs()[2]);
-  } else if (op->getResult(0).hasOneUse()) {
-    auto add = dyn_cast<ComputeOp>(*op->getResult(0).getUsers().begin());
+  } else if (Value output = op->getResult(0); output.hasOneUse()) {
+    // A row-parallel GEMM's partial outputs are summed before its bias Add.
+    Operation *user = *output.getUsers().begin();
+    if (isa<CollectiveOpInterface>(user) && user->hasAttr(ZenDialect::RoleAttrHelper::getNameStr()) &&
+        user->getResult(0).hasOneUse())
+      user = *user->getResult(0).getUsers().begin();
+    auto add = dyn_cast<ComputeOp>(user);
     if (add && isForward(add, "Add") && add.getInputs().size() == 2)
       for (Value operand : add.getInputs())
         if (ParamOp bias = paramOf(operand);
-            bias && bias.getType().getRank() == 1 &&
-            bias.getType().getDimSize(0) == gemm.outFeatures) {
+            bias && bias.getType().getRank() == 1 && logicalShape(bias)[0] == gemm.outFeatures) {
           gemm.bias = bias;
           gemm.biasAdd = add;
         }

@@ -230,12 +230,21 @@ private:
     return nullptr;
   }
 
-  /// The sequence dimension of an activation ([..., seq, hidden] or [tokens, hidden]).
+  /// The sequence dimension of an activation: the first one of the model's
+  /// sequence length ([batch, seq, hidden] or [seq, batch, hidden]), else the
+  /// tokens of a [tokens, hidden] activation.
   FailureOr<int64_t> sequenceDim(RankedTensorType type, ComputeOp at) {
-    int64_t dim = type.getRank() >= 2 ? type.getRank() - 2 : -1;
-    if (dim < 0 || type.isDynamicDim(dim) || type.getDimSize(dim) % degree != 0)
+    const int64_t seq = structure.shape.seq;
+    int64_t dim = -1;
+    for (int64_t d = 0; d + 1 < type.getRank() && dim < 0; ++d)
+      if (type.getDimSize(d) == seq)
+        dim = d;
+    if (dim < 0 && type.getRank() == 2 && type.getDimSize(0) % seq == 0)
+      dim = 0;
+    if (dim < 0 || type.getDimSize(dim) % degree != 0)
       return at.emitError("sequence parallelism: tp = ")
-             << degree << " does not divide the sequence dimension of " << type;
+             << degree << " does not divide the sequence dimension of " << type << " (seq " << seq
+             << ")";
     return dim;
   }
 

@@ -205,6 +205,30 @@ def PartitionTensorParallel : Pass<"zen-partition-tensor-parallel", "mlir::Modul
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def AssignPipelineStages : Pass<"zen-assign-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "Assign the recognised transformer's blocks to pipeline stages";
+  let description = [{
+    Runs on the imported model, before gradient synchronisation. Splits the
+    blocks into `pp` contiguous stages: `stage-layers` blocks each, or
+    balanced by forward plus backward FLOPs (the embedding and the ops before
+    the first block on stage 0, the head and loss on the last). Sets `stage`
+    on every param, compute and gradient op (backward ops on their forward
+    node's stage; ops without one follow their operands) and inserts a
+    `zen.send` / `zen.recv` pair (`zen.role = #zen.role<pipeline>`, the peer
+    stage as `peer`) for every value read on another stage than the one
+    producing it: activations forward, their gradients backward. Reports the
+    blocks per stage as a remark and records pp in `zen.parallel`.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", "0",
+           "Pipeline stages, at most the number of blocks (0 = the module's zen.parallel pp)">,
+    ListOption<"stageLayers", "stage-layers", "int64_t",
+               "Blocks per stage, one entry per stage, adding up to the blocks "
+               "(default: balanced by FLOPs)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 // zen-plan-pipeline (passes/lib/Pipeline.cpp) runs zen-autotune with these
 // options; `zenopt MODEL.onnx` builds the same pipeline.
 
