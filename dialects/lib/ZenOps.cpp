@@ -59,6 +59,23 @@ LogicalResult ComputeOp::verify() {
 LogicalResult GradientOp::verify() {
   if (!getParam().getDefiningOp<ParamOp>())
     return emitOpError("first operand must be a zen.param");
+  auto param = cast<RankedTensorType>(getParam().getType());
+  auto gradient = cast<RankedTensorType>(getValue().getType());
+  if (param != gradient) {
+    // A ZeRO-3 shard: the gradient's type with one dimension divided.
+    int differing = 0;
+    bool divides = param.getRank() == gradient.getRank() &&
+                   param.getElementType() == gradient.getElementType();
+    for (int64_t d = 0; divides && d < param.getRank(); ++d)
+      if (param.getDimSize(d) != gradient.getDimSize(d)) {
+        ++differing;
+        divides = param.getDimSize(d) > 0 && gradient.getDimSize(d) % param.getDimSize(d) == 0;
+      }
+    if (!divides || differing != 1)
+      return emitOpError("parameter type ")
+             << param << " must be the gradient's " << gradient
+             << " or a shard of it along one dimension (ZeRO-3)";
+  }
   if (getReadyOrderAttr().getInt() < 0)
     return emitOpError("ready_order must be non-negative, got ")
            << getReadyOrderAttr().getInt();
@@ -212,6 +229,21 @@ LogicalResult DecompressOp::verify() {
     return emitOpError("result type must be the compressed payload's original type ")
            << getInput().getType().getOriginal();
   return success();
+}
+
+/// zen.gradient's optional `shard TYPE`: the parameter's type when it is a
+/// ZeRO-3 shard, omitted when it is the gradient's.
+static ParseResult parseParamShardType(OpAsmParser &parser, Type &paramType, Type resultType) {
+  paramType = resultType;
+  if (succeeded(parser.parseOptionalKeyword("shard")))
+    return parser.parseType(paramType);
+  return success();
+}
+
+static void printParamShardType(OpAsmPrinter &printer, Operation *, Type paramType,
+                                Type resultType) {
+  if (paramType != resultType)
+    printer << " shard " << paramType;
 }
 
 #define GET_OP_CLASSES

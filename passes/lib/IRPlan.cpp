@@ -65,6 +65,15 @@ std::string segmentName(ComputeOp op) {
   return op.getOpType().str();
 }
 
+/// The parameter a forward input reads: directly, or through the all-gather
+/// that restores a ZeRO-3 shard (zen-shard-zero); null for an activation.
+Value paramRead(Value input) {
+  if (auto gather = input.getDefiningOp<AllGatherOp>();
+      gather && gather->hasAttr(ZenDialect::RoleAttrHelper::getNameStr()))
+    input = gather.getInput();
+  return input.getDefiningOp<ParamOp>() ? input : Value();
+}
+
 /// The only user of `value`, or null.
 Operation *soleUser(Value value) {
   return value.hasOneUse() ? *value.getUsers().begin() : nullptr;
@@ -133,13 +142,21 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
     readSchedule(scatter, chain.settings.stream, chain.settings.priority);
     chain.afterBackward = scatter.getAfterBackward();
     noteGroup(scatter.getGroup());
-    chain.ops.push_back(scatter);
     op = soleUser(scatter.getResult());
-    auto gather = dyn_cast_or_null<AllGatherOp>(op);
-    if (!gather)
-      return expect("a zen.all_gather after the zen.reduce_scatter");
-    readSchedule(gather, chain.settings.gatherStream, chain.settings.gatherPriority);
-    value = gather.getResult();
+    if (isa_and_nonnull<UnpackOp>(op) && chain.packed) {
+      // ZeRO (zen-shard-zero): the unpack yields each member's shard; the
+      // parameters are all-gathered after the optimizer step instead.
+      op = scatter;
+      value = scatter.getResult();
+    } else {
+      chain.ops.push_back(scatter);
+      auto gather = dyn_cast_or_null<AllGatherOp>(op);
+      if (!gather)
+        return expect("a zen.all_gather (or, sharded by ZeRO, a zen.unpack) after the "
+                      "zen.reduce_scatter");
+      readSchedule(gather, chain.settings.gatherStream, chain.settings.gatherPriority);
+      value = gather.getResult();
+    }
   } else if (auto gather = dyn_cast_or_null<AllGatherOp>(op)) {
     if (chain.settings.compression.method == cost::CompressionMethod::None)
       return expect("a compressed payload before a zen.all_gather");
@@ -264,7 +281,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     switch (compute.getPhase()) {
     case Phase::forward: {
       bool readsNewParam = llvm::any_of(compute.getInputs(), [&](Value input) {
-        return input.getDefiningOp<ParamOp>() && !firstForwardUse.count(input);
+        Value param = paramRead(input);
+        return param && !firstForwardUse.count(param);
       });
       if (readsNewParam && forward)
         problem.forward.push_back(*std::exchange(forward, std::nullopt));
@@ -272,8 +290,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         forward = ComputeSegment{segmentName(compute), 0};
       addCost(*forward, work, us);
       for (Value input : compute.getInputs())
-        if (input.getDefiningOp<ParamOp>())
-          firstForwardUse.try_emplace(input, static_cast<int>(problem.forward.size()));
+        if (Value param = paramRead(input))
+          firstForwardUse.try_emplace(param, static_cast<int>(problem.forward.size()));
       break;
     }
     case Phase::backward:

@@ -170,6 +170,25 @@ func.func @f(%x: tensor<4xf32>) {
 
 // -----
 
+// A parameter's type is its gradient's, or a ZeRO-3 shard of it along one dimension.
+func.func @f(%x: tensor<4x6xf32>) {
+  %w = zen.param "w" : tensor<3x6xf32>
+  // expected-error @+1 {{parameter type 'tensor<3x6xf32>' must be the gradient's 'tensor<4x6xf32>' or a shard of it along one dimension (ZeRO-3)}}
+  %0 = zen.gradient %w, %x {ready_order = 0 : i64} : tensor<4x6xf32> shard tensor<3x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<4x6xf32>) {
+  %w = zen.param "w" : tensor<2x3xf32>
+  // expected-error @+1 {{parameter type 'tensor<2x3xf32>' must be the gradient's 'tensor<4x6xf32>' or a shard of it along one dimension (ZeRO-3)}}
+  %0 = zen.gradient %w, %x {ready_order = 0 : i64} : tensor<4x6xf32> shard tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @f() {
   // expected-error @+1 {{needs at least one tensor}}
   %0 = "zen.pack"() : () -> tensor<4xf32>

@@ -87,6 +87,11 @@ module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1
     %g = zen.all_gather %s {group = #zen.group<size = 8, nodes = 1>, zen.prefetch = 1 : i64, zen.role = #zen.role<zero>} : tensor<16x768xf32> -> tensor<128x768xf32>
     // CHECK: zen.send %{{.*}} to 1 {group = #zen.group<size = 2, nodes = 1>, stage = 0 : i64, zen.role = #zen.role<pipeline>}
     zen.send %x to 1 {group = #zen.group<size = 2, nodes = 1>, stage = 0 : i64, zen.role = #zen.role<pipeline>} : tensor<128x768xf32>
+    // A ZeRO-3 parameter shard with its whole gradient.
+    // CHECK: %[[Z:.*]] = zen.param "fc2.weight" : tensor<32x768xf32>
+    %z = zen.param "fc2.weight" : tensor<32x768xf32>
+    // CHECK: zen.gradient %[[Z]], %{{.*}} {ready_order = 0 : i64} : tensor<128x768xf32> shard tensor<32x768xf32>
+    %gz = zen.gradient %z, %x {ready_order = 0 : i64} : tensor<128x768xf32> shard tensor<32x768xf32>
     return
   }
 }

@@ -74,15 +74,19 @@ def Zen_ComputeOp : Zen_Op<"compute"> {
       "$op_type $phase `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)";
 }
 
-def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["param", "value", "result"]>]> {
+def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["value", "result"]>]> {
   let summary = "Marks a value as the complete gradient of a parameter";
   let description = [{
     `value` is the full local gradient of `param` (a `zen.param`) once the
     backward pass has produced it; `ready_order` is the position at which it
-    becomes ready during backward (0 = first).
+    becomes ready during backward (0 = first). The parameter has the
+    gradient's type, except a ZeRO-3 shard (zen-shard-zero), whose smaller
+    type is printed after the keyword `shard`: the gradient stays whole until it
+    is reduce-scattered.
 
     ```mlir
     %g = zen.gradient %w, %dw {ready_order = 0 : i64} : tensor<1000x2048xf32>
+    %g3 = zen.gradient %w3, %dw3 {ready_order = 1 : i64} : tensor<1000x2048xf32> shard tensor<250x2048xf32>
     ```
   }];
   let arguments = (ins Zen_Tensor:$param, Zen_Tensor:$value, I64Attr:$ready_order,
@@ -94,7 +98,8 @@ def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["param", "value", 
     }]>
   ];
   let results = (outs Zen_Tensor:$result);
-  let assemblyFormat = "$param `,` $value attr-dict `:` type($result)";
+  let assemblyFormat =
+      "$param `,` $value attr-dict `:` type($result) `` custom<ParamShardType>(type($param), ref(type($result)))";
 }
 
 //===----------------------------------------------------------------------===//

@@ -229,6 +229,30 @@ def AssignPipelineStages : Pass<"zen-assign-pipeline-stages", "mlir::ModuleOp"> 
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def ShardZero : Pass<"zen-shard-zero", "mlir::ModuleOp"> {
+  let summary = "Shard gradients and parameters over the data-parallel group (ZeRO)";
+  let description = [{
+    Runs after gradient synchronisation (zen-autotune or
+    zen-insert-grad-sync). Stage 1 records the stage in `zen.parallel` only.
+    From stage 2 each bucket's all-reduce (or reduce-scatter + all-gather)
+    becomes a reduce-scatter: the pack lays the bucket out rank by rank, the
+    unpack yields each member's 1-D shard of ceil(n / dp) elements, and the
+    optimizer step updates that shard (a dp-th of its work). Stage 3 also
+    gives every trained parameter its shard along its first dimension that dp
+    divides as its type, and all-gathers it (`zen.role = #zen.role<zero>`,
+    `zen.prefetch = 1`) before its first forward and its first backward use.
+    Records zero and dp in `zen.parallel`.
+  }];
+  let options = [
+    Option<"zero", "zero", "int64_t", "0",
+           "ZeRO stage 1-3 (0 = the module's zen.parallel zero)">,
+    Option<"dp", "dp", "int64_t", "0",
+           "Data-parallel ranks; must be the gradient synchronisation's group (0 = the module's "
+           "zen.parallel dp when above 1, else that group)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 // zen-plan-pipeline (passes/lib/Pipeline.cpp) runs zen-autotune with these
 // options; `zenopt MODEL.onnx` builds the same pipeline.
 
