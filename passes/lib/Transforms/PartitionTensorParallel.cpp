@@ -103,7 +103,8 @@ private:
 
   /// Input features split: the weight shards along its input dimension and the
   /// partial outputs are summed. The sum comes right after the GEMM, before a
-  /// following bias Add, so that the (replicated) bias is added once.
+  /// following bias Add, so that the (replicated) bias is added once; a Gemm's
+  /// fused bias is inside the partial outputs (each rank adding bias / tp).
   LogicalResult rowParallel(WeightGemm gemm) {
     shardParam(gemm.weight, ShardKind::row, gemm.inDim, gemm.weightTranspose);
     divideGemm(gemm, /*withBias=*/false);
