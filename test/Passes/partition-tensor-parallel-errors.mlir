@@ -28,3 +28,25 @@ module {
     return
   }
 }
+
+// -----
+
+// Sequence parallelism types the column-parallel GEMM's input as a sequence
+// shard where it is produced, which a function argument is not.
+module attributes {zen.parallel = #zen.parallel<sequence_parallel = true>} {
+  func.func @train_step(%x: tensor<4x8xf32>) {
+    %qkv = zen.param "qkv" : tensor<8x24xf32>
+    %out = zen.param "out" : tensor<8x8xf32>
+    %fc1 = zen.param "fc1" : tensor<8x32xf32>
+    %fc2 = zen.param "fc2" : tensor<32x8xf32>
+    // expected-error @+1 {{sequence parallelism: the input of qkv/MatMul is a function argument, not a sequence shard}}
+    %a = zen.compute "MatMul" forward(%x, %qkv) {node = "qkv/MatMul", flops = 1536 : i64, bytes = 1280 : i64} : (tensor<4x8xf32>, tensor<8x24xf32>) -> tensor<4x24xf32>
+    %h = zen.compute "Reshape" forward(%a) {node = "attn/Reshape", flops = 0 : i64, bytes = 0 : i64} : (tensor<4x24xf32>) -> tensor<4x3x2x4xf32>
+    %s = zen.compute "Softmax" forward(%h) {node = "attn/Softmax", flops = 160 : i64, bytes = 256 : i64} : (tensor<4x3x2x4xf32>) -> tensor<2x4x4xf32>
+    %c = zen.compute "MatMul" forward(%s, %h) {node = "attn/MatMul", flops = 256 : i64, bytes = 640 : i64} : (tensor<2x4x4xf32>, tensor<4x3x2x4xf32>) -> tensor<4x8xf32>
+    %o = zen.compute "MatMul" forward(%c, %out) {node = "out/MatMul", flops = 512 : i64, bytes = 512 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    %u = zen.compute "MatMul" forward(%o, %fc1) {node = "fc1/MatMul", flops = 2048 : i64, bytes = 1664 : i64} : (tensor<4x8xf32>, tensor<8x32xf32>) -> tensor<4x32xf32>
+    %d = zen.compute "MatMul" forward(%u, %fc2) {node = "fc2/MatMul", flops = 2048 : i64, bytes = 1664 : i64} : (tensor<4x32xf32>, tensor<32x8xf32>) -> tensor<4x8xf32>
+    return
+  }
+}

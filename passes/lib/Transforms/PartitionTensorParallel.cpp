@@ -149,6 +149,10 @@ private:
     Value input = gemm.op.getInputs()[0];
     Value gathered = gatheredInputs.lookup(input);
     if (!gathered) {
+      // The shard is typed where it is produced, which a function argument is not.
+      if (isa<BlockArgument>(input))
+        return gemm.op.emitError("sequence parallelism: the input of ")
+               << gemm.nodeName() << " is a function argument, not a sequence shard";
       auto type = cast<RankedTensorType>(input.getType());
       FailureOr<int64_t> dim = sequenceDim(type, gemm.op);
       if (failed(dim))
