@@ -16,22 +16,28 @@ llvm::StringMap<SmallVector<ComputeOp, 2>> backwardOpsByNode(func::FuncOp func) 
 }
 
 ParallelAttr parallelOf(ModuleOp module) {
-  if (auto parallel = module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr()))
+  if (auto parallel =
+          module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr()))
     return parallel;
   return ParallelAttr::get(module.getContext(), 1, 1, 1, 0, false, Recompute::none, 1, 1, 1);
 }
 
 void recordParallel(ModuleOp module, const std::function<void(ParallelFields &)> &edit) {
   ParallelAttr old = parallelOf(module);
-  ParallelFields fields{old.getTp(),        old.getPp(),         old.getDp(),
-                        old.getZero(),      old.getSequenceParallel(), old.getRecompute(),
-                        old.getMicroBatch(), old.getMicroBatches(), old.getVirtualStages()};
+  ParallelFields fields{old.getTp(),
+                        old.getPp(),
+                        old.getDp(),
+                        old.getZero(),
+                        old.getSequenceParallel(),
+                        old.getRecompute(),
+                        old.getMicroBatch(),
+                        old.getMicroBatches(),
+                        old.getVirtualStages()};
   edit(fields);
   module->setAttr(ZenDialect::ParallelAttrHelper::getNameStr(),
                   ParallelAttr::get(module.getContext(), fields.tp, fields.pp, fields.dp,
                                     fields.zero, fields.sequenceParallel, fields.recompute,
-                                    fields.microBatch, fields.microBatches,
-                                    fields.virtualStages));
+                                    fields.microBatch, fields.microBatches, fields.virtualStages));
 }
 
 void setRole(Operation *collective, CollectiveRole role) {
@@ -54,4 +60,4 @@ bool hasGradientSync(ModuleOp module) {
   return found;
 }
 
-} // namespace zen::detail
+}  // namespace zen::detail

@@ -43,6 +43,6 @@ mlir::RankedTensorType shardedType(mlir::RankedTensorType type, int64_t dim, int
 /// True when some collective of `module` belongs to a gradient bucket.
 bool hasGradientSync(mlir::ModuleOp module);
 
-} // namespace zen::detail
+}  // namespace zen::detail
 
-#endif // ZEN_PASSES_LIB_PARTITIONING_H
+#endif  // ZEN_PASSES_LIB_PARTITIONING_H

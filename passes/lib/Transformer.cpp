@@ -81,8 +81,9 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
   } else if (Value output = op->getResult(0); output.hasOneUse()) {
     // A row-parallel GEMM's partial outputs are summed before its bias Add.
     Operation *user = *output.getUsers().begin();
-    if (isa<CollectiveOpInterface>(user) && user->hasAttr(ZenDialect::RoleAttrHelper::getNameStr()) &&
-        user->getResult(0).hasOneUse())
+    bool roleCollective = isa<CollectiveOpInterface>(user) &&
+                          user->hasAttr(ZenDialect::RoleAttrHelper::getNameStr());
+    if (roleCollective && user->getResult(0).hasOneUse())
       user = *user->getResult(0).getUsers().begin();
     auto add = dyn_cast<ComputeOp>(user);
     if (add && isForward(add, "Add") && add.getInputs().size() == 2)

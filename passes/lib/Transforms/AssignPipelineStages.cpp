@@ -24,7 +24,7 @@
 namespace zen {
 #define GEN_PASS_DEF_ASSIGNPIPELINESTAGES
 #include "zen/Passes/Passes.h.inc"
-} // namespace zen
+}  // namespace zen
 
 using namespace mlir;
 
@@ -301,21 +301,18 @@ private:
           copy = constant->getResult(cast<OpResult>(value).getResultNumber());
         } else if (!copy && !isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
           return user->emitError("a ")
-                 << value.getType() << " computed on stage " << producer
-                 << " is read on stage " << consumer
-                 << ", but zen.send carries floating-point tensors only";
+                 << value.getType() << " computed on stage " << producer << " is read on stage "
+                 << consumer << ", but zen.send carries floating-point tensors only";
         } else if (!copy) {
           builder.setInsertionPointAfter(def);
-          auto send = builder.create<SendOp>(def->getLoc(), value, consumer, group,
-                                             CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                             IntegerAttr(), false,
-                                             builder.getI64IntegerAttr(producer));
+          auto send = builder.create<SendOp>(
+              def->getLoc(), value, consumer, group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
+              IntegerAttr(), false, builder.getI64IntegerAttr(producer));
           detail::setRole(send, CollectiveRole::pipeline);
           builder.setInsertionPointAfter(send);
-          auto recv = builder.create<RecvOp>(def->getLoc(), value.getType(), producer, group,
-                                             CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                             IntegerAttr(), false,
-                                             builder.getI64IntegerAttr(consumer));
+          auto recv = builder.create<RecvOp>(
+              def->getLoc(), value.getType(), producer, group, CollectiveAlgorithmAttr(), 1,
+              ScheduleAttr(), IntegerAttr(), false, builder.getI64IntegerAttr(consumer));
           detail::setRole(recv, CollectiveRole::pipeline);
           copy = recv.getResult();
         }
@@ -328,5 +325,5 @@ private:
   DenseMap<Operation *, int64_t> stageOf;
 };
 
-} // namespace
-} // namespace zen
+}  // namespace
+}  // namespace zen

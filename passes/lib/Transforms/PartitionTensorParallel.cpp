@@ -21,7 +21,7 @@
 namespace zen {
 #define GEN_PASS_DEF_PARTITIONTENSORPARALLEL
 #include "zen/Passes/Passes.h.inc"
-} // namespace zen
+}  // namespace zen
 
 using namespace mlir;
 
@@ -35,8 +35,9 @@ public:
         context(structure.func.getContext()), builder(context),
         group(ProcessGroupAttr::get(context, degree, 1)),
         backward(detail::backwardOpsByNode(structure.func)) {
+    size_t at = 0;
     for (Operation &op : structure.func.getBody().front())
-      position[&op] = position.size();
+      position[&op] = at++;
     // Found before any retyping: the match compares the input gradient's type
     // with the GEMM input's, which sequence parallelism changes.
     for (TransformerBlock &block : structure.blocks) {
@@ -57,7 +58,8 @@ public:
         return failure();
       // Every head lives on one rank: the attention core between the QKV
       // GEMMs and the output projection runs on heads / tp heads.
-      size_t from = position.lookup(block.qkv.front().op), to = position.lookup(block.attentionOut.op);
+      size_t from = position.lookup(block.qkv.front().op),
+             to = position.lookup(block.attentionOut.op);
       for (auto [op, at] : position)
         if (auto compute = dyn_cast<ComputeOp>(op);
             compute && compute.getPhase() == Phase::forward && at > from && at < to)
@@ -92,10 +94,9 @@ private:
           group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
       replaceAfter(inputGrad, scatter, CollectiveRole::sequence_parallel);
     } else {
-      auto reduce = builder.create<AllReduceOp>(grad.getLoc(), inputGrad.getType(),
-                                                ReductionKind::sum, inputGrad, group,
-                                                CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                                IntegerAttr(), false);
+      auto reduce = builder.create<AllReduceOp>(
+          grad.getLoc(), inputGrad.getType(), ReductionKind::sum, inputGrad, group,
+          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
       replaceAfter(inputGrad, reduce, CollectiveRole::tensor_parallel);
     }
     return success();
@@ -111,10 +112,9 @@ private:
     Value output = gemm.op->getResult(0);
     builder.setInsertionPointAfter(gemm.op);
     if (!sequence) {
-      auto reduce = builder.create<AllReduceOp>(gemm.op.getLoc(), output.getType(),
-                                                ReductionKind::sum, output, group,
-                                                CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                                IntegerAttr(), false);
+      auto reduce = builder.create<AllReduceOp>(
+          gemm.op.getLoc(), output.getType(), ReductionKind::sum, output, group,
+          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
       replaceAfter(output, reduce, CollectiveRole::tensor_parallel);
       return success();
     }
@@ -131,8 +131,8 @@ private:
     if (!grad || grad.getInputs().empty())
       return success();
     Value outputGrad = grad.getInputs()[0];
-    outputGrad.setType(detail::shardedType(cast<RankedTensorType>(outputGrad.getType()), *dim,
-                                           degree));
+    outputGrad.setType(
+        detail::shardedType(cast<RankedTensorType>(outputGrad.getType()), *dim, degree));
     builder.setInsertionPoint(grad);
     auto gather = builder.create<AllGatherOp>(grad.getLoc(), type, outputGrad, false, group,
                                               CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
@@ -181,8 +181,8 @@ private:
     param.getResult().setType(shard);
     RankedTensorType transposedShard;
     if (transpose) {
-      transposedShard = RankedTensorType::get({shard.getDimSize(1), shard.getDimSize(0)},
-                                              shard.getElementType());
+      transposedShard =
+          RankedTensorType::get({shard.getDimSize(1), shard.getDimSize(0)}, shard.getElementType());
       transpose->getResult(0).setType(transposedShard);
     }
     for (Operation *user : param->getUsers()) {
@@ -296,8 +296,8 @@ struct PartitionTensorParallelPass
       return signalPassFailure();
     }
     const cost::TransformerShape &shape = structure->shape;
-    for (auto [name, size] : {std::pair{"heads", shape.heads}, {"hidden", shape.hidden},
-                              {"ffn", shape.ffn}})
+    for (auto [name, size] :
+         {std::pair{"heads", shape.heads}, {"hidden", shape.hidden}, {"ffn", shape.ffn}})
       if (size % degree != 0) {
         module.emitError("tp = ") << degree << " does not divide " << name << " (" << size << ")";
         return signalPassFailure();
@@ -320,5 +320,5 @@ struct PartitionTensorParallelPass
   }
 };
 
-} // namespace
-} // namespace zen
+}  // namespace
+}  // namespace zen

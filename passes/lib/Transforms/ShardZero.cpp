@@ -20,16 +20,14 @@
 namespace zen {
 #define GEN_PASS_DEF_SHARDZERO
 #include "zen/Passes/Passes.h.inc"
-} // namespace zen
+}  // namespace zen
 
 using namespace mlir;
 
 namespace zen {
 namespace {
 
-Operation *soleUser(Value value) {
-  return value.hasOneUse() ? *value.getUsers().begin() : nullptr;
-}
+Operation *soleUser(Value value) { return value.hasOneUse() ? *value.getUsers().begin() : nullptr; }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -125,8 +123,8 @@ LogicalResult shardParameter(GradientOp gradient, int64_t dp, ProcessGroupAttr g
   OpBuilder builder(param.getContext());
   auto gatherBefore = [&](Operation *firstUser, function_ref<bool(Operation *)> isUse) {
     builder.setInsertionPoint(firstUser);
-    auto gather = builder.create<AllGatherOp>(param.getLoc(), full, param.getResult(), false,
-                                              group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
+    auto gather = builder.create<AllGatherOp>(param.getLoc(), full, param.getResult(), false, group,
+                                              CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
                                               IntegerAttr(), false);
     detail::setRole(gather, CollectiveRole::zero);
     gather->setAttr(ZenDialect::PrefetchAttrHelper::getNameStr(), builder.getI64IntegerAttr(1));
@@ -145,7 +143,9 @@ LogicalResult shardParameter(GradientOp gradient, int64_t dp, ProcessGroupAttr g
   };
   Operation *firstForward = nullptr, *firstBackward = nullptr;
   for (Operation *user : param->getUsers()) {
-    Operation **first = isBackward(user) ? &firstBackward : isForward(user) ? &firstForward : nullptr;
+    Operation **first = isBackward(user)  ? &firstBackward
+                        : isForward(user) ? &firstForward
+                                          : nullptr;
     if (first && (!*first || user->isBeforeInBlock(*first)))
       *first = user;
   }
@@ -179,9 +179,11 @@ struct ShardZeroPass : impl::ShardZeroBase<ShardZeroPass> {
                        "zen-insert-grad-sync first");
       return signalPassFailure();
     }
-    ProcessGroupAttr group = cast<CollectiveOpInterface>(bucketCollectives.front()).getProcessGroup();
-    const int64_t ranks = dp ? static_cast<int64_t>(dp)
-                          : recorded.getDp() > 1 ? recorded.getDp() : group.getSize();
+    ProcessGroupAttr group =
+        cast<CollectiveOpInterface>(bucketCollectives.front()).getProcessGroup();
+    const int64_t ranks = dp                     ? static_cast<int64_t>(dp)
+                          : recorded.getDp() > 1 ? recorded.getDp()
+                                                 : group.getSize();
     if (ranks != group.getSize()) {
       module.emitError("dp = ") << ranks << " differs from the " << group.getSize()
                                 << " ranks the gradients are synchronised over";
@@ -205,5 +207,5 @@ struct ShardZeroPass : impl::ShardZeroBase<ShardZeroPass> {
   }
 };
 
-} // namespace
-} // namespace zen
+}  // namespace
+}  // namespace zen
