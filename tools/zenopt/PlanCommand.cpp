@@ -130,6 +130,8 @@ void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
   std::string error;
   if (!plan::parseCompressors(options.compressor, error))
     throw CommandError(ExitUsage, "--compressor: " + error);
+  if (!options.schedule.empty() && !cost::parseSchedule(options.schedule))
+    throw CommandError(ExitUsage, "--schedule " + options.schedule + ": expected 1f1b or interleaved:V (V >= 2)");
   if (options.strategy == "manual") {
     if (options.buckets.empty())
       throw CommandError(ExitUsage, "--strategy manual needs --buckets (bucket sizes in tensors)");
@@ -175,10 +177,6 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
   return ExitSuccess;
 }
 
-cost::DType computeDtypeOf(const std::string &precision) {
-  return *plan::parseComputeDtype(precision);
-}
-
 std::string configText(const cost::ParallelConfig &c) {
   return fmt::format("tp {} x pp {} x dp {}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
                      c.zero, cost::toString(c.recompute), c.microBatch);
@@ -207,7 +205,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   }
   const int64_t gpus = model.cluster().worldSize();
   plan::ParallelRequest request;
-  request.setup.computeDtype = computeDtypeOf(options.precision);
+  request.setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
   request.setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
                                                       : *cost::parseOptimizer(options.optimizer);
   // Today's data-parallel semantics: the per-GPU batch (--batch, else the
@@ -233,12 +231,8 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   if (options.zero >= 0) request.zero = options.zero;
   if (options.sequenceParallel) request.sequenceParallel = true;
   if (!options.recompute.empty()) request.recompute = cost::parseRecompute(options.recompute);
-  if (!options.schedule.empty()) {
-    std::optional<int64_t> chunks = cost::parseSchedule(options.schedule);
-    if (!chunks)
-      throw CommandError(ExitUsage, "--schedule " + options.schedule + ": expected 1f1b or interleaved:V (V >= 2)");
-    request.virtualStages = *chunks;
-  }
+  if (!options.schedule.empty())
+    request.virtualStages = cost::parseSchedule(options.schedule);  // checked by checkCommandLine
   std::string error;
   request.gradientSync.compressors = *plan::parseCompressors(options.compressor, error);
 
