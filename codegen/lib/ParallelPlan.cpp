@@ -7,34 +7,17 @@ namespace zen::codegen {
 
 using nlohmann::ordered_json;
 
-std::vector<std::string> stageProgram(int64_t stage, const cost::ParallelConfig &config) {
-  const int64_t p = config.pp, v = config.virtualStages, m = config.microBatches;
-  const int64_t steps = m * v;
-  // Megatron-LM's schedules (SC21 section 2.2): with V chunks, forward step k
-  // runs chunk (k / p) mod V of micro-batch (k / (p V)) p + k mod p; backward
-  // steps visit the chunks in reverse.
-  auto name = [&](char phase, int64_t k) {
-    int64_t group = k / (p * v), chunk = (k / p) % v;
-    int64_t micro = group * p + k % p;
-    if (phase == 'B')
-      chunk = v - 1 - chunk;
-    std::string text = phase + std::to_string(v > 1 ? micro : k);
-    return v > 1 ? text + "." + std::to_string(chunk) : text;
-  };
-  int64_t warmup = v > 1 ? (p - stage - 1) * 2 + (v - 1) * p : p - stage - 1;
-  warmup = std::min(warmup, steps);
-  std::vector<std::string> program;
-  int64_t forward = 0, backward = 0;
-  for (; forward < warmup; ++forward)
-    program.push_back(name('F', forward));
-  while (forward < steps) {
-    program.push_back(name('F', forward++));
-    program.push_back(name('B', backward++));
-  }
-  while (backward < steps)
-    program.push_back(name('B', backward++));
-  return program;
+namespace {
+
+std::vector<std::string> programNames(int64_t stage, const cost::ParallelConfig &config) {
+  std::vector<std::string> names;
+  for (const cost::PipelineStep &step :
+       cost::stageProgram(stage, config.pp, config.microBatches, config.virtualStages))
+    names.push_back(step.name(config.virtualStages));
+  return names;
 }
+
+} // namespace
 
 ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
                              const plan::ParallelEvaluation &chosen, const plan::ParallelResult &result) {
@@ -95,9 +78,24 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
                                  {"tensor_comm_us", stage.tensorCommUs},
                                  {"p2p_us", stage.pipelineCommUs},
                                  {"zero_comm_us", stage.zeroCommUs},
-                                 {"program", stageProgram(int64_t(s), config)}});
+                                 {"program", programNames(int64_t(s), config)}});
   }
   return section;
+}
+
+cost::PipelineSchedule pipelineScheduleOf(const nlohmann::json &parallel) {
+  std::vector<cost::StageCost> stages;
+  for (const nlohmann::json &entry : parallel.at("stages")) {
+    cost::StageCost stage;
+    stage.forwardUs = entry.at("forward_us").get<double>();
+    stage.backwardUs = entry.at("backward_us").get<double>();
+    stage.tensorCommUs = entry.at("tensor_comm_us").get<double>();
+    stage.pipelineCommUs = entry.at("p2p_us").get<double>();
+    stage.zeroCommUs = entry.at("zero_comm_us").get<double>();
+    stages.push_back(stage);
+  }
+  int64_t virtualStages = cost::parseSchedule(parallel.at("schedule").get<std::string>()).value_or(1);
+  return cost::simulatePipeline(stages, parallel.at("micro_batches").get<int64_t>(), virtualStages);
 }
 
 } // namespace zen::codegen

@@ -1,12 +1,15 @@
 //===- Report.cpp - summary, Chrome trace and SVG timeline ----------------===//
 #include "zen/Codegen/Report.h"
 
+#include "zen/Codegen/ParallelPlan.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 using nlohmann::ordered_json;
@@ -295,45 +298,137 @@ std::string summaryText(const zenrt::Plan &plan) {
   return out;
 }
 
+namespace {
+
+/// One bar of the trace and the picture: a task of the plan's schedule, or a
+/// pipeline step of a large-model plan.
+struct Bar {
+  int64_t row = 0;
+  std::string name, category, color;
+  double startUs = 0, durationUs = 0;
+  const zenrt::Task *task = nullptr;  // schedule tasks only
+  std::optional<cost::TimedStep> step;  // pipeline steps only
+  int64_t stage = 0;
+};
+
+/// What the trace and the picture show. A data-parallel plan: its schedule on
+/// the compute, host and communication rows. A large-model plan: one row per
+/// pipeline stage with every micro-batch's forward and backward steps (the
+/// simulated schedule, docs/design.md "Large models"), then the first stage's
+/// last backward, data-parallel sync and optimizer step from the plan's
+/// schedule, placed where that backward runs in the pipeline.
+struct Timeline {
+  std::vector<std::string> rows;
+  std::vector<Bar> bars;
+  double iterationUs = 0;
+  std::vector<Interval> exposed;
+};
+
+Timeline timelineOf(const zenrt::Plan &plan) {
+  Timeline timeline;
+  const json parallel = parallelOf(plan);
+  double offset = 0;
+  if (parallel.is_object()) {
+    cost::PipelineSchedule pipeline = pipelineScheduleOf(parallel);
+    for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+      timeline.rows.push_back(fmt::format("stage {}", s));
+      const int64_t virtualStages = cost::parseSchedule(parallel["schedule"].get<std::string>()).value_or(1);
+      for (const cost::TimedStep &timed : pipeline.stages[s]) {
+        Bar bar;
+        bar.row = int64_t(s);
+        bar.name = timed.step.name(virtualStages);
+        bar.category = timed.step.backward ? "backward" : "forward";
+        bar.color = timed.step.backward ? "#55a868" : "#4c86c6";
+        bar.startUs = timed.startUs;
+        bar.durationUs = timed.durationUs;
+        bar.step = timed;
+        bar.stage = int64_t(s);
+        timeline.bars.push_back(bar);
+      }
+    }
+    // Align the plan's last backward with the first stage's last backward step.
+    double lastBackward = 0, firstBackwardTask = 0;
+    for (const cost::TimedStep &timed : pipeline.stages.front())
+      if (timed.step.backward)
+        lastBackward = timed.startUs;
+    bool found = false;
+    for (const zenrt::Task &task : plan.schedule)
+      if (task.phase == zenrt::Phase::Backward && (!found || task.startUs < firstBackwardTask)) {
+        firstBackwardTask = task.startUs;
+        found = true;
+      }
+    offset = lastBackward - firstBackwardTask;
+  }
+  TrackLayout layout(plan);
+  const int64_t firstTaskRow = int64_t(timeline.rows.size());
+  for (const std::string &name : layout.names())
+    timeline.rows.push_back(parallel.is_object() ? "stage 0 " + name : name);
+  for (const zenrt::Task &task : plan.schedule) {
+    // A pipeline's forwards are the stage rows'.
+    if (parallel.is_object() &&
+        (task.phase == zenrt::Phase::Forward || task.phase == zenrt::Phase::NextForward))
+      continue;
+    Bar bar;
+    bar.row = firstTaskRow + layout.trackOf(task);
+    bar.name = task.name;
+    bar.category = zenrt::toString(task.kind);
+    bar.color = colorOf(task);
+    bar.startUs = task.startUs + offset;
+    bar.durationUs = task.durationUs;
+    bar.task = &task;
+    timeline.bars.push_back(bar);
+  }
+  timeline.iterationUs = iterationUs(plan, parallel);
+  for (const Interval &span : exposedCommunication(plan))
+    timeline.exposed.push_back({span.begin + offset, span.end + offset});
+  return timeline;
+}
+
+} // namespace
+
 std::string chromeTrace(const zenrt::Plan &plan) {
   ordered_json events = ordered_json::array();
-  TrackLayout layout(plan);
+  Timeline timeline = timelineOf(plan);
   ordered_json process{{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}};
   process["args"] = {{"name", fmt::format("{} on {}", plan.model.name, plan.cluster.name)}};
   events.push_back(process);
-  for (size_t track = 0; track < layout.names().size(); ++track) {
+  for (size_t track = 0; track < timeline.rows.size(); ++track) {
     ordered_json name{{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", track}};
-    name["args"] = {{"name", layout.names()[track]}};
+    name["args"] = {{"name", timeline.rows[track]}};
     events.push_back(name);
   }
-  for (const zenrt::Task &task : plan.schedule) {
-    ordered_json event{{"name", task.name},
-                       {"cat", zenrt::toString(task.kind)},
-                       {"ph", "X"},
-                       {"ts", task.startUs},
-                       {"dur", task.durationUs},
-                       {"pid", 0},
-                       {"tid", layout.trackOf(task)}};
-    ordered_json args{{"phase", zenrt::toString(task.phase)}};
-    if (task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size())) {
-      const zenrt::Bucket &bucket = plan.buckets[task.bucket];
-      args["bucket"] = task.bucket;
-      args["tensors"] = static_cast<int64_t>(bucket.tensors.size());
-      args["bytes"] = bucket.bytes;
-      args["compression"] = zenrt::toString(bucket.compression.method);
-      size_t index = 0;
-      for (const zenrt::Task &other : plan.schedule) {
-        if (&other == &task)
-          break;
-        if (other.bucket == task.bucket && other.kind == zenrt::TaskKind::Collective)
-          ++index;
-      }
-      if (task.kind == zenrt::TaskKind::Collective && index < bucket.collectives.size()) {
-        const zenrt::Collective &c = bucket.collectives[index];
-        args["op"] = zenrt::toString(c.op);
-        args["algorithm"] = c.algorithm;
-        args["chunks"] = c.chunks;
-        args["wire_bytes"] = c.bytes;
+  for (const Bar &bar : timeline.bars) {
+    ordered_json event{{"name", bar.name}, {"cat", bar.category}, {"ph", "X"},
+                       {"ts", bar.startUs}, {"dur", bar.durationUs}, {"pid", 0},
+                       {"tid", bar.row}};
+    ordered_json args;
+    if (bar.step) {
+      args["stage"] = bar.stage;
+      args["micro_batch"] = bar.step->step.microBatch;
+      args["chunk"] = bar.step->step.chunk;
+    }
+    if (const zenrt::Task *task = bar.task) {
+      args["phase"] = zenrt::toString(task->phase);
+      if (task->bucket >= 0 && task->bucket < static_cast<int64_t>(plan.buckets.size())) {
+        const zenrt::Bucket &bucket = plan.buckets[task->bucket];
+        args["bucket"] = task->bucket;
+        args["tensors"] = static_cast<int64_t>(bucket.tensors.size());
+        args["bytes"] = bucket.bytes;
+        args["compression"] = zenrt::toString(bucket.compression.method);
+        size_t index = 0;
+        for (const zenrt::Task &other : plan.schedule) {
+          if (&other == task)
+            break;
+          if (other.bucket == task->bucket && other.kind == zenrt::TaskKind::Collective)
+            ++index;
+        }
+        if (task->kind == zenrt::TaskKind::Collective && index < bucket.collectives.size()) {
+          const zenrt::Collective &c = bucket.collectives[index];
+          args["op"] = zenrt::toString(c.op);
+          args["algorithm"] = c.algorithm;
+          args["chunks"] = c.chunks;
+          args["wire_bytes"] = c.bytes;
+        }
       }
     }
     event["args"] = args;
@@ -345,12 +440,12 @@ std::string chromeTrace(const zenrt::Plan &plan) {
 
 std::string timelineSvg(const zenrt::Plan &plan) {
   const double width = 1200, left = 150, right = 30, rowHeight = 34, top = 56;
-  double end = plan.predictions.iterationUs;
-  for (const zenrt::Task &task : plan.schedule)
-    end = std::max(end, task.startUs + task.durationUs);
+  const Timeline timeline = timelineOf(plan);
+  double end = timeline.iterationUs;
+  for (const Bar &bar : timeline.bars)
+    end = std::max(end, bar.startUs + bar.durationUs);
   end = std::max(end, 1.0);
-  TrackLayout layout(plan);
-  std::vector<std::string> labels = layout.names();
+  std::vector<std::string> labels = timeline.rows;
   labels.push_back("exposed comm");
   const int64_t rows = static_cast<int64_t>(labels.size());
   const double height = top + rows * rowHeight + 60;
@@ -365,12 +460,22 @@ std::string timelineSvg(const zenrt::Plan &plan) {
   svg += fmt::format("<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{} on {} "
                      "({} ranks), strategy {}: {:.2f} ms per iteration</text>\n",
                      escapeXml(plan.model.name), escapeXml(plan.cluster.name),
-                     plan.cluster.worldSize, escapeXml(plan.strategy),
-                     ms(plan.predictions.iterationUs));
-  svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">compute {:.2f} ms, exposed "
-                     "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
-                     ms(plan.predictions.computeUs), ms(plan.predictions.exposedCommUs),
-                     ms(plan.predictions.lowerBoundUs));
+                     plan.cluster.worldSize, escapeXml(plan.strategy), ms(timeline.iterationUs));
+  const json parallel = parallelOf(plan);
+  if (parallel.is_object())
+    svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">tp {} x pp {} x dp {}, ZeRO {}, "
+                       "{} micro-batches, {}: pipeline bubble {:.2f} ms; the first stage's "
+                       "data-parallel sync after its last backward</text>\n",
+                       parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
+                       parallel["dp"].get<int64_t>(), parallel["zero"].get<int64_t>(),
+                       parallel["micro_batches"].get<int64_t>(),
+                       escapeXml(parallel["schedule"].get<std::string>()),
+                       ms(parallel["bubble_us"].get<double>()));
+  else
+    svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">compute {:.2f} ms, exposed "
+                       "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
+                       ms(plan.predictions.computeUs), ms(plan.predictions.exposedCommUs),
+                       ms(plan.predictions.lowerBoundUs));
   for (size_t row = 0; row < labels.size(); ++row) {
     svg += fmt::format("<text x=\"10\" y=\"{:.1f}\">{}</text>\n", rowY(row) + rowHeight * 0.6,
                        labels[row]);
@@ -378,15 +483,15 @@ std::string timelineSvg(const zenrt::Plan &plan) {
                        "fill=\"#f4f4f4\"/>\n",
                        left, rowY(row) + 3, width - left - right, rowHeight - 6);
   }
-  for (const zenrt::Task &task : plan.schedule) {
-    double x0 = x(task.startUs), w = std::max(0.5, x(task.startUs + task.durationUs) - x0);
+  for (const Bar &bar : timeline.bars) {
+    double x0 = x(bar.startUs), w = std::max(0.5, x(bar.startUs + bar.durationUs) - x0);
     svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
                        "fill=\"{}\" stroke=\"white\" stroke-width=\"0.3\"><title>{} ({:.1f} us)"
                        "</title></rect>\n",
-                       x0, rowY(layout.trackOf(task)) + 5, w, rowHeight - 10, colorOf(task),
-                       escapeXml(task.name), task.durationUs);
+                       x0, rowY(bar.row) + 5, w, rowHeight - 10, bar.color, escapeXml(bar.name),
+                       bar.durationUs);
   }
-  for (const Interval &span : exposedCommunication(plan))
+  for (const Interval &span : timeline.exposed)
     svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" "
                        "fill=\"#d62728\"/>\n",
                        x(span.begin), rowY(rows - 1) + 5,

@@ -51,7 +51,7 @@ bool ParallelConfig::operator==(const ParallelConfig &o) const {
   return tp == o.tp && pp == o.pp && dp == o.dp && zero == o.zero &&
          sequenceParallel == o.sequenceParallel && recompute == o.recompute &&
          microBatch == o.microBatch && microBatches == o.microBatches &&
-         virtualStages == o.virtualStages;
+         virtualStages == o.virtualStages && stageLayers == o.stageLayers;
 }
 
 std::optional<int64_t> parseSchedule(const std::string &text) {
@@ -77,10 +77,17 @@ bool isMixedPrecision(DType dtype) { return dtype == DType::BF16 || dtype == DTy
 double activationElementBytes(DType dtype) { return isMixedPrecision(dtype) ? 2 : 4; }
 bool isLastStage(int64_t stage, const ParallelConfig &config) { return stage == config.pp - 1; }
 
-/// Blocks of stage `stage` when `layers` are split over pp stages as evenly as
-/// possible (the first stages take one more).
-std::pair<int64_t, int64_t> stageLayers(int64_t layers, int64_t pp, int64_t stage) {
-  int64_t base = layers / pp, extra = layers % pp;
+/// First block and block count of stage `stage`: the configuration's split,
+/// else as even as possible (the first stages take one more).
+std::pair<int64_t, int64_t> stageLayers(const TransformerShape &shape, const ParallelConfig &config,
+                                        int64_t stage) {
+  if (!config.stageLayers.empty()) {
+    int64_t first = 0;
+    for (int64_t s = 0; s < stage; ++s)
+      first += config.stageLayers[s];
+    return {first, config.stageLayers[stage]};
+  }
+  int64_t base = shape.layers / config.pp, extra = shape.layers % config.pp;
   int64_t first = stage * base + std::min(stage, extra);
   return {first, base + (stage < extra ? 1 : 0)};
 }
@@ -153,6 +160,19 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
     return "the interleaved schedule needs pp > 1 and micro-batches divisible by pp";
   if (config.sequenceParallel && config.tp < 2)
     return "sequence parallelism needs tp > 1";
+  if (!config.stageLayers.empty()) {
+    int64_t sum = 0;
+    bool positive = true;
+    for (int64_t layers : config.stageLayers) {
+      sum += layers;
+      positive = positive && layers >= 1;
+    }
+    if (int64_t(config.stageLayers.size()) != config.pp || !positive || sum != shape.layers)
+      return "the stage layers must give each of the " + std::to_string(config.pp) +
+             " stages at least one of the " + std::to_string(shape.layers) + " layers";
+    if (config.virtualStages > 1)
+      return "explicit stage layers need the 1f1b schedule";
+  }
   if (config.dp * config.microBatch * config.microBatches != setup.globalBatch)
     return "dp " + std::to_string(config.dp) + " x micro-batch " + std::to_string(config.microBatch) +
            " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
@@ -205,60 +225,71 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
   return groups;
 }
 
-MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
-                             const TrainingSetup &setup, const CostModel &model) {
+namespace {
+
+/// Memory of one GPU of `stage` holding `layers` blocks.
+MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig &config,
+                            const TrainingSetup &setup, const CostModel &model, int64_t stage,
+                            int64_t layers) {
   BytesPerParameter perParam = bytesPerParameter(setup);
   const double t = double(config.tp), d = double(config.dp);
   const double elementBytes = activationElementBytes(setup.computeDtype);
   const double tokens = double(config.microBatch) * shape.seq;
   const double capacity = model.cluster().gpu.memoryGB * 1e9;
+  double params = layers * shape.layerParams / t;
+  if (stage == 0)
+    params += shape.embeddingParams / t;
+  if (isLastStage(stage, config))
+    params += shape.headParams / t;
+  MemoryBreakdown memory;
+  memory.stage = stage;
+  memory.capacityBytes = capacity;
+  memory.weightsBytes = params * perParam.weights / (config.zero >= 3 ? d : 1);
+  memory.gradientsBytes = params * perParam.gradients / (config.zero >= 2 ? d : 1);
+  memory.optimizerBytes = params * perParam.optimizer / (config.zero >= 1 ? d : 1);
+  // 1F1B keeps min(pp - stage, m) micro-batches in flight at a stage; the
+  // interleaved schedule (pp - 1) / (pp V) more on the first (Korthikanti
+  // et al. 2022, section 4.2.3).
+  double inFlight = double(std::min<int64_t>(config.pp - stage, config.microBatches));
+  if (config.virtualStages > 1)
+    inFlight *= 1.0 + double(config.pp - 1) / double(config.pp * config.virtualStages);
+  memory.activationsBytes =
+      layers * inFlight * blockActivationBytes(shape, config, config.recompute, setup.computeDtype);
+  // Recomputing a whole block during backward materialises its activations once.
+  if (config.recompute == Recompute::Full && layers > 0)
+    memory.activationsBytes += blockActivationBytes(shape, config, Recompute::None, setup.computeDtype);
+  if (stage == 0)
+    memory.activationsBytes +=
+        inFlight * tokens * shape.hidden * elementBytes / (config.sequenceParallel ? t : 1.0);
+  if (isLastStage(stage, config) && shape.vocab > 0)
+    memory.activationsBytes += 2.0 * tokens * shape.vocab / t * 4.0;  // fp32 logits and their gradient
+  // Buffers: a 25 MiB gradient bucket in flight (DDP's cap), the gathered
+  // layer and the one prefetched under ZeRO-3, send and receive buffers
+  // between stages, the gathered input of a sequence-parallel region.
+  double buffers = 0;
+  if (config.dp > 1 && config.zero < 2)
+    buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
+  if (config.zero >= 3)
+    buffers += 2.0 * shape.layerParams / t * perParam.weights;
+  if (config.pp > 1)
+    buffers += 2.0 * tokens * shape.hidden * elementBytes;
+  if (config.tp > 1)
+    buffers += tokens * shape.hidden * elementBytes;
+  memory.buffersBytes = buffers;
+  // Reserve: the CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on
+  // A100/H100) and 5% of the device for the caching allocator's fragmentation.
+  memory.reserveBytes = capacity > 0 ? 1e9 + 0.05 * capacity : 0;
+  return memory;
+}
+
+} // namespace
+
+MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
+                             const TrainingSetup &setup, const CostModel &model) {
   MemoryBreakdown fullest;
   for (int64_t stage = 0; stage < config.pp; ++stage) {
-    const int64_t layers = stageLayers(shape.layers, config.pp, stage).second;
-    double params = layers * shape.layerParams / t;
-    if (stage == 0)
-      params += shape.embeddingParams / t;
-    if (isLastStage(stage, config))
-      params += shape.headParams / t;
-    MemoryBreakdown memory;
-    memory.stage = stage;
-    memory.capacityBytes = capacity;
-    memory.weightsBytes = params * perParam.weights / (config.zero >= 3 ? d : 1);
-    memory.gradientsBytes = params * perParam.gradients / (config.zero >= 2 ? d : 1);
-    memory.optimizerBytes = params * perParam.optimizer / (config.zero >= 1 ? d : 1);
-    // 1F1B keeps min(pp - stage, m) micro-batches in flight at a stage; the
-    // interleaved schedule (pp - 1) / (pp V) more on the first (Korthikanti
-    // et al. 2022, section 4.2.3).
-    double inFlight = double(std::min<int64_t>(config.pp - stage, config.microBatches));
-    if (config.virtualStages > 1)
-      inFlight *= 1.0 + double(config.pp - 1) / double(config.pp * config.virtualStages);
-    memory.activationsBytes =
-        layers * inFlight * blockActivationBytes(shape, config, config.recompute, setup.computeDtype);
-    // Recomputing a whole block during backward materialises its activations once.
-    if (config.recompute == Recompute::Full && layers > 0)
-      memory.activationsBytes +=
-          blockActivationBytes(shape, config, Recompute::None, setup.computeDtype);
-    if (stage == 0)
-      memory.activationsBytes += inFlight * tokens * shape.hidden * elementBytes /
-                                 (config.sequenceParallel ? t : 1.0);
-    if (isLastStage(stage, config) && shape.vocab > 0)
-      memory.activationsBytes += 2.0 * tokens * shape.vocab / t * 4.0;  // fp32 logits and their gradient
-    // Buffers: a 25 MiB gradient bucket in flight (DDP's cap), the gathered
-    // layer and the one prefetched under ZeRO-3, send and receive buffers
-    // between stages, the gathered input of a sequence-parallel region.
-    double buffers = 0;
-    if (config.dp > 1 && config.zero < 2)
-      buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
-    if (config.zero >= 3)
-      buffers += 2.0 * shape.layerParams / t * perParam.weights;
-    if (config.pp > 1)
-      buffers += 2.0 * tokens * shape.hidden * elementBytes;
-    if (config.tp > 1)
-      buffers += tokens * shape.hidden * elementBytes;
-    memory.buffersBytes = buffers;
-    // Reserve: the CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on
-    // A100/H100) and 5% of the device for the caching allocator's fragmentation.
-    memory.reserveBytes = capacity > 0 ? 1e9 + 0.05 * capacity : 0;
+    MemoryBreakdown memory =
+        stageMemory(shape, config, setup, model, stage, stageLayers(shape, config, stage).second);
     if (stage == 0 || memory.perGpuBytes() > fullest.perGpuBytes())
       fullest = memory;
   }
@@ -391,7 +422,7 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
   std::vector<StageCost> stages;
   for (int64_t stage = 0; stage < config.pp; ++stage) {
     StageCost cost;
-    auto [first, layers] = stageLayers(shape.layers, config.pp, stage);
+    auto [first, layers] = stageLayers(shape, config, stage);
     cost.firstLayer = first;
     cost.layers = layers;
     cost.hasEmbedding = stage == 0;
@@ -451,6 +482,39 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     stages.push_back(std::move(cost));
   }
   return stages;
+}
+
+std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
+                                   const TrainingSetup &setup, const CostModel &model) {
+  const int64_t p = config.pp;
+  // Per-micro-batch time of a stage with no blocks, and what one block adds.
+  ParallelConfig probe = config;
+  probe.virtualStages = 1;
+  probe.stageLayers.assign(p, 0);
+  std::vector<StageCost> empty = stageCosts(shape, probe, setup, model);
+  probe.stageLayers.assign(p, 1);
+  std::vector<StageCost> one = stageCosts(shape, probe, setup, model);
+  // Every stage runs at least one block (the pipeline pass cuts between blocks).
+  std::vector<int64_t> layers(p, 1);
+  for (int64_t s = 0; s < p; ++s)
+    if (!stageMemory(shape, config, setup, model, s, 1).fits())
+      return {};
+  for (int64_t placed = p; placed < shape.layers; ++placed) {
+    int64_t best = -1;
+    double bestUs = 0;
+    for (int64_t s = 0; s < p; ++s) {
+      double blockUs = one[s].perMicroBatchUs() - empty[s].perMicroBatchUs();
+      double us = empty[s].perMicroBatchUs() + double(layers[s] + 1) * blockUs;
+      // Strictly less: ties go to the earlier stage, deterministically.
+      if ((best < 0 || us < bestUs) &&
+          stageMemory(shape, config, setup, model, s, layers[s] + 1).fits())
+        best = s, bestUs = us;
+    }
+    if (best < 0)
+      return {};
+    ++layers[best];
+  }
+  return layers;
 }
 
 PipelineTime pipelineTime(const std::vector<StageCost> &stages, int64_t microBatches,

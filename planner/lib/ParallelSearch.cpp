@@ -1,6 +1,8 @@
 //===- ParallelSearch.cpp - tp/pp/dp/ZeRO configuration search -----------===//
 #include "zen/Planner/ParallelSearch.h"
 
+#include "zen/CostModel/Pipeline.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -35,14 +37,25 @@ double gradientElements(const cost::StageCost &stage) {
   return elements;
 }
 
+/// How a score times the pipeline: the closed form screens every candidate;
+/// the finalists run the schedule's event simulation.
+enum class PipelineTiming { ClosedForm, Simulated };
+
 /// Everything but the data-parallel sync of ZeRO 0/1, which the caller adds.
 ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const ParallelConfig &config,
-                                 const cost::TrainingSetup &setup, const cost::CostModel &model) {
+                                 const cost::TrainingSetup &setup, const cost::CostModel &model,
+                                 PipelineTiming timing) {
   ParallelEvaluation eval;
   eval.config = config;
   eval.memory = cost::memoryPerGpu(shape, config, setup, model);
   eval.stages = cost::stageCosts(shape, config, setup, model);
-  eval.pipeline = cost::pipelineTime(eval.stages, config.microBatches, config.virtualStages);
+  if (timing == PipelineTiming::Simulated) {
+    cost::PipelineSchedule schedule =
+        cost::simulatePipeline(eval.stages, config.microBatches, config.virtualStages);
+    eval.pipeline = {schedule.totalUs, schedule.bubbleUs};
+  } else {
+    eval.pipeline = cost::pipelineTime(eval.stages, config.microBatches, config.virtualStages);
+  }
   const cost::StageCost &first = eval.stages.front();
   const double m = double(config.microBatches);
   eval.tensorCommUs = m * first.tensorCommUs;
@@ -85,10 +98,10 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
   Problem problem;
   const int n = int(stage.units.size());
   for (int i = n - 1; i >= 0; --i)
-    problem.forward.push_back({"fwd." + stage.units[i].name, stage.units[i].forwardUs, 0, 0});
+    problem.forward.push_back({stage.units[i].name, stage.units[i].forwardUs, 0, 0});
   for (int i = 0; i < n; ++i) {
     const cost::StageCost::Unit &unit = stage.units[i];
-    problem.backward.push_back({"bwd." + unit.name, unit.backwardUs, 0, 0});
+    problem.backward.push_back({unit.name, unit.backwardUs, 0, 0});
     GradientTensor gradient;
     gradient.name = unit.name;
     gradient.elements = int64_t(std::llround(unit.gradientElements));
@@ -104,7 +117,7 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
 
 ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const ParallelConfig &config,
                                const cost::TrainingSetup &setup, const cost::CostModel &model) {
-  ParallelEvaluation eval = scorePipeline(shape, config, setup, model);
+  ParallelEvaluation eval = scorePipeline(shape, config, setup, model, PipelineTiming::ClosedForm);
   double exposed = 0;
   if (syncsByAllReduce(config)) {
     const cost::StageCost &first = eval.stages.front();
@@ -122,9 +135,11 @@ ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const Parall
 ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const ParallelConfig &config,
                                  const cost::TrainingSetup &setup, const cost::CostModel &model,
                                  const AutotuneOptions &sync) {
-  if (!syncsByAllReduce(config))
-    return scoreConfig(shape, config, setup, model);
-  ParallelEvaluation eval = scorePipeline(shape, config, setup, model);
+  ParallelEvaluation eval = scorePipeline(shape, config, setup, model, PipelineTiming::Simulated);
+  if (!syncsByAllReduce(config)) {
+    finish(eval, 0, model, setup.computeDtype);
+    return eval;
+  }
   Problem problem = stageSyncProblem(eval.stages.front(), config, setup, model);
   AutotuneResult planned = autotune(problem, model, sync);
   finish(eval, planned.bestEval.exposedCommUs, model, setup.computeDtype);
@@ -334,6 +349,13 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                   if (firstInvalid.empty())
                     firstInvalid = why;
                   continue;
+                }
+                // 1F1B stages take the blocks that balance their time in memory.
+                if (pp > 1 && virtualStages == 1) {
+                  ParallelConfig balanced = config;
+                  balanced.stageLayers = cost::balanceStages(shape, config, setup, model);
+                  if (!balanced.stageLayers.empty())
+                    config = std::move(balanced);
                 }
                 cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
                 if (!memory.fits()) {

@@ -20,6 +20,8 @@ constexpr int64_t kMaxElements = int64_t(1) << 46;
 constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxStream = 255;
 constexpr int64_t kMaxWorldSize = 1 << 20;
+// Steps of one pipeline schedule the summaries simulate (micro-batches x stages x chunks).
+constexpr int64_t kMaxPipelineSteps = int64_t{1} << 22;
 // Input limits (docs/plan-format.md): far above any plan zenopt writes (a 10 000-tensor
 // model's plan is a few MiB, nested 6 deep), low enough that parsing stays cheap.
 constexpr uint64_t kMaxPlanBytes = uint64_t(256) << 20;
@@ -358,6 +360,24 @@ private:
       error(path, "must be >= 0");
   }
 
+  /// Virtual stages of "1f1b" (1) or "interleaved:V" (V >= 2, as zenopt's
+  /// --schedule reads it); 0 otherwise.
+  static int64_t virtualStagesOf(const std::string &schedule) {
+    if (schedule == "1f1b")
+      return 1;
+    const std::string prefix = "interleaved:";
+    if (schedule.rfind(prefix, 0) != 0 || schedule.size() == prefix.size() ||
+        schedule.size() > prefix.size() + 6)
+      return 0;
+    int64_t v = 0;
+    for (char c : schedule.substr(prefix.size())) {
+      if (c < '0' || c > '9')
+        return 0;
+      v = v * 10 + (c - '0');
+    }
+    return v >= 2 ? v : 0;
+  }
+
   /// The configuration the runtime will place ranks by, and every field the
   /// summaries read: positive degrees whose product is the world size, one
   /// program per pipeline stage, non-negative times and byte counts.
@@ -388,7 +408,7 @@ private:
                              std::to_string(dp) + " is not the world size " +
                              std::to_string(plan.cluster.worldSize));
     positive("micro_batch", int64_t{1} << 40);
-    positive("micro_batches", int64_t{1} << 40);
+    const int64_t microBatches = positive("micro_batches", kMaxPipelineSteps);
     const json &zero = field(parallel, "/parallel", "zero");
     if (!zero.is_number_integer() || zero.get<int64_t>() < 0 || zero.get<int64_t>() > 3)
       error("/parallel/zero", "must be 0, 1, 2 or 3");
@@ -398,8 +418,16 @@ private:
     const json &recompute = field(parallel, "/parallel", "recompute");
     if (!recompute.is_string() || !recomputes.count(recompute.get<std::string>()))
       error("/parallel/recompute", "must be none, selective or full");
-    if (!field(parallel, "/parallel", "schedule").is_string())
-      error("/parallel/schedule", "must be a string (1f1b or interleaved:V)");
+    const json &schedule = field(parallel, "/parallel", "schedule");
+    int64_t virtualStages = schedule.is_string() ? virtualStagesOf(schedule.get<std::string>()) : 0;
+    if (virtualStages < 1)
+      error("/parallel/schedule", "must be 1f1b or interleaved:V with V >= 2");
+    if (virtualStages > 1 && microBatches % pp != 0)
+      error("/parallel/schedule", "interleaved needs micro_batches divisible by pp");
+    // The summaries simulate every step of the schedule.
+    if (microBatches * pp * virtualStages > kMaxPipelineSteps)
+      error("/parallel/micro_batches", "micro_batches x pp x V must be at most " +
+                                           std::to_string(kMaxPipelineSteps));
     for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
                             "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
       amount(parallel, "/parallel", key);
@@ -424,6 +452,13 @@ private:
     const json &stages = field(parallel, "/parallel", "stages");
     if (!stages.is_array() || int64_t(stages.size()) != pp)
       error("/parallel/stages", "must hold one program per pipeline stage (pp)");
+    for (size_t s = 0; s < stages.size(); ++s) {
+      const std::string at = "/parallel/stages/" + std::to_string(s);
+      if (!stages[s].is_object())
+        error(at, "must be a JSON object");
+      for (const char *key : {"forward_us", "backward_us", "tensor_comm_us", "p2p_us", "zero_comm_us"})
+        amount(stages[s], at, key);
+    }
   }
 
   void checkTensors() {

@@ -29,6 +29,10 @@ elif mutation == "parallel_memory":
     del plan["parallel"]["memory"]["weights_bytes"]
 elif mutation == "parallel_recompute":
     plan["parallel"]["recompute"] = "sometimes"
+elif mutation == "parallel_schedule":
+    plan["parallel"]["schedule"] = "interleaved:x"
+elif mutation == "parallel_stage_time":
+    del plan["parallel"]["stages"][0]["p2p_us"]
 elif mutation == "parallel_not_object":
     plan["parallel"] = [1]
 else:

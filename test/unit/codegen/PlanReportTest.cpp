@@ -255,29 +255,27 @@ TEST(Report, UnwritablePathThrowsAndLeavesNothing) {
 } // namespace
 
 namespace {
-cost::ParallelConfig pipeline(int64_t pp, int64_t microBatches, int64_t virtualStages) {
-  cost::ParallelConfig config;
-  config.pp = pp;
-  config.microBatches = microBatches;
-  config.virtualStages = virtualStages;
-  return config;
+std::vector<std::string> program(int64_t stage, int64_t pp, int64_t microBatches, int64_t virtualStages) {
+  std::vector<std::string> names;
+  for (const cost::PipelineStep &step : cost::stageProgram(stage, pp, microBatches, virtualStages))
+    names.push_back(step.name(virtualStages));
+  return names;
 }
 } // namespace
 
 TEST(ParallelPlan, OneFOneBWarmsUpWithTheStagesBehindThenAlternates) {
   // 4 stages, 6 micro-batches: stage 0 runs 3 forwards ahead, the last none.
-  EXPECT_EQ(codegen::stageProgram(0, pipeline(4, 6, 1)),
+  EXPECT_EQ(program(0, 4, 6, 1),
             (std::vector<std::string>{"F0", "F1", "F2", "F3", "B0", "F4", "B1", "F5", "B2", "B3", "B4", "B5"}));
-  EXPECT_EQ(codegen::stageProgram(3, pipeline(4, 6, 1)),
+  EXPECT_EQ(program(3, 4, 6, 1),
             (std::vector<std::string>{"F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "F4", "B4", "F5", "B5"}));
   // Fewer micro-batches than stages: all forwards, then all backwards.
-  EXPECT_EQ(codegen::stageProgram(0, pipeline(4, 2, 1)), (std::vector<std::string>{"F0", "F1", "B0", "B1"}));
+  EXPECT_EQ(program(0, 4, 2, 1), (std::vector<std::string>{"F0", "F1", "B0", "B1"}));
 }
 
 TEST(ParallelPlan, InterleavedVisitsChunksInGroupsOfPipelineDepth) {
   // 2 stages, 2 chunks, 4 micro-batches (Megatron: micro-batches in groups of pp
   // per chunk; backward chunks in reverse). Stage 1 warms up (V - 1) pp = 2 steps.
-  std::vector<std::string> program = codegen::stageProgram(1, pipeline(2, 4, 2));
-  EXPECT_EQ(program, (std::vector<std::string>{"F0.0", "F1.0", "F0.1", "B0.1", "F1.1", "B1.1", "F2.0", "B0.0",
+  EXPECT_EQ(program(1, 2, 4, 2), (std::vector<std::string>{"F0.0", "F1.0", "F0.1", "B0.1", "F1.1", "B1.1", "F2.0", "B0.0",
                                                "F3.0", "B1.0", "F2.1", "B2.1", "F3.1", "B3.1", "B2.0", "B3.0"}));
 }

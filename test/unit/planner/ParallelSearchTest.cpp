@@ -1,9 +1,13 @@
 //===- ParallelSearchTest.cpp - large-model configuration search ----------===//
 #include "zen/Planner/ParallelSearch.h"
 
+#include "zen/CostModel/Pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 namespace zen::plan {
 namespace {
@@ -162,6 +166,117 @@ TEST(ParallelSearchTest, PipelineBubbleIsPipelineDepthMinusOneOverVirtualStages)
     stage.forwardUs = 10, stage.backwardUs = 20;
   EXPECT_DOUBLE_EQ(cost::pipelineTime(stages, 8, 1).totalUs, (8 + 3) * 30.0);
   EXPECT_DOUBLE_EQ(cost::pipelineTime(stages, 8, 2).bubbleUs, 1.5 * 30.0);
+}
+
+TEST(ParallelSearchTest, SimulatedScheduleMatchesTheClosedFormOnUniformStages) {
+  std::vector<cost::StageCost> stages(4);
+  for (cost::StageCost &stage : stages)
+    stage.forwardUs = 10, stage.backwardUs = 20;
+  for (int64_t v : {1, 2}) {
+    cost::PipelineSchedule schedule = cost::simulatePipeline(stages, 8, v);
+    EXPECT_NEAR(schedule.totalUs, cost::pipelineTime(stages, 8, v).totalUs, 1e-9) << v;
+    EXPECT_NEAR(schedule.bubbleUs, cost::pipelineTime(stages, 8, v).bubbleUs, 1e-9) << v;
+  }
+}
+
+TEST(ParallelSearchTest, SimulatedStepsWaitForTheirNeighboursAndNeverOverlapOnAStage) {
+  // A slow last stage: everything upstream waits for its backwards.
+  std::vector<cost::StageCost> stages(3);
+  for (cost::StageCost &stage : stages)
+    stage.forwardUs = 10, stage.backwardUs = 20;
+  stages[2].backwardUs = 50;
+  const int64_t m = 6;
+  cost::PipelineSchedule schedule = cost::simulatePipeline(stages, m, 1);
+  std::map<std::tuple<int64_t, bool, int64_t>, std::pair<double, double>> spans;
+  auto start = [&](int64_t s, bool backward, int64_t micro) { return spans[{s, backward, micro}].first; };
+  auto end = [&](int64_t s, bool backward, int64_t micro) { return spans[{s, backward, micro}].second; };
+  for (int64_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(schedule.stages[s].size(), size_t(2 * m));
+    double free = 0;
+    for (const cost::TimedStep &timed : schedule.stages[s]) {
+      EXPECT_GE(timed.startUs, free - 1e-9);
+      free = timed.startUs + timed.durationUs;
+      spans[{s, timed.step.backward, timed.step.microBatch}] = {timed.startUs, free};
+    }
+  }
+  for (int64_t micro = 0; micro < m; ++micro) {
+    for (int64_t s = 1; s < 3; ++s)
+      EXPECT_GE(start(s, false, micro), end(s - 1, false, micro) - 1e-9);
+    for (int64_t s = 0; s < 2; ++s)
+      EXPECT_GE(start(s, true, micro), end(s + 1, true, micro) - 1e-9);
+    EXPECT_GE(start(2, true, micro), end(2, false, micro) - 1e-9);
+  }
+  // The slow stage paces every micro-batch: at least m of its 60 us steps.
+  EXPECT_GE(schedule.totalUs, m * 60.0 + 2 * 10.0 + 2 * 20.0 - 1e-9);
+  EXPECT_NEAR(schedule.bubbleUs, schedule.totalUs - m * 60.0, 1e-9);
+}
+
+TEST(ParallelSearchTest, BalancedStagesMoveBlocksOffTheHeadAndOffAFullFirstStage) {
+  cost::TransformerShape shape = megatronGpt(30, 2048, 16);
+  shape.vocab = 256000;  // a heavy output projection and cross-entropy on the last stage
+  cost::CostModel model = a100Nodes(1);
+  ParallelConfig config;
+  config.pp = 4;
+  config.dp = 2;
+  config.microBatch = 1;
+  config.microBatches = 16;
+  cost::TrainingSetup setup = bf16Adam(32);
+  ASSERT_EQ(cost::checkConfig(shape, config, setup, 8), "");
+  auto slowest = [&](const ParallelConfig &c) {
+    double us = 0;
+    for (const cost::StageCost &stage : cost::stageCosts(shape, c, setup, model))
+      us = std::max(us, stage.perMicroBatchUs());
+    return us;
+  };
+  ParallelConfig balanced = config;
+  balanced.stageLayers = cost::balanceStages(shape, config, setup, model);
+  ASSERT_EQ(balanced.stageLayers.size(), 4u);
+  EXPECT_EQ(cost::checkConfig(shape, balanced, setup, 8), "");
+  EXPECT_LT(balanced.stageLayers[3], balanced.stageLayers[1]);
+  EXPECT_LT(slowest(balanced), slowest(config));
+  // No other split with the same total is faster: moving one block anywhere
+  // slows the slowest stage or leaves it as it is.
+  for (int64_t from = 0; from < 4; ++from)
+    for (int64_t to = 0; to < 4; ++to) {
+      ParallelConfig moved = balanced;
+      if (from == to || moved.stageLayers[from] == 1)
+        continue;
+      --moved.stageLayers[from];
+      ++moved.stageLayers[to];
+      EXPECT_GE(slowest(moved), slowest(balanced) - 1e-6) << from << "->" << to;
+    }
+  // Memory tight enough that the first stage (4 micro-batches in flight
+  // without recomputation) cannot hold its share: it gets fewer blocks and
+  // every stage fits.
+  cost::MemoryBreakdown even = cost::memoryPerGpu(shape, config, setup, model);
+  cost::Cluster tight = model.cluster();
+  // The reserve is 1 GB + 5% of the capacity: 2% below what the even split needs.
+  tight.gpu.memoryGB = 0.98 * (even.perGpuBytes() - even.reserveBytes + 1e9) / 0.95 / 1e9;
+  cost::CostModel tightModel(tight);
+  ASSERT_FALSE(cost::memoryPerGpu(shape, config, setup, tightModel).fits());
+  ParallelConfig squeezed = config;
+  squeezed.stageLayers = cost::balanceStages(shape, config, setup, tightModel);
+  ASSERT_EQ(squeezed.stageLayers.size(), 4u);
+  EXPECT_TRUE(cost::memoryPerGpu(shape, squeezed, setup, tightModel).fits());
+  EXPECT_LT(squeezed.stageLayers[0], balanced.stageLayers[0]);
+  // Nothing fits at all: no split.
+  tight.gpu.memoryGB = 1;
+  EXPECT_TRUE(cost::balanceStages(shape, config, setup, cost::CostModel(tight)).empty());
+}
+
+TEST(ParallelSearchTest, ExplicitStageLayersMustCoverTheLayersOnePositiveCountPerStage) {
+  cost::TransformerShape shape = megatronGpt(8, 1024, 16);
+  ParallelConfig config;
+  config.pp = 2;
+  config.dp = 4;
+  config.microBatches = 2;
+  cost::TrainingSetup setup = bf16Adam(8);
+  config.stageLayers = {3, 5};
+  EXPECT_EQ(cost::checkConfig(shape, config, setup, 8), "");
+  for (std::vector<int64_t> wrong : {std::vector<int64_t>{3, 4}, {8, 0}, {2, 3, 3}}) {
+    config.stageLayers = wrong;
+    EXPECT_NE(cost::checkConfig(shape, config, setup, 8).find("stage layers"), std::string::npos);
+  }
 }
 
 TEST(ParallelSearchTest, Gpt3DoesNotFitDataParallelAndAutoFitsNoSlowerThanAnySeed) {

@@ -8,6 +8,7 @@
 #ifndef ZEN_CODEGEN_PARALLELPLAN_H
 #define ZEN_CODEGEN_PARALLELPLAN_H
 
+#include "zen/CostModel/Pipeline.h"
 #include "zen/Planner/ParallelSearch.h"
 
 #include <nlohmann/json.hpp>
@@ -17,16 +18,16 @@
 
 namespace zen::codegen {
 
-/// Stage `stage`'s order of forward ("F<micro-batch>" or, interleaved,
-/// "F<micro-batch>.<chunk>") and backward ("B...") steps under Megatron's 1F1B:
-/// warm-up forwards, alternating forward/backward, cool-down backwards.
-std::vector<std::string> stageProgram(int64_t stage, const cost::ParallelConfig &config);
-
 /// The `parallel` section of a plan file for `chosen`.
 nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,
                                        const cost::TrainingSetup &setup,
                                        const plan::ParallelEvaluation &chosen,
                                        const plan::ParallelResult &result);
+
+/// The simulated schedule of a plan file's `parallel` section: its stages'
+/// per-micro-batch costs run under its schedule (cost::simulatePipeline), for
+/// the trace and the timeline. The section must have passed zenrt's checks.
+cost::PipelineSchedule pipelineScheduleOf(const nlohmann::json &parallel);
 
 } // namespace zen::codegen
 

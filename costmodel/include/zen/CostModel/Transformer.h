@@ -61,6 +61,9 @@ struct ParallelConfig {
   int64_t microBatch = 1;        // samples per micro-batch
   int64_t microBatches = 1;      // per pipeline per iteration: global batch / (dp * microBatch)
   int64_t virtualStages = 1;     // 1: 1F1B; V > 1: interleaved 1F1B with V chunks per stage
+  /// Transformer blocks per pipeline stage (pp entries summing to the layers);
+  /// empty: as evenly as possible, the first stages taking one more.
+  std::vector<int64_t> stageLayers;
 
   int64_t gpus() const { return tp * pp * dp; }
   /// "1f1b" or "interleaved:V"
@@ -111,7 +114,9 @@ struct MemoryBreakdown {
 /// Why a configuration cannot run a shape at all (divisibility: tp must divide
 /// heads and ffn, pp * virtual stages the layers, dp * micro-batch the global
 /// batch; sequence parallelism needs tp > 1; interleaving needs pp > 1 and
-/// micro-batches divisible by pp); "" when it can. Memory is not checked here.
+/// micro-batches divisible by pp; explicit stage layers: one positive count per
+/// stage summing to the layers, 1F1B only); "" when it can. Memory is not
+/// checked here.
 std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
                         const TrainingSetup &setup, int64_t gpus);
 
@@ -162,8 +167,8 @@ struct StageCost {
   }
 };
 
-/// The stages' costs (stage i holds blocks split as evenly as possible, the
-/// embedding on stage 0 and the head on the last).
+/// The stages' costs (stage i holds config.stageLayers[i] blocks, else split as
+/// evenly as possible; the embedding on stage 0 and the head on the last).
 std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
                                   const TrainingSetup &setup, const CostModel &model);
 
@@ -176,6 +181,15 @@ struct PipelineTime {
 };
 PipelineTime pipelineTime(const std::vector<StageCost> &stages, int64_t microBatches,
                           int64_t virtualStages);
+/// Blocks per stage for a 1F1B configuration that minimise the slowest stage's
+/// per-micro-batch time (which paces the pipeline) while every stage fits in
+/// memory: blocks go one at a time to the stage they slow least among those
+/// with room, which is optimal because a stage's time and memory grow
+/// linearly in its blocks. The embedding's and head's work and the first
+/// stages' extra in-flight activations thus move blocks to the other stages.
+/// Empty when no split fits.
+std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
+                                   const TrainingSetup &setup, const CostModel &model);
 
 }  // namespace zen::cost
 

@@ -63,7 +63,8 @@ struct ParallelEvaluation {
 /// micro-batch's backward.
 ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const cost::ParallelConfig &config,
                                const cost::TrainingSetup &setup, const cost::CostModel &model);
-/// The full score: as scoreConfig, with the first stage's data-parallel
+/// The full score: the pipeline's time from the event simulation of its
+/// schedule (cost::simulatePipeline) and the first stage's data-parallel
 /// gradient sync planned by `autotune` (ZeRO 0/1) over its dp group.
 ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const cost::ParallelConfig &config,
                                  const cost::TrainingSetup &setup, const cost::CostModel &model,
@@ -89,8 +90,9 @@ struct ParallelResult {
   int64_t configurationsScored = 0;
 };
 
-/// Enumerates every configuration the request allows (divisibility, memory),
-/// scores it with scoreConfig, re-scores the most promising and the seeds with
+/// Enumerates every configuration the request allows (divisibility, memory;
+/// 1F1B pipelines with their stages balanced by cost::balanceStages; the
+/// seeds keep Megatron's even split), scores it with scoreConfig, re-scores the most promising and the seeds with
 /// scoreWithSync, and returns the fastest that fits. The seeds are scored the
 /// same way and compete, so `best` is never slower than a seed that fits.
 ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::CostModel &model,
