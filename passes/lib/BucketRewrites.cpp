@@ -81,12 +81,15 @@ void ensureOptimizerSteps(TrainingFunction &training) {
       continue;
     auto type = cast<RankedTensorType>(gradient.getType());
     int64_t elements = type.getNumElements();
-    builder.create<ComputeOp>(
+    auto step = builder.create<ComputeOp>(
         gradient.getLoc(), TypeRange{type}, "SGD", Phase::optimizer,
         ValueRange{gradient.getParam(), gradient.getResult()},
         static_cast<uint64_t>(optimizerFlops(elements)),
         static_cast<uint64_t>(optimizerBytes(elements, elementBytes(type))),
         builder.getStringAttr("sgd." + param.getName()));
+    // The step runs on the stage that holds the parameter.
+    if (IntegerAttr stage = param.getStageAttr())
+      step.setStageAttr(stage);
   }
 }
 
@@ -273,8 +276,14 @@ LogicalResult numberBuckets(TrainingFunction &training) {
   for (size_t b = 0; b < buckets->size(); ++b) {
     BucketOps &bucket = (*buckets)[b];
     auto id = IntegerAttr::get(IntegerType::get(context, 64), static_cast<int64_t>(b));
-    for (Operation *op : bucket.ops)
+    // Under pipeline parallelism buckets are numbered per stage; the stage
+    // (the members' parameters') tells them apart.
+    IntegerAttr stage = training.gradients[bucket.settings.begin].getStageAttr();
+    for (Operation *op : bucket.ops) {
       op->setAttr("bucket", id);
+      if (stage)
+        op->setAttr("stage", stage);
+    }
     SmallVector<CollectiveOpInterface> collectives = collectivesOf(bucket);
     issues.push_back({bucket.settings.priority, b, false, collectives.front()});
     if (bucket.settings.decomposed)

@@ -234,7 +234,8 @@ FailureOr<std::vector<BucketOps>> readBuckets(const TrainingFunction &training,
   return chains;
 }
 
-FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostModel &model) {
+FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostModel &model,
+                                            std::optional<int64_t> stage) {
   SmallVector<func::FuncOp> candidates;
   module.walk([&](func::FuncOp func) {
     if (!func.getBody().empty() && !func.getBody().getOps<GradientOp>().empty())
@@ -265,15 +266,20 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
   std::optional<ComputeSegment> forward, backward;
   std::vector<std::pair<GradientOp, int>> found;
 
+  auto onStage = [&](std::optional<uint64_t> opStage) {
+    return !stage || (opStage && static_cast<int64_t>(*opStage) == *stage);
+  };
   for (Operation &op : training.func.getBody().front()) {
     if (auto gradient = dyn_cast<GradientOp>(op)) {
+      if (!onStage(gradient.getStage()))
+        continue;
       if (backward)
         problem.backward.push_back(*std::exchange(backward, std::nullopt));
       found.emplace_back(gradient, static_cast<int>(problem.backward.size()) - 1);
       continue;
     }
     auto compute = dyn_cast<ComputeOp>(op);
-    if (!compute)
+    if (!compute || !onStage(compute.getStage()))
       continue;
     const OpWork work = workOf(compute, problem.computeDtype);
     const double us = model.computeUs(static_cast<double>(work.flops),

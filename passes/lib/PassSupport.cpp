@@ -50,7 +50,8 @@ namespace detail {
 FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOption,
                                          int64_t nodesOption, CostModelAnalysis &analysis,
                                          std::optional<int64_t> dp,
-                                         std::optional<StringRef> requiredBy) {
+                                         std::optional<StringRef> requiredBy,
+                                         std::optional<int64_t> stage) {
   if (!clusterOption.empty())
     ZenDialect::ClusterAttrHelper(module.getContext())
         .setAttr(module, StringAttr::get(module.getContext(), clusterOption));
@@ -67,7 +68,7 @@ FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOptio
 
   PlanningState state;
   state.model = analysis.model();
-  FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, *state.model);
+  FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, *state.model, stage);
   if (failed(training))
     return failure();
   state.training = std::move(*training);
@@ -92,6 +93,15 @@ FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOptio
   }
   state.training.problem.group = state.group;
   return state;
+}
+
+int64_t pipelineStagesOf(ModuleOp module) {
+  int64_t stages = 0;
+  module.walk([&](ParamOp param) {
+    if (std::optional<uint64_t> stage = param.getStage())
+      stages = std::max(stages, static_cast<int64_t>(*stage) + 1);
+  });
+  return stages;
 }
 
 plan::BaselineOptions baselineOptions(llvm::ArrayRef<int64_t> manualBuckets, int64_t thresholdBytes,

@@ -23,7 +23,8 @@ struct PlanningState {
 /// The shared prologue: records a non-empty `clusterOption` as the module's
 /// zen.cluster and a positive `nodesOption` as its zen.nodes (refreshing
 /// `analysis` when that changes the cluster), extracts
-/// the training function and reads its plan. With `requiredBy` set, the
+/// the training function (one pipeline stage's with `stage`) and reads its
+/// plan. With `requiredBy` set, the
 /// gradients must already be synchronised (the error names that pass). Errors
 /// are emitted on the module.
 mlir::FailureOr<PlanningState> preparePlanning(mlir::ModuleOp module,
@@ -31,7 +32,11 @@ mlir::FailureOr<PlanningState> preparePlanning(mlir::ModuleOp module,
                                                int64_t nodesOption,
                                                CostModelAnalysis &analysis,
                                                std::optional<int64_t> dp,
-                                               std::optional<llvm::StringRef> requiredBy);
+                                               std::optional<llvm::StringRef> requiredBy,
+                                               std::optional<int64_t> stage = std::nullopt);
+/// Pipeline stages of the module: 1 + the largest `stage` on a zen.param, 0
+/// when none has one (zen-assign-pipeline-stages has not run).
+int64_t pipelineStagesOf(mlir::ModuleOp module);
 
 /// The baseline rules' settings from a pass's options (sizes as the options spell them).
 plan::BaselineOptions baselineOptions(llvm::ArrayRef<int64_t> manualBuckets, int64_t thresholdBytes,

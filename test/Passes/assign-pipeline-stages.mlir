@@ -47,4 +47,14 @@
 
 // COMBINED: module attributes {{{.*}}zen.parallel = #zen.parallel<tp = 2, pp = 2>
 // COMBINED: zen.send {{.*}}zen.role = #zen.role<pipeline>
-// COMBINED: zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}} : tensor<1128xf32>
+// zen-autotune then plans each stage's gradients on their own: one bucket per
+// stage (numbered per stage), never a gradient of the other stage in it, and
+// every optimizer step on the stage of its parameter.
+// COMBINED: %[[LAST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 1 : i64} : tensor<564xf32>
+// COMBINED: %[[LAST_SYNCED:.*]]:10 = zen.unpack %[[LAST]] {bucket = 0 : i64, stage = 1 : i64}
+// COMBINED: %[[FIRST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 0 : i64} : tensor<564xf32>
+// COMBINED: %[[FIRST_SYNCED:.*]]:10 = zen.unpack %[[FIRST]] {bucket = 0 : i64, stage = 0 : i64}
+// COMBINED: zen.compute "SGD" optimizer({{.*}}, %[[FIRST_SYNCED]]#0) {{.*}}node = "sgd.b0.fc2.bias", stage = 0 : i64}
+// COMBINED: zen.compute "SGD" optimizer({{.*}}) {{.*}}node = "sgd.wte", stage = 0 : i64}
+// COMBINED: zen.compute "SGD" optimizer({{.*}}, %[[LAST_SYNCED]]#0) {{.*}}node = "sgd.head.weight", stage = 1 : i64}
+// COMBINED-NOT: stage = 0

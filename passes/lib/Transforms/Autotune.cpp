@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "../PassSupport.h"
 #include "zen/Passes/Passes.h"
+#include "zen/CostModel/Transformer.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -29,6 +30,15 @@ DictionaryAttr timesAttr(Builder &builder, const std::map<std::string, double> &
   return builder.getDictionaryAttr(entries);
 }
 
+/// One synchronisation planned and applied: the module's, or one pipeline stage's.
+struct PlannedSync {
+  std::string strategy;
+  Evaluation evaluation;
+  double lowerBoundUs = 0;
+  int64_t ranks = 0;
+  std::map<std::string, double> baselineUs, baselineUncompressedUs;
+};
+
 struct AutotunePass : impl::AutotuneBase<AutotunePass> {
   using AutotuneBase::AutotuneBase;
   void runOnOperation() override {
@@ -37,73 +47,99 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
         detail::compressorsOption(module, compressor);
     if (!allowed)
       return signalPassFailure();
-    FailureOr<detail::PlanningState> state = detail::preparePlanning(
-        module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp, std::nullopt);
-    if (failed(state))
-      return signalPassFailure();
-    const cost::CostModel &model = *state->model;
-    const Problem &problem = state->training.problem;
-
     plan::AutotuneOptions options;
     options.compressors = *allowed;
     options.baseline = detail::baselineOptions(buckets, thresholdBytes, horovodCycleTimeMs,
                                                horovodFusionThresholdMb);
-
     if (std::string error = checkBaselineOptions(options.baseline); !error.empty()) {
       module.emitError("zen-autotune: ") << error;
       return signalPassFailure();
     }
+    // Each pipeline stage synchronises its own gradients over its data-parallel
+    // group; the first stage's plan is the module's prediction, as in the plan file.
+    const int64_t stages = detail::pipelineStagesOf(module);
+    std::optional<PlannedSync> first;
+    for (int64_t stage = 0; stage < std::max<int64_t>(stages, 1); ++stage) {
+      FailureOr<PlannedSync> planned =
+          planSync(module, options, stages ? std::optional<int64_t>(stage) : std::nullopt);
+      if (failed(planned))
+        return signalPassFailure();
+      if (!first)
+        first = std::move(*planned);
+    }
+
+    MLIRContext *context = &getContext();
+    Builder builder(context);
+    ZenDialect::StrategyAttrHelper(context).setAttr(module, builder.getStringAttr(first->strategy));
+    ZenDialect::ClusterAttrHelper(context).setAttr(
+        module, builder.getStringAttr(CostModelAnalysis::clusterOf(module)));
+    ZenDialect::WorldSizeAttrHelper(context).setAttr(module, builder.getI64IntegerAttr(first->ranks));
+    const Evaluation &evaluation = first->evaluation;
+    ZenDialect::PredictedAttrHelper(context).setAttr(
+        module, PredictionAttr::get(context, evaluation.iterationUs, evaluation.computeUs,
+                                    evaluation.exposedCommUs, first->lowerBoundUs));
+    ZenDialect::BaselinesAttrHelper(context).setAttr(module, timesAttr(builder, first->baselineUs));
+    if (!first->baselineUncompressedUs.empty())
+      ZenDialect::BaselinesUncompressedAttrHelper(context).setAttr(
+          module, timesAttr(builder, first->baselineUncompressedUs));
+    markAnalysesPreserved<CostModelAnalysis>();
+  }
+
+private:
+  FailureOr<PlannedSync> planSync(ModuleOp module, const plan::AutotuneOptions &options,
+                                  std::optional<int64_t> stage) {
+    FailureOr<detail::PlanningState> state = detail::preparePlanning(
+        module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp, std::nullopt, stage);
+    if (failed(state))
+      return failure();
+    // Without the `dp` option, a module that records its tp/pp/dp configuration
+    // (zen.parallel) syncs over the data-parallel group placed as Megatron does.
+    if (!dp)
+      if (auto parallel = module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr())) {
+        cost::ParallelConfig config;
+        config.tp = parallel.getTp();
+        config.pp = parallel.getPp();
+        config.dp = parallel.getDp();
+        state->group = cost::parallelGroups(config, state->model->cluster()).data;
+        state->training.problem.group = state->group;
+      }
+    const cost::CostModel &model = *state->model;
+    const Problem &problem = state->training.problem;
+    const std::vector<cost::CompressionSpec> &allowed = options.compressors;
+    PlannedSync planned;
     PlanChoice choice;
-    Evaluation evaluation;
-    std::map<std::string, double> baselineUs, baselineUncompressedUs;
     if (strategy == PlanStrategy::automatic) {
       AutotuneResult result = autotune(problem, model, options);
       choice = std::move(result.best);
-      evaluation = std::move(result.bestEval);
-      baselineUs = std::move(result.baselineUs);
-      baselineUncompressedUs = std::move(result.baselineUncompressedUs);
+      planned.evaluation = std::move(result.bestEval);
+      planned.baselineUs = std::move(result.baselineUs);
+      planned.baselineUncompressedUs = std::move(result.baselineUncompressedUs);
     } else {
       // A baseline with compressors allowed: the best of them, as the report compares.
       std::string error;
       std::optional<BaselineResult> baseline = bestBaseline(
-          strategyName(strategy).str(), problem, model, options.baseline, *allowed, error);
-      if (!baseline) {
-        module.emitError("zen-autotune: ") << error;
-        return signalPassFailure();
-      }
+          strategyName(strategy).str(), problem, model, options.baseline, allowed, error);
+      if (!baseline)
+        return module.emitError("zen-autotune: ") << error;
       choice = std::move(baseline->choice);
-      evaluation = std::move(baseline->evaluation);
+      planned.evaluation = std::move(baseline->evaluation);
       for (const std::string &name : baselineNames()) {
-        baselineUs[name] = bestBaseline(name, problem, model, options.baseline, *allowed, error)
-                               ->evaluation.iterationUs;
-        if (!allowed->empty()) {
-          baselineUncompressedUs[name] =
-              bestBaseline(name, problem, model, options.baseline, {}, error)
-                  ->evaluation.iterationUs;
-          baselineUs[name] = std::min(baselineUs[name], baselineUncompressedUs[name]);
+        planned.baselineUs[name] = bestBaseline(name, problem, model, options.baseline, allowed, error)
+                                       ->evaluation.iterationUs;
+        if (!allowed.empty()) {
+          planned.baselineUncompressedUs[name] =
+              bestBaseline(name, problem, model, options.baseline, {}, error)->evaluation.iterationUs;
+          planned.baselineUs[name] =
+              std::min(planned.baselineUs[name], planned.baselineUncompressedUs[name]);
         }
       }
     }
+    planned.strategy = choice.strategy;
+    planned.lowerBoundUs = lowerBoundUs(problem, model, allowed);
+    planned.ranks = state->group.ranks;
     if (failed(applyPlan(state->training, choice, state->group)))
-      return signalPassFailure();
-
-    MLIRContext *context = &getContext();
-    Builder builder(context);
-    ZenDialect::StrategyAttrHelper(context).setAttr(module,
-                                                    builder.getStringAttr(choice.strategy));
-    ZenDialect::ClusterAttrHelper(context).setAttr(
-        module, builder.getStringAttr(CostModelAnalysis::clusterOf(module)));
-    ZenDialect::WorldSizeAttrHelper(context).setAttr(
-        module, builder.getI64IntegerAttr(state->group.ranks));
-    ZenDialect::PredictedAttrHelper(context).setAttr(
-        module, PredictionAttr::get(context, evaluation.iterationUs, evaluation.computeUs,
-                                    evaluation.exposedCommUs,
-                                    lowerBoundUs(problem, model, *allowed)));
-    ZenDialect::BaselinesAttrHelper(context).setAttr(module, timesAttr(builder, baselineUs));
-    if (!baselineUncompressedUs.empty())
-      ZenDialect::BaselinesUncompressedAttrHelper(context).setAttr(
-          module, timesAttr(builder, baselineUncompressedUs));
-    markAnalysesPreserved<CostModelAnalysis>();
+      return failure();
+    return planned;
   }
 };
 } // namespace

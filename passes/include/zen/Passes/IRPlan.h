@@ -37,8 +37,12 @@ struct TrainingFunction {
 /// problem, pricing compute with `model` at the module's kComputeDtypeAttr.
 /// Emits an error and fails when there is none or more than one, or when the
 /// compute precision is not one parseComputeDtype accepts.
+/// With `stage`, only that pipeline stage's compute and gradients (ops whose
+/// `stage` is it; zen-assign-pipeline-stages) make the problem, so each stage's
+/// data-parallel sync is planned on its own.
 mlir::FailureOr<TrainingFunction> extractTraining(mlir::ModuleOp module,
-                                                  const cost::CostModel &model);
+                                                  const cost::CostModel &model,
+                                                  std::optional<int64_t> stage = std::nullopt);
 
 /// One bucket's synchronisation as it stands in the IR.
 struct BucketOps {
