@@ -494,11 +494,22 @@ std::vector<int64_t> balanceStages(const TransformerShape &shape, const Parallel
   std::vector<StageCost> empty = stageCosts(shape, probe, setup, model);
   probe.stageLayers.assign(p, 1);
   std::vector<StageCost> one = stageCosts(shape, probe, setup, model);
-  // Every stage runs at least one block (the pipeline pass cuts between blocks).
+  // The most blocks each stage holds in memory: beyond its first block (full
+  // recomputation adds one block's activations once) memory grows by the same
+  // amount per block.
+  std::vector<int64_t> most(p, 0);
+  for (int64_t s = 0; s < p; ++s) {
+    MemoryBreakdown oneBlock = stageMemory(shape, config, setup, model, s, 1);
+    if (!oneBlock.fits())
+      return {};  // every stage runs at least one block (the pipeline pass cuts between blocks)
+    double perBlock =
+        stageMemory(shape, config, setup, model, s, 2).perGpuBytes() - oneBlock.perGpuBytes();
+    double room = oneBlock.capacityBytes - oneBlock.perGpuBytes();
+    most[s] = oneBlock.capacityBytes <= 0 || perBlock <= 0
+                  ? shape.layers
+                  : 1 + int64_t(std::min(std::floor(room / perBlock), double(shape.layers)));
+  }
   std::vector<int64_t> layers(p, 1);
-  for (int64_t s = 0; s < p; ++s)
-    if (!stageMemory(shape, config, setup, model, s, 1).fits())
-      return {};
   for (int64_t placed = p; placed < shape.layers; ++placed) {
     int64_t best = -1;
     double bestUs = 0;
@@ -506,8 +517,7 @@ std::vector<int64_t> balanceStages(const TransformerShape &shape, const Parallel
       double blockUs = one[s].perMicroBatchUs() - empty[s].perMicroBatchUs();
       double us = empty[s].perMicroBatchUs() + double(layers[s] + 1) * blockUs;
       // Strictly less: ties go to the earlier stage, deterministically.
-      if ((best < 0 || us < bestUs) &&
-          stageMemory(shape, config, setup, model, s, layers[s] + 1).fits())
+      if (layers[s] < most[s] && (best < 0 || us < bestUs))
         best = s, bestUs = us;
     }
     if (best < 0)

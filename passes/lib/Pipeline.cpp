@@ -19,6 +19,30 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   pm.addPass(createAutotune(autotune));
 }
 
+void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options) {
+  if (options.tp > 1) {
+    PartitionTensorParallelOptions partition;
+    partition.tp = options.tp;
+    pm.addPass(createPartitionTensorParallel(partition));
+  }
+  if (options.pp > 1 && !options.stageLayers.empty()) {
+    AssignPipelineStagesOptions stages;
+    stages.pp = options.pp;
+    stages.stageLayers = options.stageLayers;
+    pm.addPass(createAssignPipelineStages(stages));
+  }
+  AutotuneOptions autotune;
+  autotune.cluster = options.cluster;
+  autotune.nodes = options.nodes;
+  autotune.compressor = options.compressor;
+  pm.addPass(createAutotune(autotune));
+  if (options.zero >= 2) {
+    ShardZeroOptions shard;
+    shard.zero = options.zero;
+    pm.addPass(createShardZero(shard));
+  }
+}
+
 void registerPlanPipeline() {
   mlir::PassPipelineRegistration<PlanPipelineOptions>(
       "zen-plan-pipeline",

@@ -194,7 +194,8 @@ std::string memoryText(const cost::MemoryBreakdown &m) {
 /// is given, or when plain data parallelism (today's plan) does not fit in
 /// memory. nullopt: the data-parallel planner plans as before.
 std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
-                                          mlir::ModuleOp module, const cost::CostModel &model) {
+                                          mlir::ModuleOp module, const cost::CostModel &model,
+                                          const DiagnosticCollector &diagnostics) {
   std::string whyNot;
   std::optional<cost::TransformerShape> shape = recognizeTransformer(module, &whyNot);
   if (!shape) {
@@ -277,11 +278,30 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
     throw CommandError(ExitSoftware, options.model + ": " + error);
   for (const auto &[name, eval] : result.baselines)
     plan->baselines[name] = eval.iterationUs;
-  // The IR carries the configuration the partitioning passes apply.
+  // The IR carries the configuration. The plan above is lowered from the
+  // search's stage costs, so the partitioning passes run only when the IR is
+  // the output: tensor-parallel shards and collectives, pipeline stages with
+  // their transfers, each stage's data-parallel sync, ZeRO shards.
   const cost::ParallelConfig &c = best.config;
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
                                                     c.sequenceParallel, static_cast<Recompute>(c.recompute),
                                                     c.microBatch, c.microBatches, c.virtualStages));
+  if (options.emit != "mlir")
+    return plan;
+  LargeModelPipelineOptions partition;
+  partition.cluster = options.cluster;
+  partition.nodes = options.nodes;
+  partition.compressor = options.compressor;
+  partition.tp = c.tp;
+  partition.pp = c.pp;
+  partition.zero = c.zero;
+  if (c.virtualStages == 1)
+    for (const cost::StageCost &stage : best.stages)
+      partition.stageLayers.push_back(stage.layers);
+  mlir::PassManager pipeline(module.getContext());
+  buildLargeModelPipeline(pipeline, partition);
+  if (mlir::failed(pipeline.run(module)))
+    throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages);
   return plan;
 }
 
@@ -333,7 +353,7 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
-  if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model))
+  if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics))
     return report(options, *plan, *module);
 
   PlanPipelineOptions pipelineOptions;

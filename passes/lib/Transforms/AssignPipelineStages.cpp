@@ -264,6 +264,9 @@ private:
         compute.setStageAttr(builder.getI64IntegerAttr(stage));
       } else {
         stage = fromOperands(&op, 0);
+        // A tensor-parallel collective runs on its block's stage.
+        if (isa<CollectiveOpInterface>(op))
+          op.setAttr("stage", builder.getI64IntegerAttr(stage));
       }
       stageOf[&op] = stage;
     }

@@ -87,6 +87,9 @@ LogicalResult scatterBucket(Operation *collective, int64_t dp) {
       bucket.getChunkCount(), bucket.getScheduleOrNull(), bucketAttr,
       collective->hasAttr("after_backward"));
   auto unpack = builder.create<UnpackOp>(loc, shardTypes, scatter.getResult(), bucketAttr);
+  if (Attribute stage = collective->getAttr("stage"))
+    for (Operation *op : {newPack.getOperation(), scatter.getOperation(), unpack.getOperation()})
+      op->setAttr("stage", stage);
 
   // The optimizer steps update the rank's shard: its type and a dp-th of the work.
   for (auto [before, shard] : llvm::zip(syncedMembers, unpack.getOutputs())) {
@@ -127,6 +130,8 @@ LogicalResult shardParameter(GradientOp gradient, int64_t dp, ProcessGroupAttr g
                                               CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
                                               IntegerAttr(), false);
     detail::setRole(gather, CollectiveRole::zero);
+    if (IntegerAttr stage = param.getStageAttr())
+      gather->setAttr("stage", stage);
     gather->setAttr(ZenDialect::PrefetchAttrHelper::getNameStr(), builder.getI64IntegerAttr(1));
     param.getResult().replaceUsesWithIf(gather.getResult(), [&](OpOperand &use) {
       return use.getOwner() != gather && isUse(use.getOwner());

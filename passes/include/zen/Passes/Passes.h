@@ -10,6 +10,8 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace zen {
 
@@ -48,6 +50,23 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options);
 /// Registers zen-plan-pipeline for zenopt-opt.
 void registerPlanPipeline();
+
+/// What `zenopt MODEL.onnx` applies to a transformer's IR once the large-model
+/// search has chosen its configuration (recorded in the module's zen.parallel).
+struct LargeModelPipelineOptions {
+  std::string cluster;
+  int64_t nodes = 0;
+  std::string compressor;
+  int64_t tp = 1, pp = 1, zero = 0;
+  /// Blocks per pipeline stage; empty: the 1F1B placement is not represented
+  /// (an interleaved schedule's chunks are not contiguous stages).
+  std::vector<int64_t> stageLayers;
+};
+
+/// Adds zen-partition-tensor-parallel (tp > 1), zen-assign-pipeline-stages
+/// (pp > 1 with stage layers), zen-autotune (each stage's data-parallel sync)
+/// and zen-shard-zero (ZeRO 2 and 3) to `pm`.
+void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options);
 
 } // namespace zen
 
