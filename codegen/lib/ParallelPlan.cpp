@@ -32,6 +32,9 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["micro_batch"] = config.microBatch;
   section["micro_batches"] = config.microBatches;
   section["schedule"] = config.schedule();
+  const cost::Decomposition &d = config.decomposition;
+  section["decomposition"] = {{"attention", {{"forward", d.attentionForward}, {"backward", d.attentionBackward}}},
+                              {"mlp", {{"forward", d.mlpForward}, {"backward", d.mlpBackward}}}};
   section["global_batch"] = setup.globalBatch;
   section["optimizer"] = cost::toString(setup.optimizer);
   section["model"] = {{"family", shape.family}, {"layers", shape.layers}, {"hidden", shape.hidden},

@@ -195,7 +195,7 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   if (parallel.is_object()) {
     ordered_json config;
     for (const char *key : {"tp", "pp", "dp", "zero", "sequence_parallel", "recompute", "micro_batch",
-                            "micro_batches", "schedule"})
+                            "micro_batches", "schedule", "decomposition"})
       config[key] = parallel[key];
     json["parallel"] = config;
     ordered_json memory;
@@ -235,6 +235,11 @@ std::string parallelText(const json &parallel) {
                      gb("per_gpu_bytes"), gb("capacity_bytes"), memory["stage"].get<int64_t>(),
                      gb("weights_bytes"), gb("gradients_bytes"), gb("optimizer_bytes"),
                      gb("activations_bytes"), gb("buffers_bytes"), gb("reserve_bytes"));
+  const json &chunks = parallel["decomposition"];
+  out += fmt::format("  TP decomposition      attention {} forward, {} backward; MLP {} forward, {} backward "
+                     "(chunks per GEMM and its collective)\n",
+                     chunks["attention"]["forward"].get<int64_t>(), chunks["attention"]["backward"].get<int64_t>(),
+                     chunks["mlp"]["forward"].get<int64_t>(), chunks["mlp"]["backward"].get<int64_t>());
   out += fmt::format("  predicted iteration   {:10.3f} ms\n", parallel["iteration_us"].get<double>() / 1e3);
   out += fmt::format("  pipeline bubble       {:10.3f} ms\n", parallel["bubble_us"].get<double>() / 1e3);
   out += fmt::format("  exposed TP comm       {:10.3f} ms\n", parallel["tensor_comm_us"].get<double>() / 1e3);

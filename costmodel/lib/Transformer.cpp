@@ -51,7 +51,13 @@ bool ParallelConfig::operator==(const ParallelConfig &o) const {
   return tp == o.tp && pp == o.pp && dp == o.dp && zero == o.zero &&
          sequenceParallel == o.sequenceParallel && recompute == o.recompute &&
          microBatch == o.microBatch && microBatches == o.microBatches &&
-         virtualStages == o.virtualStages && stageLayers == o.stageLayers;
+         virtualStages == o.virtualStages && stageLayers == o.stageLayers &&
+         decomposition == o.decomposition;
+}
+
+bool Decomposition::operator==(const Decomposition &o) const {
+  return attentionForward == o.attentionForward && attentionBackward == o.attentionBackward &&
+         mlpForward == o.mlpForward && mlpBackward == o.mlpBackward;
 }
 
 std::optional<int64_t> parseSchedule(const std::string &text) {
@@ -173,6 +179,12 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
     if (config.virtualStages > 1)
       return "explicit stage layers need the 1f1b schedule";
   }
+  const Decomposition &d = config.decomposition;
+  const int64_t tokens = config.microBatch * shape.seq;
+  for (int64_t chunks : {d.attentionForward, d.attentionBackward, d.mlpForward, d.mlpBackward})
+    if (chunks < 1 || tokens % chunks != 0)
+      return "decomposition into " + std::to_string(chunks) + " chunks does not divide the " +
+             std::to_string(tokens) + " tokens of a micro-batch";
   if (config.dp * config.microBatch * config.microBatches != setup.globalBatch)
     return "dp " + std::to_string(config.dp) + " x micro-batch " + std::to_string(config.microBatch) +
            " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
@@ -302,7 +314,8 @@ namespace {
 struct BlockCost {
   double forwardUs = 0, backwardUs = 0, attentionCoreUs = 0;
   double forwardFlops = 0, attentionCoreFlops = 0;
-  double tensorCommForwardUs = 0;  // the forward TP collectives (the backward has as many)
+  double tensorCommForwardUs = 0;   // TP collectives forward not hidden by decomposition
+  double tensorCommBackwardUs = 0;  // and backward
 };
 
 BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
@@ -354,13 +367,49 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   cost.attentionCoreUs += attentionElementwiseUs;
   // Two TP regions per block: an all-reduce after each row-parallel GEMM, or
   // with sequence parallelism a reduce-scatter after it and an all-gather
-  // before the next column-parallel GEMM (Korthikanti et al. 2022, section 4.2.2).
-  double activationBytes = tokens * h * elementBytes;
-  double region = config.sequenceParallel
-                      ? collectiveUs(model, CollectiveKind::ReduceScatter, activationBytes, groups.tensor) +
-                            collectiveUs(model, CollectiveKind::AllGather, activationBytes, groups.tensor)
-                      : collectiveUs(model, CollectiveKind::AllReduce, activationBytes, groups.tensor);
-  cost.tensorCommForwardUs = 2 * region;
+  // before the next column-parallel GEMM (Korthikanti et al. 2022, section
+  // 4.2.2); backward, the duals next to the column-parallel GEMMs' input
+  // gradients. Each collective pairs with the GEMM next to it: decomposed into
+  // k chunks along the tokens, chunk i's collective overlaps chunk i + 1's
+  // GEMM (Flux; PyTorch async-TP), each chunk GEMM priced by its own shape
+  // (wave quantisation) and each chunk collective paying its latency; running
+  // together, both run `overlap_slowdown` slower.
+  const Decomposition &d = config.decomposition;
+  struct Pair {
+    double m, n, k;
+    CollectiveKind kind;
+    int64_t chunks;
+    bool forward;
+  };
+  const CollectiveKind reduce = config.sequenceParallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  std::vector<Pair> pairs = {
+      {tokens, h, h / t, reduce, d.attentionForward, true},       // attention output GEMM, then reduce
+      {tokens, h, f / t, reduce, d.mlpForward, true},             // second MLP GEMM, then reduce
+      {tokens, h, 3 * h / t, reduce, d.attentionBackward, false}, // QKV input gradient, then reduce
+      {tokens, h, f / t, reduce, d.mlpBackward, false},           // first MLP input gradient, then reduce
+  };
+  if (config.sequenceParallel) {
+    const CollectiveKind gather = CollectiveKind::AllGather;
+    pairs.push_back({tokens, 3 * h / t, h, gather, d.attentionForward, true});    // gather, then QKV
+    pairs.push_back({tokens, f / t, h, gather, d.mlpForward, true});              // gather, then first MLP
+    pairs.push_back({tokens, h / t, h, gather, d.attentionBackward, false});      // gather, attention output input gradient
+    pairs.push_back({tokens, f / t, h, gather, d.mlpBackward, false});            // gather, second MLP input gradient
+  }
+  const double activationBytes = tokens * h * elementBytes;
+  const double slowdown = model.overlapSlowdown();
+  for (const Pair &pair : pairs) {
+    const double whole = gemmUs(model, pair.m, pair.n, pair.k, 1, dtype);
+    const double chunkGemm = gemmUs(model, pair.m / pair.chunks, pair.n, pair.k, 1, dtype);
+    const double chunkComm = collectiveUs(model, pair.kind, activationBytes / pair.chunks, groups.tensor);
+    const double gemms = pair.chunks * chunkGemm;
+    double exposed = chunkComm;
+    if (pair.chunks > 1) {
+      double step = std::max(chunkGemm, chunkComm) + (slowdown - 1.0) * std::min(chunkGemm, chunkComm);
+      exposed = chunkGemm + chunkComm + (pair.chunks - 1) * step - gemms;
+    }
+    (pair.forward ? cost.forwardUs : cost.backwardUs) += gemms - whole;
+    (pair.forward ? cost.tensorCommForwardUs : cost.tensorCommBackwardUs) += exposed;
+  }
   return cost;
 }
 
@@ -431,7 +480,7 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     cost.forwardUs = l * block.forwardUs;
     cost.recomputeUs = l * recomputeUs;
     cost.backwardUs = l * block.backwardUs + cost.recomputeUs;
-    cost.tensorCommUs = l * (2 * block.tensorCommForwardUs + recomputeCommUs);
+    cost.tensorCommUs = l * (block.tensorCommForwardUs + block.tensorCommBackwardUs + recomputeCommUs);
     cost.pipelineCommUs = p2pUs;
     cost.zeroCommUs = l * zeroPerBlockUs;
     cost.modelFlops = l * 3 * block.forwardFlops;
@@ -482,6 +531,42 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     stages.push_back(std::move(cost));
   }
   return stages;
+}
+
+std::vector<int64_t> decompositionDegrees(const TransformerShape &shape, const ParallelConfig &config) {
+  std::vector<int64_t> degrees;
+  const int64_t tokens = config.microBatch * shape.seq;
+  for (int64_t chunks : {1, 2, 4, 8})
+    if (tokens % chunks == 0)
+      degrees.push_back(chunks);
+  return degrees;
+}
+
+Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelConfig &config,
+                                  const TrainingSetup &setup, const CostModel &model) {
+  Decomposition best;
+  if (config.tp < 2)
+    return best;
+  const ParallelGroups groups = parallelGroups(config, model.cluster());
+  auto blockUs = [&](const Decomposition &d) {
+    ParallelConfig candidate = config;
+    candidate.decomposition = d;
+    BlockCost cost = blockCost(shape, candidate, setup, model, groups);
+    return cost.forwardUs + cost.backwardUs + cost.tensorCommForwardUs + cost.tensorCommBackwardUs;
+  };
+  // The regions' and phases' times add up: each takes its fastest degree alone.
+  for (int64_t Decomposition::*field : {&Decomposition::attentionForward, &Decomposition::attentionBackward,
+                                        &Decomposition::mlpForward, &Decomposition::mlpBackward}) {
+    double bestUs = 0;
+    for (int64_t chunks : decompositionDegrees(shape, config)) {
+      Decomposition candidate;
+      candidate.*field = chunks;
+      double us = blockUs(candidate);
+      if (chunks == 1 || us < bestUs * (1 - 1e-9))
+        bestUs = us, best.*field = chunks;
+    }
+  }
+  return best;
 }
 
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 namespace zen::plan {
 
@@ -308,6 +310,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
     return result;
 
   std::vector<ParallelEvaluation> feasible;
+  std::map<std::tuple<int64_t, int64_t, bool>, cost::Decomposition> decompositions;
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;
   for (int64_t tp : divisors(gpus)) {
@@ -350,6 +353,11 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                     firstInvalid = why;
                   continue;
                 }
+                // A block's decomposition depends on tp, the micro-batch and sequence parallelism only.
+                auto [known, fresh] = decompositions.try_emplace({tp, micro, sp});
+                if (fresh)
+                  known->second = cost::chooseDecomposition(shape, config, setup, model);
+                config.decomposition = known->second;
                 // 1F1B stages take the blocks that balance their time in memory.
                 if (pp > 1 && virtualStages == 1) {
                   ParallelConfig balanced = config;
@@ -399,6 +407,36 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
   for (ParallelEvaluation &candidate : finalists)
     if (!result.best || candidate.iterationUs < result.best->iterationUs)
       result.best = candidate;
+
+  // The chosen configuration under the fixed decompositions others use:
+  // Megatron without overlap, async-TP's k = tp, the best single k. They
+  // compete like the seeds.
+  if (result.best && result.best->config.tp > 1) {
+    const ParallelConfig chosen = result.best->config;
+    const std::vector<int64_t> degrees = cost::decompositionDegrees(shape, chosen);
+    auto withDecomposition = [&](const cost::Decomposition &d) {
+      ParallelConfig config = chosen;
+      config.decomposition = d;
+      return scoreWithSync(shape, config, setup, model, request.gradientSync);
+    };
+    result.baselines["tp-nodecomp"] = withDecomposition(cost::Decomposition{});
+    if (std::count(degrees.begin(), degrees.end(), chosen.tp))
+      result.baselines["tp-asynctp"] = withDecomposition(cost::Decomposition::uniform(chosen.tp));
+    else
+      result.baselinesWhyNot["tp-asynctp"] =
+          "tp " + std::to_string(chosen.tp) + " chunks do not divide a micro-batch's tokens";
+    std::optional<ParallelEvaluation> uniform;
+    for (int64_t chunks : degrees) {
+      ParallelEvaluation eval = withDecomposition(cost::Decomposition::uniform(chunks));
+      if (!uniform || eval.iterationUs < uniform->iterationUs)
+        uniform = std::move(eval);
+    }
+    result.baselines["tp-uniform"] = *uniform;
+    for (const char *name : {"tp-nodecomp", "tp-asynctp", "tp-uniform"})
+      if (auto baseline = result.baselines.find(name);
+          baseline != result.baselines.end() && baseline->second.iterationUs < result.best->iterationUs)
+        result.best = baseline->second;
+  }
 
   if (!result.best) {
     if (leastMemory)

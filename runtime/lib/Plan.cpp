@@ -431,6 +431,19 @@ private:
     for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
                             "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
       amount(parallel, "/parallel", key);
+    const json &decomposition = field(parallel, "/parallel", "decomposition");
+    for (const char *region : {"attention", "mlp"}) {
+      const std::string at = std::string("/parallel/decomposition/") + region;
+      const json &phases = decomposition.is_object() ? field(decomposition, "/parallel/decomposition", region)
+                                                     : decomposition;
+      if (!phases.is_object())
+        error(at, "must be a JSON object of forward and backward chunk counts");
+      for (const char *phase : {"forward", "backward"}) {
+        const json &chunks = field(phases, at, phase);
+        if (!chunks.is_number_integer() || chunks.get<int64_t>() < 1 || chunks.get<int64_t>() > kMaxWorldSize)
+          error(at + "/" + phase, "must be an integer from 1 to " + std::to_string(kMaxWorldSize));
+      }
+    }
     const json &memory = field(parallel, "/parallel", "memory");
     if (!memory.is_object())
       error("/parallel/memory", "must be a JSON object");

@@ -7,7 +7,7 @@ import sys
 summary = json.load(open(sys.argv[1]))
 parallel, memory = summary["parallel"], summary["memory"]
 assert sorted(parallel) == sorted(["tp", "pp", "dp", "zero", "sequence_parallel", "recompute",
-                                   "micro_batch", "micro_batches", "schedule"]), parallel
+                                   "micro_batch", "micro_batches", "schedule", "decomposition"]), parallel
 assert sorted(memory) == sorted(["per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
                                  "optimizer_bytes", "activations_bytes", "buffers_bytes"]), memory
 parts = sum(memory[k] for k in ["weights_bytes", "gradients_bytes", "optimizer_bytes",

@@ -33,6 +33,8 @@ elif mutation == "parallel_schedule":
     plan["parallel"]["schedule"] = "interleaved:x"
 elif mutation == "parallel_stage_time":
     del plan["parallel"]["stages"][0]["p2p_us"]
+elif mutation == "parallel_decomposition":
+    plan["parallel"]["decomposition"]["mlp"]["backward"] = 0
 elif mutation == "parallel_not_object":
     plan["parallel"] = [1]
 else:

@@ -279,6 +279,78 @@ TEST(ParallelSearchTest, ExplicitStageLayersMustCoverTheLayersOnePositiveCountPe
   }
 }
 
+namespace {
+double blockTimeUs(const cost::TransformerShape &shape, const ParallelConfig &config,
+                   const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  ParallelConfig oneStage = config;
+  oneStage.pp = 1;
+  cost::StageCost stage = cost::stageCosts(shape, oneStage, setup, model).front();
+  return stage.perMicroBatchUs();
+}
+} // namespace
+
+TEST(ParallelSearchTest, DecompositionPipelinesTensorParallelCommunicationWhereItPays) {
+  cost::CostModel model(cost::loadCluster("h100x256"));
+  cost::TrainingSetup setup = bf16Adam(256);
+  ParallelConfig config;
+  config.tp = 8;
+  config.dp = 32;
+  config.microBatches = 8;
+  // GPT-3 blocks: GEMMs and TP all-reduces of similar length, so chunking hides
+  // most of the communication and every region takes more than one chunk.
+  cost::TransformerShape gpt3 = megatronGpt(8, 12288, 96);
+  config.microBatch = 1;
+  cost::Decomposition chosen = cost::chooseDecomposition(gpt3, config, setup, model);
+  EXPECT_GT(chosen.mlpForward, 1);
+  EXPECT_GT(chosen.mlpBackward, 1);
+  ParallelConfig decomposed = config;
+  decomposed.decomposition = chosen;
+  const double none = blockTimeUs(gpt3, config, setup, model);
+  const double best = blockTimeUs(gpt3, decomposed, setup, model);
+  EXPECT_LT(best, 0.97 * none);
+  // The chosen mix is no slower than any single degree for the whole block.
+  for (int64_t chunks : cost::decompositionDegrees(gpt3, config)) {
+    ParallelConfig uniform = config;
+    uniform.decomposition = cost::Decomposition::uniform(chunks);
+    EXPECT_LE(best, blockTimeUs(gpt3, uniform, setup, model) * (1 + 1e-9)) << chunks;
+  }
+  // Tiny GEMMs: each chunk's collective latency costs more than it hides.
+  cost::TransformerShape tiny = megatronGpt(8, 256, 8);
+  tiny.seq = 64;
+  cost::Decomposition none1 = cost::chooseDecomposition(tiny, config, setup, model);
+  EXPECT_EQ(none1, cost::Decomposition{});
+  // Without tensor parallelism there is nothing to pipeline.
+  ParallelConfig noTp = config;
+  noTp.tp = 1;
+  noTp.dp = 256;
+  EXPECT_EQ(cost::chooseDecomposition(gpt3, noTp, setup, model), cost::Decomposition{});
+  // The chunks split a micro-batch's tokens.
+  ParallelConfig odd = config;
+  odd.decomposition.mlpBackward = 3;
+  EXPECT_NE(cost::checkConfig(gpt3, odd, setup, 256).find("does not divide the 2048 tokens"), std::string::npos);
+}
+
+TEST(ParallelSearchTest, DecompositionBaselinesAreTheChosenConfigurationWithFixedDegrees) {
+  cost::TransformerShape shape = megatronGpt(32, 12288, 96);
+  cost::CostModel model(cost::loadCluster("h100x256"));
+  ParallelRequest request;
+  request.setup = bf16Adam(512);
+  request.tp = 8;
+  ParallelResult result = searchParallel(shape, model, request);
+  ASSERT_TRUE(result.best);
+  for (const char *name : {"tp-nodecomp", "tp-asynctp", "tp-uniform"}) {
+    ASSERT_TRUE(result.baselines.count(name)) << name;
+    const ParallelConfig &baseline = result.baselines[name].config;
+    ParallelConfig sameButDecomposition = baseline;
+    sameButDecomposition.decomposition = result.best->config.decomposition;
+    EXPECT_EQ(sameButDecomposition, result.best->config) << name;
+    EXPECT_LE(result.best->iterationUs, result.baselines[name].iterationUs) << name;
+  }
+  EXPECT_EQ(result.baselines["tp-nodecomp"].config.decomposition, cost::Decomposition{});
+  EXPECT_EQ(result.baselines["tp-asynctp"].config.decomposition, cost::Decomposition::uniform(8));
+  EXPECT_LT(result.best->iterationUs, result.baselines["tp-nodecomp"].iterationUs);
+}
+
 TEST(ParallelSearchTest, Gpt3DoesNotFitDataParallelAndAutoFitsNoSlowerThanAnySeed) {
   cost::TransformerShape shape = megatronGpt(96, 12288, 96);
   cost::CostModel model = a100Nodes(8);

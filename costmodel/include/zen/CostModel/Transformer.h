@@ -50,6 +50,17 @@ enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"
 std::optional<Optimizer> parseOptimizer(const std::string &text);
 
+/// How finely each block's tensor-parallel GEMMs and the collectives next to
+/// them are split along the tokens so that chunk i's collective runs while
+/// chunk i + 1's GEMM computes (Flux, PyTorch async-TP): chunks per TP region
+/// (attention, MLP) and phase; 1 = not decomposed.
+struct Decomposition {
+  int64_t attentionForward = 1, attentionBackward = 1;
+  int64_t mlpForward = 1, mlpBackward = 1;
+  static Decomposition uniform(int64_t chunks) { return {chunks, chunks, chunks, chunks}; }
+  bool operator==(const Decomposition &other) const;
+};
+
 /// One way to run a training iteration on tp * pp * dp GPUs.
 struct ParallelConfig {
   int64_t tp = 1;
@@ -64,6 +75,7 @@ struct ParallelConfig {
   /// Transformer blocks per pipeline stage (pp entries summing to the layers);
   /// empty: as evenly as possible, the first stages taking one more.
   std::vector<int64_t> stageLayers;
+  Decomposition decomposition;
 
   int64_t gpus() const { return tp * pp * dp; }
   /// "1f1b" or "interleaved:V"
@@ -115,7 +127,8 @@ struct MemoryBreakdown {
 /// heads and ffn, pp * virtual stages the layers, dp * micro-batch the global
 /// batch; sequence parallelism needs tp > 1; interleaving needs pp > 1 and
 /// micro-batches divisible by pp; explicit stage layers: one positive count per
-/// stage summing to the layers, 1F1B only); "" when it can. Memory is not
+/// stage summing to the layers, 1F1B only; decomposition degrees positive and
+/// dividing a micro-batch's tokens); "" when it can. Memory is not
 /// checked here.
 std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
                         const TrainingSetup &setup, int64_t gpus);
@@ -181,6 +194,14 @@ struct PipelineTime {
 };
 PipelineTime pipelineTime(const std::vector<StageCost> &stages, int64_t microBatches,
                           int64_t virtualStages);
+/// Chunk counts the decomposition considers: 1, 2, 4, 8 where they divide a
+/// micro-batch's tokens (the dimension the chunks split).
+std::vector<int64_t> decompositionDegrees(const TransformerShape &shape, const ParallelConfig &config);
+/// The decomposition that minimises a block's time: each region and phase
+/// takes its fastest degree on its own (their times add up).
+Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelConfig &config,
+                                  const TrainingSetup &setup, const CostModel &model);
+
 /// Blocks per stage for a 1F1B configuration that minimise the slowest stage's
 /// per-micro-batch time (which paces the pipeline) while every stage fits in
 /// memory: blocks go one at a time to the stage they slow least among those

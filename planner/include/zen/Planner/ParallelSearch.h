@@ -79,7 +79,9 @@ Problem stageSyncProblem(const cost::StageCost &stage, const cost::ParallelConfi
 struct ParallelResult {
   /// The fastest configuration that fits; nullopt when none does.
   std::optional<ParallelEvaluation> best;
-  /// Seeds and baselines by name ("megatron", "zero3", "ddp"), those that fit.
+  /// Seeds and baselines by name ("megatron", "zero3", "ddp"), those that fit;
+  /// with tp > 1 also the chosen configuration under fixed decompositions:
+  /// "tp-nodecomp" (k = 1), "tp-asynctp" (k = tp), "tp-uniform" (the best single k).
   std::map<std::string, ParallelEvaluation> baselines;
   /// Why a named baseline is not reported (does not fit, cannot divide).
   std::map<std::string, std::string> baselinesWhyNot;
