@@ -86,6 +86,23 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 0 &&
                       isa<AllGatherOp>(op),
                   "a non-negative integer on a zen.all_gather");
+  if (name == TpChunksAttrHelper::getNameStr()) {
+    auto chunks = dyn_cast<IntegerAttr>(value);
+    auto compute = dyn_cast<ComputeOp>(op);
+    if (failed(expect(chunks && chunks.getInt() >= 1 && compute && compute->getNumResults() >= 1,
+                      "a positive integer on a zen.compute")))
+      return failure();
+    // The chunks split the tokens: every dimension of the (first) result but
+    // the features; a fused backward GEMM's first result is its input gradient.
+    auto type = dyn_cast<RankedTensorType>(compute->getResult(0).getType());
+    if (!type || !type.hasStaticShape() || type.getRank() < 2)
+      return op->emitError("'") << name << "' needs a static result of rank 2 or more";
+    int64_t tokens = type.getNumElements() / type.getShape().back();
+    if (tokens % chunks.getInt() != 0)
+      return op->emitError("'") << name << "' = " << chunks.getInt() << " does not divide the " << tokens
+                                << " tokens of the result";
+    return success();
+  }
   if (name == TpReplicatedAttrHelper::getNameStr()) {
     auto names = dyn_cast<ArrayAttr>(value);
     return expect(names && llvm::all_of(names, [](Attribute entry) {

@@ -24,6 +24,12 @@ void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOp
     PartitionTensorParallelOptions partition;
     partition.tp = options.tp;
     pm.addPass(createPartitionTensorParallel(partition));
+    DecomposeTensorParallelOptions decompose;
+    decompose.attentionForward = options.attentionForward;
+    decompose.attentionBackward = options.attentionBackward;
+    decompose.mlpForward = options.mlpForward;
+    decompose.mlpBackward = options.mlpBackward;
+    pm.addPass(createDecomposeTensorParallel(decompose));
   }
   if (options.pp > 1 && !options.stageLayers.empty()) {
     AssignPipelineStagesOptions stages;

@@ -572,3 +572,35 @@ func.func @f(%x: tensor<4xf32>) {
   %0 = zen.all_reduce sum %x {group = #zen.group<size = 2, nodes = 1>, zen.prefetch = -1 : i64} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'zen.tp_chunks' must be a positive integer on a zen.compute, got 2 : i64}}
+  %0 = zen.all_reduce sum %x {group = #zen.group<size = 2, nodes = 1>, zen.tp_chunks = 2 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<6x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'zen.tp_chunks' must be a positive integer on a zen.compute, got 0 : i64}}
+  %y = zen.compute "MatMul" forward(%x, %w) {flops = 768 : i64, bytes = 640 : i64, zen.tp_chunks = 0 : i64} : (tensor<6x8xf32>, tensor<8x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<6x8xf32>, %w: tensor<8x8xf32>) {
+  // expected-error @+1 {{'zen.tp_chunks' = 4 does not divide the 6 tokens of the result}}
+  %y = zen.compute "MatMul" forward(%x, %w) {flops = 768 : i64, bytes = 640 : i64, zen.tp_chunks = 4 : i64} : (tensor<6x8xf32>, tensor<8x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<8xf32>) {
+  // expected-error @+1 {{'zen.tp_chunks' needs a static result of rank 2 or more}}
+  %y = zen.compute "Relu" forward(%x) {flops = 8 : i64, bytes = 64 : i64, zen.tp_chunks = 2 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return
+}

@@ -295,6 +295,10 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   partition.tp = c.tp;
   partition.pp = c.pp;
   partition.zero = c.zero;
+  partition.attentionForward = c.decomposition.attentionForward;
+  partition.attentionBackward = c.decomposition.attentionBackward;
+  partition.mlpForward = c.decomposition.mlpForward;
+  partition.mlpBackward = c.decomposition.mlpBackward;
   if (c.virtualStages == 1)
     for (const cost::StageCost &stage : best.stages)
       partition.stageLayers.push_back(stage.layers);

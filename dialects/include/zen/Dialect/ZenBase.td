@@ -37,7 +37,10 @@ def Zen_Dialect : Dialect {
     // What a collective outside gradient synchronisation is for (op).
     "::zen::CollectiveRoleAttr":$role,
     // How many blocks ahead of its use a ZeRO-3 parameter all-gather is issued (op).
-    "::mlir::IntegerAttr":$prefetch);
+    "::mlir::IntegerAttr":$prefetch,
+    // Chunks along the tokens a tensor-parallel GEMM computes in, pipelined with
+    // its collective (which carries `chunks` as many) (zen.compute).
+    "::mlir::IntegerAttr":$tp_chunks);
   let hasOperationAttrVerify = 1;
 }
 

@@ -58,12 +58,14 @@ struct LargeModelPipelineOptions {
   int64_t nodes = 0;
   std::string compressor;
   int64_t tp = 1, pp = 1, zero = 0;
+  /// Chunks of the TP GEMM + collective pairs (zen-decompose-tensor-parallel).
+  int64_t attentionForward = 1, attentionBackward = 1, mlpForward = 1, mlpBackward = 1;
   /// Blocks per pipeline stage; empty: the 1F1B placement is not represented
   /// (an interleaved schedule's chunks are not contiguous stages).
   std::vector<int64_t> stageLayers;
 };
 
-/// Adds zen-partition-tensor-parallel (tp > 1), zen-assign-pipeline-stages
+/// Adds zen-partition-tensor-parallel and zen-decompose-tensor-parallel (tp > 1), zen-assign-pipeline-stages
 /// (pp > 1 with stage layers), zen-autotune (each stage's data-parallel sync)
 /// and zen-shard-zero (ZeRO 2 and 3) to `pm`.
 void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options);

@@ -205,6 +205,33 @@ def PartitionTensorParallel : Pass<"zen-partition-tensor-parallel", "mlir::Modul
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def DecomposeTensorParallel : Pass<"zen-decompose-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Pipeline each tensor-parallel GEMM with its collective in chunks along the tokens";
+  let description = [{
+    Runs after zen-partition-tensor-parallel. Each tensor-parallel collective
+    (`zen.role` tensor_parallel or sequence_parallel) pairs with the GEMM next
+    to it: the row-parallel GEMM whose output it reduces, the column-parallel
+    input gradient it reduces backward, and with sequence parallelism the
+    GEMM that reads what it gathers. With k chunks for that GEMM's region
+    (attention: QKV and output projection; MLP: both GEMMs) and phase, the
+    collective gets `chunks = k` and the GEMM `zen.tp_chunks = k`: chunk i's
+    collective runs while chunk i + 1's GEMM computes (Flux, PyTorch async-TP).
+    k must divide the tokens of the GEMM's result (the verifier checks it).
+    Example: `--zen-decompose-tensor-parallel="mlp-forward=4 mlp-backward=2"`.
+  }];
+  let options = [
+    Option<"attentionForward", "attention-forward", "int64_t", "1",
+           "Chunks for the attention GEMMs' collectives in forward (1 = not decomposed)">,
+    Option<"attentionBackward", "attention-backward", "int64_t", "1",
+           "Chunks for the attention GEMMs' collectives in backward">,
+    Option<"mlpForward", "mlp-forward", "int64_t", "1",
+           "Chunks for the MLP GEMMs' collectives in forward">,
+    Option<"mlpBackward", "mlp-backward", "int64_t", "1",
+           "Chunks for the MLP GEMMs' collectives in backward">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 def AssignPipelineStages : Pass<"zen-assign-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "Assign the recognised transformer's blocks to pipeline stages";
   let description = [{
