@@ -469,13 +469,18 @@ std::string timelineSvg(const zenrt::Plan &plan) {
   const json parallel = parallelOf(plan);
   if (parallel.is_object())
     svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">tp {} x pp {} x dp {}, ZeRO {}, "
-                       "{} micro-batches, {}: pipeline bubble {:.2f} ms; the first stage's "
-                       "data-parallel sync after its last backward</text>\n",
+                       "{} micro-batches, {}: pipeline bubble {:.2f} ms; TP chunks attention {}/{}, "
+                       "MLP {}/{} (forward/backward); the first stage's data-parallel sync after "
+                       "its last backward</text>\n",
                        parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
                        parallel["dp"].get<int64_t>(), parallel["zero"].get<int64_t>(),
                        parallel["micro_batches"].get<int64_t>(),
                        escapeXml(parallel["schedule"].get<std::string>()),
-                       ms(parallel["bubble_us"].get<double>()));
+                       ms(parallel["bubble_us"].get<double>()),
+                       parallel["decomposition"]["attention"]["forward"].get<int64_t>(),
+                       parallel["decomposition"]["attention"]["backward"].get<int64_t>(),
+                       parallel["decomposition"]["mlp"]["forward"].get<int64_t>(),
+                       parallel["decomposition"]["mlp"]["backward"].get<int64_t>());
   else
     svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">compute {:.2f} ms, exposed "
                        "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
