@@ -12,7 +12,8 @@ std::string PipelineStep::name(int64_t virtualStages) const {
   return virtualStages > 1 ? text + "." + std::to_string(chunk) : text;
 }
 
-std::vector<PipelineStep> stageProgram(int64_t stage, int64_t pp, int64_t microBatches,
+std::vector<PipelineStep> stageProgram(int64_t stage, int64_t pp,
+                                       int64_t microBatches,
                                        int64_t virtualStages) {
   const int64_t p = pp, v = virtualStages, steps = microBatches * v;
   // Megatron-LM: forward step k runs chunk (k / p) mod V of micro-batch
@@ -42,8 +43,8 @@ std::vector<PipelineStep> stageProgram(int64_t stage, int64_t pp, int64_t microB
   return program;
 }
 
-PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages, int64_t microBatches,
-                                  int64_t virtualStages) {
+PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages,
+                                  int64_t microBatches, int64_t virtualStages) {
   PipelineSchedule schedule;
   const int64_t p = int64_t(stages.size()), v = virtualStages, m = microBatches;
   if (p == 0 || m <= 0)
@@ -56,14 +57,22 @@ PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages, int64_t 
     double compute = cost.forwardUs + cost.backwardUs;
     double forwardShare = compute > 0 ? cost.forwardUs / compute : 0.5;
     double comm = cost.tensorCommUs + cost.zeroCommUs;
-    forwardUs[s] = (cost.forwardUs + forwardShare * comm + cost.pipelineCommUs / 2) / double(v);
-    backwardUs[s] = (cost.backwardUs + (1 - forwardShare) * comm + cost.pipelineCommUs / 2) / double(v);
+    forwardUs[s] =
+        (cost.forwardUs + forwardShare * comm + cost.pipelineCommUs / 2) /
+        double(v);
+    backwardUs[s] = (cost.backwardUs + (1 - forwardShare) * comm +
+                     cost.pipelineCommUs / 2) /
+                    double(v);
     slowest = std::max(slowest, cost.perMicroBatchUs());
   }
   const int64_t virtualDepth = p * v;
-  // End time of each (virtual stage, micro-batch) forward and backward; < 0: not run yet.
-  std::vector<double> forwardEnd(virtualDepth * m, -1), backwardEnd(virtualDepth * m, -1);
-  auto at = [&](int64_t virtualStage, int64_t micro) { return virtualStage * m + micro; };
+  // End time of each (virtual stage, micro-batch) forward and backward; < 0:
+  // not run yet.
+  std::vector<double> forwardEnd(virtualDepth * m, -1),
+      backwardEnd(virtualDepth * m, -1);
+  auto at = [&](int64_t virtualStage, int64_t micro) {
+    return virtualStage * m + micro;
+  };
 
   std::vector<std::vector<PipelineStep>> programs(p);
   schedule.stages.resize(p);
@@ -92,14 +101,16 @@ PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages, int64_t 
       if (!step.backward && here > 0)
         ready = forwardEnd[at(here - 1, step.microBatch)];
       else if (step.backward)
-        ready = here + 1 < virtualDepth ? backwardEnd[at(here + 1, step.microBatch)]
-                                        : forwardEnd[at(here, step.microBatch)];
+        ready = here + 1 < virtualDepth
+                    ? backwardEnd[at(here + 1, step.microBatch)]
+                    : forwardEnd[at(here, step.microBatch)];
       if (ready < 0)
         break;
       double start = std::max(ready, freeAt[s]);
       double duration = step.backward ? backwardUs[s] : forwardUs[s];
       freeAt[s] = start + duration;
-      (step.backward ? backwardEnd : forwardEnd)[at(here, step.microBatch)] = freeAt[s];
+      (step.backward ? backwardEnd : forwardEnd)[at(here, step.microBatch)] =
+          freeAt[s];
       schedule.stages[s].push_back({step, start, duration});
       ++next[s];
       ran = true;
@@ -114,7 +125,8 @@ PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages, int64_t 
   }
   for (int64_t s = 0; s < p; ++s)
     if (next[s] != programs[s].size())
-      throw std::logic_error("pipeline schedule deadlocks at stage " + std::to_string(s));
+      throw std::logic_error("pipeline schedule deadlocks at stage " +
+                             std::to_string(s));
   schedule.totalUs = *std::max_element(freeAt.begin(), freeAt.end());
   schedule.bubbleUs = std::max(0.0, schedule.totalUs - double(m) * slowest);
   return schedule;

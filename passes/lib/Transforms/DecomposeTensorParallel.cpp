@@ -2,7 +2,8 @@
 //
 // Pairs every tensor-parallel collective with the GEMM next to it and splits
 // both into the chunks its region and phase take (docs/design.md
-// "Partitioning passes"): the collective's `chunks`, the GEMM's `zen.tp_chunks`.
+// "Partitioning passes"): the collective's `chunks`, the GEMM's
+// `zen.tp_chunks`.
 //
 //===----------------------------------------------------------------------===//
 #include "zen/Passes/Passes.h"
@@ -28,16 +29,22 @@ struct DecomposeTensorParallelPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    for (int64_t chunks : {attentionForward.getValue(), attentionBackward.getValue(),
-                           mlpForward.getValue(), mlpBackward.getValue()})
+    for (int64_t chunks :
+         {attentionForward.getValue(), attentionBackward.getValue(),
+          mlpForward.getValue(), mlpBackward.getValue()})
       if (chunks < 1) {
-        module.emitError("zen-decompose-tensor-parallel: chunks must be at least 1, got ") << chunks;
+        module.emitError(
+            "zen-decompose-tensor-parallel: chunks must be at least 1, got ")
+            << chunks;
         return signalPassFailure();
       }
     std::string whyNot;
-    std::optional<TransformerStructure> structure = analyzeTransformer(module, &whyNot);
+    std::optional<TransformerStructure> structure =
+        analyzeTransformer(module, &whyNot);
     if (!structure) {
-      module.emitError("zen-decompose-tensor-parallel needs a recognised transformer: ") << whyNot;
+      module.emitError(
+          "zen-decompose-tensor-parallel needs a recognised transformer: ")
+          << whyNot;
       return signalPassFailure();
     }
     // Forward and backward GEMMs share their forward node's name.
@@ -59,36 +66,41 @@ struct DecomposeTensorParallelPass
     Builder builder(&getContext());
     bool failedAny = false;
     structure->func.walk([&](Operation *op) {
-      auto role = op->getAttrOfType<CollectiveRoleAttr>(ZenDialect::RoleAttrHelper::getNameStr());
+      auto role = op->getAttrOfType<CollectiveRoleAttr>(
+          ZenDialect::RoleAttrHelper::getNameStr());
       if (!role || (role.getValue() != CollectiveRole::tensor_parallel &&
                     role.getValue() != CollectiveRole::sequence_parallel))
         return;
       // A reduction follows its GEMM; a gather precedes the GEMM reading it
-      // (its first reader: the backward op of that GEMM reads the gathered value too).
+      // (its first reader: the backward op of that GEMM reads the gathered
+      // value too).
       ComputeOp gemm = blockGemm(op->getOperand(0).getDefiningOp());
       if (!gemm)
         for (Operation *user : op->getResult(0).getUsers())
-          if (ComputeOp reader = blockGemm(user); reader && (!gemm || reader->isBeforeInBlock(gemm)))
+          if (ComputeOp reader = blockGemm(user);
+              reader && (!gemm || reader->isBeforeInBlock(gemm)))
             gemm = reader;
       if (!gemm)
         return;
       const bool forward = gemm.getPhase() == Phase::forward;
-      const int64_t chunks = regionOf.lookup(*gemm.getNode()) == Region::attention
-                                 ? (forward ? attentionForward : attentionBackward)
-                                 : (forward ? mlpForward : mlpBackward);
+      const int64_t chunks =
+          regionOf.lookup(*gemm.getNode()) == Region::attention
+              ? (forward ? attentionForward : attentionBackward)
+              : (forward ? mlpForward : mlpBackward);
       if (chunks == 1)
         return;
       auto type = cast<RankedTensorType>(gemm->getResult(0).getType());
       const int64_t tokens = type.getNumElements() / type.getShape().back();
       if (tokens % chunks != 0) {
         gemm.emitError("zen-decompose-tensor-parallel: ")
-            << chunks << " chunks do not divide the " << tokens << " tokens of '" << *gemm.getNode()
-            << "'";
+            << chunks << " chunks do not divide the " << tokens
+            << " tokens of '" << *gemm.getNode() << "'";
         failedAny = true;
         return;
       }
       op->setAttr("chunks", builder.getI64IntegerAttr(chunks));
-      gemm->setAttr(ZenDialect::TpChunksAttrHelper::getNameStr(), builder.getI64IntegerAttr(chunks));
+      gemm->setAttr(ZenDialect::TpChunksAttrHelper::getNameStr(),
+                    builder.getI64IntegerAttr(chunks));
     });
     if (failedAny)
       signalPassFailure();

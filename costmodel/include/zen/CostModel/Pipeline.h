@@ -1,4 +1,5 @@
-//===- Pipeline.h - pipeline schedules and their simulation ------*- C++ -*-===//
+//===- Pipeline.h - pipeline schedules and their simulation ------*- C++
+//-*-===//
 //
 // The order in which each pipeline stage runs its micro-batches under
 // Megatron-LM's 1F1B and interleaved schedules, and an event simulation of
@@ -31,7 +32,8 @@ struct PipelineStep {
 /// Stage `stage`'s steps in order under Megatron's schedules (SC21 section
 /// 2.2): warm-up forwards, alternating forward/backward, cool-down backwards;
 /// with V > 1 virtual stages, micro-batches go in groups of pp per chunk.
-std::vector<PipelineStep> stageProgram(int64_t stage, int64_t pp, int64_t microBatches,
+std::vector<PipelineStep> stageProgram(int64_t stage, int64_t pp,
+                                       int64_t microBatches,
                                        int64_t virtualStages);
 
 struct TimedStep {
@@ -44,7 +46,8 @@ struct TimedStep {
 struct PipelineSchedule {
   std::vector<std::vector<TimedStep>> stages;
   double totalUs = 0;
-  /// Idle time of the slowest stage: total − micro-batches × its per-micro-batch time.
+  /// Idle time of the slowest stage: total − micro-batches × its
+  /// per-micro-batch time.
   double bubbleUs = 0;
 };
 
@@ -55,8 +58,8 @@ struct PipelineSchedule {
 /// lasts its stage's forward (or backward) compute per chunk plus its share of
 /// the stage's TP and ZeRO communication (split like the compute) and half of
 /// its p2p time.
-PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages, int64_t microBatches,
-                                  int64_t virtualStages);
+PipelineSchedule simulatePipeline(const std::vector<StageCost> &stages,
+                                  int64_t microBatches, int64_t virtualStages);
 
 } // namespace zen::cost
 
