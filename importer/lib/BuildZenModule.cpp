@@ -54,6 +54,7 @@ public:
     module->getOperation()->setAttr("zen.batch_mode",
                                     builder.getStringAttr(batchModeName(graph.batchMode)));
 
+    types.assign(graph.tensors.size(), mlir::Type());
     llvm::SmallVector<mlir::Type> argumentTypes;
     for (int input : graph.graphInputs)
       argumentTypes.push_back(typeOf(input));
@@ -82,19 +83,24 @@ public:
   }
 
 private:
-  mlir::Type typeOf(int tensor) { return tensorType(context, graph.tensors[tensor]); }
+  /// A tensor's type is asked for by its producer, its consumers' gradients and its
+  /// parameter: built and uniqued once.
+  mlir::Type typeOf(int tensor) {
+    mlir::Type &type = types[tensor];
+    if (!type)
+      type = tensorType(context, graph.tensors[tensor]);
+    return type;
+  }
 
+  /// Sets the properties directly: the generic builder's attribute list would be
+  /// sorted into a uniqued dictionary per op only to be converted back.
   ComputeOp createCompute(llvm::StringRef opType, Phase phase, mlir::ValueRange operands,
                           mlir::TypeRange results, int64_t flops, int64_t bytes,
                           llvm::StringRef node) {
-    llvm::SmallVector<mlir::NamedAttribute> attributes{
-        builder.getNamedAttr("op_type", builder.getStringAttr(opType)),
-        builder.getNamedAttr("phase", PhaseAttr::get(&context, phase)),
-        builder.getNamedAttr("flops", builder.getI64IntegerAttr(flops)),
-        builder.getNamedAttr("bytes", builder.getI64IntegerAttr(bytes))};
-    if (!node.empty())
-      attributes.push_back(builder.getNamedAttr("node", builder.getStringAttr(node)));
-    return builder.create<ComputeOp>(loc, results, operands, attributes);
+    return builder.create<ComputeOp>(
+        loc, results, builder.getStringAttr(opType), PhaseAttr::get(&context, phase), operands,
+        builder.getI64IntegerAttr(flops), builder.getI64IntegerAttr(bytes),
+        node.empty() ? mlir::StringAttr() : builder.getStringAttr(node), mlir::IntegerAttr());
   }
 
   void emitForward(const Node &node) {
@@ -144,6 +150,7 @@ private:
   const ModelGraph &graph;
   mlir::OpBuilder builder;
   mlir::Location loc;
+  std::vector<mlir::Type> types;
   std::vector<mlir::Value> values;
   std::vector<std::vector<mlir::Value>> gradients;
 };

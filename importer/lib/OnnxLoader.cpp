@@ -33,8 +33,7 @@ std::string describeNode(const onnx::NodeProto &node) {
   return "node '" + node.name() + "' (" + node.op_type() + ")";
 }
 
-onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
-  onnx::ModelProto model;
+void parseModel(const std::string &bytes, const std::string &path, onnx::ModelProto &model) {
   if (endsWith(path, ".onnxtxt")) {
     if (bytes.find('\0') != std::string::npos)
       fail(path, "not ONNX text syntax: the file contains NUL bytes");
@@ -46,13 +45,12 @@ onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
     }
     if (!status.IsOK())
       fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
-    return model;
+    return;
   }
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     fail(path, "model file larger than 2 GiB; keep the weights as external data");
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     fail(path, "not an ONNX model: the protobuf is truncated or corrupt");
-  return model;
 }
 
 void checkVersions(const onnx::ModelProto &model, const std::string &path, LoadedModel &loaded) {
@@ -899,24 +897,27 @@ std::string onnxDtypeName(int32_t onnxType) {
 LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
                           const ImportOptions &options) {
   LoadedModel loaded;
-  loaded.model = parseModel(bytes, path);
-  checkVersions(loaded.model, path, loaded);
-  onnx::GraphProto &graph = *loaded.model.mutable_graph();
+  loaded.arena = std::make_unique<google::protobuf::Arena>();
+  loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
+  onnx::ModelProto &model = *loaded.model;
+  parseModel(bytes, path, model);
+  checkVersions(model, path, loaded);
+  onnx::GraphProto &graph = *model.mutable_graph();
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
   checkAllTensorData(graph, path);
-  verifyNodesAgainstSchemas(loaded.model, path);
+  verifyNodesAgainstSchemas(model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
-  inferShapes(loaded.model, path);
+  inferShapes(model, path);
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
   // the exporter's patterns, and a fixed bound keeps adversarial input cheap.
   for (int round = 0; round < 4; ++round) {
     ShapeArithmetic arithmetic(graph);
     if (arithmetic.completeShapes() == 0)
       break;
-    inferShapes(loaded.model, path);
+    inferShapes(model, path);
   }
   checkAllDims(graph, path);
   return loaded;
