@@ -262,6 +262,16 @@ void checkDivisorAttributes(const onnx::GraphProto &graph, const std::string &pa
 /// the weight's spatial dims, so it is spelled out here from the declared weight, where the
 /// rank check of shape inference then applies.
 void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
+  auto lacksKernelShape = [](const onnx::NodeProto &node) {
+    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
+      return false;
+    return std::none_of(
+        node.attribute().begin(), node.attribute().end(),
+        [](const onnx::AttributeProto &attr) { return attr.name() == "kernel_shape"; });
+  };
+  // The table of declared shapes costs a string per value: only built when a node needs it.
+  if (std::none_of(graph.node().begin(), graph.node().end(), lacksKernelShape))
+    return;
   std::unordered_map<std::string, std::vector<int64_t>> declared;
   for (const auto &init : graph.initializer())
     declared[init.name()].assign(init.dims().begin(), init.dims().end());
@@ -278,12 +288,7 @@ void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
   for (const auto &info : graph.value_info())
     declare(info);
   for (onnx::NodeProto &node : *graph.mutable_node()) {
-    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
-      continue;
-    bool hasKernelShape = false;
-    for (const auto &attr : node.attribute())
-      hasKernelShape |= attr.name() == "kernel_shape";
-    if (hasKernelShape)
+    if (!lacksKernelShape(node))
       continue;
     auto weight = node.input_size() > 1 ? declared.find(node.input(1)) : declared.end();
     if (weight == declared.end() || weight->second.size() < 3 ||
