@@ -44,7 +44,9 @@ class ModuleBuilder {
 public:
   ModuleBuilder(mlir::MLIRContext &context, const ModelGraph &graph)
       : context(context), graph(graph), builder(&context),
-        loc(mlir::FileLineColLoc::get(&context, graph.path, 0, 0)) {}
+        loc(mlir::FileLineColLoc::get(&context, graph.path, 0, 0)),
+        forwardPhase(PhaseAttr::get(&context, Phase::forward)),
+        backwardPhase(PhaseAttr::get(&context, Phase::backward)) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> build() {
     mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
@@ -94,11 +96,11 @@ private:
 
   /// Sets the properties directly: the generic builder's attribute list would be
   /// sorted into a uniqued dictionary per op only to be converted back.
-  ComputeOp createCompute(llvm::StringRef opType, Phase phase, mlir::ValueRange operands,
+  ComputeOp createCompute(llvm::StringRef opType, PhaseAttr phase, mlir::ValueRange operands,
                           mlir::TypeRange results, int64_t flops, int64_t bytes,
                           llvm::StringRef node) {
     return builder.create<ComputeOp>(
-        loc, results, builder.getStringAttr(opType), PhaseAttr::get(&context, phase), operands,
+        loc, results, builder.getStringAttr(opType), phase, operands,
         builder.getI64IntegerAttr(flops), builder.getI64IntegerAttr(bytes),
         node.empty() ? mlir::StringAttr() : builder.getStringAttr(node), mlir::IntegerAttr());
   }
@@ -112,7 +114,7 @@ private:
     for (int output : node.outputs)
       if (output >= 0)
         results.push_back(typeOf(output));
-    ComputeOp op = createCompute(node.opType, Phase::forward, operands, results, node.flops,
+    ComputeOp op = createCompute(node.opType, forwardPhase, operands, results, node.flops,
                                  node.bytes, node.name);
     unsigned result = 0;
     for (int output : node.outputs)
@@ -130,13 +132,13 @@ private:
     llvm::SmallVector<mlir::Type> results;
     for (int tensor : step.gradTensors)
       results.push_back(typeOf(tensor));
-    std::string node;
+    llvm::StringRef node;
     if (step.kind == BackwardStep::Kind::NodeGradient)
       node = graph.nodes[step.node].name;
     else if (step.kind == BackwardStep::Kind::Accumulate)
       node = graph.tensors[step.gradTensors.front()].name;
-    ComputeOp op = createCompute(step.opType, Phase::backward, operands, results, step.flops,
-                                 step.bytes, node);
+    ComputeOp op =
+        createCompute(step.opType, backwardPhase, operands, results, step.flops, step.bytes, node);
     gradients[index].assign(op->result_begin(), op->result_end());
     for (int param : step.completedParameters) {
       const Parameter &parameter = graph.parameters[param];
@@ -150,6 +152,7 @@ private:
   const ModelGraph &graph;
   mlir::OpBuilder builder;
   mlir::Location loc;
+  PhaseAttr forwardPhase, backwardPhase; // every compute op carries one of the two
   std::vector<mlir::Type> types;
   std::vector<mlir::Value> values;
   std::vector<std::vector<mlir::Value>> gradients;

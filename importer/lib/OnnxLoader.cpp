@@ -10,6 +10,7 @@
 #include <functional>
 #include <queue>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -158,7 +159,9 @@ void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) 
 /// Names unnamed nodes, checks that every input is defined exactly once, and sorts the
 /// nodes topologically (stable: file order where the file order is valid).
 void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
-  std::unordered_map<std::string, int> producer;  // tensor -> node index, -1 for sources
+  // tensor -> node index, -1 for sources; the names are views of the graph's strings, which
+  // stay in place until the nodes are reordered at the end
+  std::unordered_map<std::string_view, int> producer;
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (init.name().empty())
       fail(path, "an initializer has no name");
@@ -189,16 +192,17 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
   }
   std::vector<std::vector<int>> consumers(nodeCount);
   std::vector<int> pending(nodeCount, 0);
+  std::vector<int> lastConsumer(nodeCount, -1); // counts each producer once per consumer
   for (int i = 0; i < nodeCount; ++i) {
     const onnx::NodeProto &node = graph.node(i);
-    std::unordered_set<int> waitedOn;
     for (const std::string &input : node.input()) {
       if (input.empty())
         continue;
       auto it = producer.find(input);
       if (it == producer.end())
         fail(path, describeNode(node) + " uses undefined input '" + input + "'");
-      if (it->second >= 0 && waitedOn.insert(it->second).second) {
+      if (it->second >= 0 && lastConsumer[it->second] != i) {
+        lastConsumer[it->second] = i;
         consumers[it->second].push_back(i);
         ++pending[i];
       }
@@ -706,12 +710,15 @@ private:
 // the ONNX checker accepted, and every value a node reads to have a type.
 //===----------------------------------------------------------------------===//
 
+/// Names of values: views of the model's own strings, which outlive every walk over it
+/// (adding value infos moves no existing string), so no name is copied.
+using Names = std::unordered_set<std::string_view>;
+
 /// Calls `visit` on `graph` and on every subgraph of its nodes (If, Loop, Scan bodies),
 /// with the names the enclosing graphs define.
 template <typename Visit>
-void forEachGraph(onnx::GraphProto &graph, const std::unordered_set<std::string> &outer,
-                  Visit visit) {
-  std::unordered_set<std::string> scope = visit(graph, outer);
+void forEachGraph(onnx::GraphProto &graph, const Names &outer, Visit visit) {
+  Names scope = visit(graph, outer);
   for (onnx::NodeProto &node : *graph.mutable_node())
     for (onnx::AttributeProto &attr : *node.mutable_attribute()) {
       if (attr.has_g())
@@ -729,8 +736,7 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
   std::unordered_map<std::string, int> opsets;
   for (const onnx::OperatorSetIdProto &opset : model.opset_import())
     opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = int(opset.version());
-  forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
-                                               const std::unordered_set<std::string> &) {
+  forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph, const Names &) {
     for (const onnx::NodeProto &node : graph.node()) {
       std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
       auto version = opsets.find(domain);
@@ -747,7 +753,7 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
         fail(path, describeNode(node) + " does not match its ONNX schema: " + error.what());
       }
     }
-    return std::unordered_set<std::string>{};
+    return Names{};
   });
 }
 
@@ -763,16 +769,14 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
 class UntypedValueGuard {
 public:
   explicit UntypedValueGuard(onnx::ModelProto &model) : model(model) {
-    forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
-                                                 const std::unordered_set<std::string> &outer) {
+    forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph, const Names &outer) {
       return typeEveryValue(graph, outer);
     });
   }
   ~UntypedValueGuard() {
-    forEachGraph(*model.mutable_graph(), {}, [](onnx::GraphProto &graph,
-                                                const std::unordered_set<std::string> &) {
+    forEachGraph(*model.mutable_graph(), {}, [](onnx::GraphProto &graph, const Names &) {
       removeEmptyTypes(graph);
-      return std::unordered_set<std::string>{};
+      return Names{};
     });
   }
   UntypedValueGuard(const UntypedValueGuard &) = delete;
@@ -784,9 +788,8 @@ private:
   }
 
   /// Returns the names defined in `graph` and the scopes around it.
-  static std::unordered_set<std::string> typeEveryValue(onnx::GraphProto &graph,
-                                                        const std::unordered_set<std::string> &outer) {
-    std::unordered_set<std::string> typed;
+  static Names typeEveryValue(onnx::GraphProto &graph, const Names &outer) {
+    Names typed;
     for (onnx::ValueInfoProto &info : *graph.mutable_input()) {
       info.mutable_type();  // present, even if empty
       typed.insert(info.name());
