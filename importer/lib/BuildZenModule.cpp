@@ -44,7 +44,9 @@ class ModuleBuilder {
 public:
   ModuleBuilder(mlir::MLIRContext &context, const ModelGraph &graph)
       : context(context), graph(graph), builder(&context),
-        loc(mlir::FileLineColLoc::get(&context, graph.path, 0, 0)) {}
+        loc(mlir::FileLineColLoc::get(&context, graph.path, 0, 0)),
+        forwardPhase(PhaseAttr::get(&context, Phase::forward)),
+        backwardPhase(PhaseAttr::get(&context, Phase::backward)) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> build() {
     mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
@@ -54,6 +56,7 @@ public:
     module->getOperation()->setAttr("zen.batch_mode",
                                     builder.getStringAttr(batchModeName(graph.batchMode)));
 
+    types.assign(graph.tensors.size(), mlir::Type());
     llvm::SmallVector<mlir::Type> argumentTypes;
     for (int input : graph.graphInputs)
       argumentTypes.push_back(typeOf(input));
@@ -82,19 +85,24 @@ public:
   }
 
 private:
-  mlir::Type typeOf(int tensor) { return tensorType(context, graph.tensors[tensor]); }
+  /// A tensor's type is asked for by its producer, its consumers' gradients and its
+  /// parameter: built and uniqued once.
+  mlir::Type typeOf(int tensor) {
+    mlir::Type &type = types[tensor];
+    if (!type)
+      type = tensorType(context, graph.tensors[tensor]);
+    return type;
+  }
 
-  ComputeOp createCompute(llvm::StringRef opType, Phase phase, mlir::ValueRange operands,
+  /// Sets the properties directly: the generic builder's attribute list would be
+  /// sorted into a uniqued dictionary per op only to be converted back.
+  ComputeOp createCompute(llvm::StringRef opType, PhaseAttr phase, mlir::ValueRange operands,
                           mlir::TypeRange results, int64_t flops, int64_t bytes,
                           llvm::StringRef node) {
-    llvm::SmallVector<mlir::NamedAttribute> attributes{
-        builder.getNamedAttr("op_type", builder.getStringAttr(opType)),
-        builder.getNamedAttr("phase", PhaseAttr::get(&context, phase)),
-        builder.getNamedAttr("flops", builder.getI64IntegerAttr(flops)),
-        builder.getNamedAttr("bytes", builder.getI64IntegerAttr(bytes))};
-    if (!node.empty())
-      attributes.push_back(builder.getNamedAttr("node", builder.getStringAttr(node)));
-    return builder.create<ComputeOp>(loc, results, operands, attributes);
+    return builder.create<ComputeOp>(
+        loc, results, builder.getStringAttr(opType), phase, operands,
+        builder.getI64IntegerAttr(flops), builder.getI64IntegerAttr(bytes),
+        node.empty() ? mlir::StringAttr() : builder.getStringAttr(node), mlir::IntegerAttr());
   }
 
   void emitForward(const Node &node) {
@@ -106,7 +114,7 @@ private:
     for (int output : node.outputs)
       if (output >= 0)
         results.push_back(typeOf(output));
-    ComputeOp op = createCompute(node.opType, Phase::forward, operands, results, node.flops,
+    ComputeOp op = createCompute(node.opType, forwardPhase, operands, results, node.flops,
                                  node.bytes, node.name);
     unsigned result = 0;
     for (int output : node.outputs)
@@ -124,13 +132,13 @@ private:
     llvm::SmallVector<mlir::Type> results;
     for (int tensor : step.gradTensors)
       results.push_back(typeOf(tensor));
-    std::string node;
+    llvm::StringRef node;
     if (step.kind == BackwardStep::Kind::NodeGradient)
       node = graph.nodes[step.node].name;
     else if (step.kind == BackwardStep::Kind::Accumulate)
       node = graph.tensors[step.gradTensors.front()].name;
-    ComputeOp op = createCompute(step.opType, Phase::backward, operands, results, step.flops,
-                                 step.bytes, node);
+    ComputeOp op =
+        createCompute(step.opType, backwardPhase, operands, results, step.flops, step.bytes, node);
     gradients[index].assign(op->result_begin(), op->result_end());
     for (int param : step.completedParameters) {
       const Parameter &parameter = graph.parameters[param];
@@ -144,6 +152,8 @@ private:
   const ModelGraph &graph;
   mlir::OpBuilder builder;
   mlir::Location loc;
+  PhaseAttr forwardPhase, backwardPhase; // every compute op carries one of the two
+  std::vector<mlir::Type> types;
   std::vector<mlir::Value> values;
   std::vector<std::vector<mlir::Value>> gradients;
 };

@@ -135,6 +135,7 @@ public:
         graph.warnings.push_back(graph.path + ": warning: frozen initializer '" + name +
                                  "' is not an initializer of the model");
     createNodes();
+    findSchemas();
     markBatchProportional();
     findParameterCandidates();
     propagateRequiresGrad();
@@ -146,7 +147,7 @@ public:
   }
 
 private:
-  const onnx::GraphProto &proto() const { return loaded.model.graph(); }
+  const onnx::GraphProto &proto() const { return loaded.model->graph(); }
 
   int tensorId(const std::string &name) const {
     auto it = ids.find(name);
@@ -278,58 +279,67 @@ private:
     return static_cast<int64_t>(result + 0.5L);
   }
 
-  /// Refuses the import when a count saturated (see kCountLimit), naming it.
+  /// Refuses the import when a count saturated (see kCountLimit), naming it. `what`
+  /// builds the name only then: one string per node would cost more than the check.
   void checkCounts() const {
-    auto check = [&](int64_t count, const std::string &what) {
+    auto check = [&](int64_t count, auto what) {
       if (count >= kCountLimit)
-        throw ImportError(ErrorKind::BadInput, graph.path + ": " + what +
-                                        " overflows (2^61 or more) at batch " +
-                                        std::to_string(graph.batch));
+        throw ImportError(ErrorKind::BadInput, graph.path + ": " + what() +
+                                                   " overflows (2^61 or more) at batch " +
+                                                   std::to_string(graph.batch));
     };
     for (const Tensor &tensor : graph.tensors)
-      check(tensor.bytes, "the byte size of tensor '" + tensor.name + "'");
+      check(tensor.bytes, [&] { return "the byte size of tensor '" + tensor.name + "'"; });
     int64_t forward = 0, backward = 0, elements = 0, bytes = 0;
     for (const Node &node : graph.nodes) {
-      std::string name = "node '" + node.name + "' (" + node.opType + ")";
-      check(node.flops, "the forward FLOPs of " + name);
-      check(node.bytes, "the forward bytes of " + name);
+      auto name = [&] { return "node '" + node.name + "' (" + node.opType + ")"; };
+      check(node.flops, [&] { return "the forward FLOPs of " + name(); });
+      check(node.bytes, [&] { return "the forward bytes of " + name(); });
       forward = addCounts(forward, node.flops);
     }
     for (const BackwardStep &step : graph.backward) {
-      std::string name = step.node >= 0 ? "node '" + graph.nodes[size_t(step.node)].name + "'"
-                                        : "step " + step.opType;
-      check(step.flops, "the backward FLOPs of " + name);
-      check(step.bytes, "the backward bytes of " + name);
+      auto name = [&] {
+        return step.node >= 0 ? "node '" + graph.nodes[size_t(step.node)].name + "'"
+                              : "step " + step.opType;
+      };
+      check(step.flops, [&] { return "the backward FLOPs of " + name(); });
+      check(step.bytes, [&] { return "the backward bytes of " + name(); });
       backward = addCounts(backward, step.flops);
     }
     for (const Parameter &param : graph.parameters) {
       elements = addCounts(elements, param.elements);
       bytes = addCounts(bytes, param.bytes);
     }
-    check(forward, "the model's forward FLOPs");
-    check(backward, "the model's backward FLOPs");
-    check(elements, "the model's trainable elements");
-    check(bytes, "the model's trainable bytes");
+    check(forward, [] { return std::string("the model's forward FLOPs"); });
+    check(backward, [] { return std::string("the model's backward FLOPs"); });
+    check(elements, [] { return std::string("the model's trainable elements"); });
+    check(bytes, [] { return std::string("the model's trainable bytes"); });
   }
 
   int64_t scaledFor(bool batchProportional, int64_t value) const {
     return batchProportional ? scaled(value, batchScale()) : value;
   }
 
-  const onnx::OpSchema *schemaOf(const Node &node) const {
-    return onnx::OpSchemaRegistry::Schema(node.opType, static_cast<int>(loaded.opsetVersion),
-                                          node.domain);
+  /// Each node's schema, looked up once: the registry keys it by op type, opset and
+  /// domain strings, and every input of every node asks for it several times.
+  void findSchemas() {
+    schemas.reserve(graph.nodes.size());
+    for (const Node &node : graph.nodes)
+      schemas.push_back(onnx::OpSchemaRegistry::Schema(
+          node.opType, static_cast<int>(loaded.opsetVersion), node.domain));
   }
 
-  /// Whether gradients flow through input `index` of `node` (float tensors at inputs the
-  /// ONNX schema does not mark non-differentiable; never BatchNorm's running statistics).
-  bool isDifferentiableInput(const Node &node, size_t index) const {
+  /// Whether gradients flow through input `index` of node `nodeIndex` (float tensors at
+  /// inputs the ONNX schema does not mark non-differentiable; never BatchNorm's running
+  /// statistics).
+  bool isDifferentiableInput(size_t nodeIndex, size_t index) const {
+    const Node &node = graph.nodes[nodeIndex];
     int id = node.inputs[index];
     if (id < 0 || !graph.tensors[id].isFloat())
       return false;
     if (node.opType == "BatchNormalization" && index >= 3)
       return false;
-    const onnx::OpSchema *schema = schemaOf(node);
+    const onnx::OpSchema *schema = schemas[nodeIndex];
     if (!schema || schema->inputs().empty())
       return true;
     const auto &formals = schema->inputs();
@@ -363,7 +373,7 @@ private:
         frontier.pop_back();
         for (auto [nodeIndex, input] : consumers[current]) {
           const Node &node = graph.nodes[nodeIndex];
-          if (!isDifferentiableInput(node, input))
+          if (!isDifferentiableInput(nodeIndex, input))
             continue;
           if (isParameterPassThrough(node.opType)) {
             for (int output : node.outputs)
@@ -381,10 +391,11 @@ private:
   }
 
   void propagateRequiresGrad() {
-    for (const Node &node : graph.nodes) {
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      const Node &node = graph.nodes[n];
       bool any = false;
       for (size_t i = 0; i < node.inputs.size() && !any; ++i)
-        any = isDifferentiableInput(node, i) && graph.tensors[node.inputs[i]].requiresGrad;
+        any = isDifferentiableInput(n, i) && graph.tensors[node.inputs[i]].requiresGrad;
       if (!any)
         continue;
       for (int output : node.outputs)
@@ -415,7 +426,7 @@ private:
       std::unordered_set<int> distinct;
       for (size_t i = 0; i < node.inputs.size(); ++i) {
         int input = node.inputs[i];
-        if (isDifferentiableInput(node, i) && graph.tensors[input].requiresGrad &&
+        if (isDifferentiableInput(n, i) && graph.tensors[input].requiresGrad &&
             distinct.insert(input).second) {
           receivesGrad[input] = true;
           ++expectedContributions[input];
@@ -596,7 +607,7 @@ private:
         int input = node.inputs[i];
         if (input < 0)
           continue;
-        bool needsGrad = isDifferentiableInput(node, i) && graph.tensors[input].requiresGrad;
+        bool needsGrad = isDifferentiableInput(n, i) && graph.tensors[input].requiresGrad;
         if (needsGrad) {
           flops = addCounts(flops, cost.inputGradFlops[i]);
           if (std::find(step.gradTensors.begin(), step.gradTensors.end(), input) ==
@@ -641,6 +652,7 @@ private:
   const std::set<std::string> &frozen;
   std::unordered_map<std::string, const onnx::TypeProto *> types;
   std::unordered_map<std::string, int> ids;
+  std::vector<const onnx::OpSchema *> schemas;
   std::vector<std::vector<std::pair<int, size_t>>> consumers;
   std::vector<bool> receivesGrad;
   std::vector<int> expectedContributions;
@@ -668,7 +680,7 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
   graph.path = path;
   graph.modelName = stem(path);
   graph.modelHash = fnv1a64Hex(bytes);
-  graph.irVersion = loaded.model.ir_version();
+  graph.irVersion = loaded.model->ir_version();
   graph.opsetVersion = loaded.opsetVersion;
   graph.batch = loaded.batch;
   graph.exportBatch = loaded.exportBatch;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <queue>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -33,8 +34,7 @@ std::string describeNode(const onnx::NodeProto &node) {
   return "node '" + node.name() + "' (" + node.op_type() + ")";
 }
 
-onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
-  onnx::ModelProto model;
+void parseModel(const std::string &bytes, const std::string &path, onnx::ModelProto &model) {
   if (endsWith(path, ".onnxtxt")) {
     if (bytes.find('\0') != std::string::npos)
       fail(path, "not ONNX text syntax: the file contains NUL bytes");
@@ -46,13 +46,12 @@ onnx::ModelProto parseModel(const std::string &bytes, const std::string &path) {
     }
     if (!status.IsOK())
       fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
-    return model;
+    return;
   }
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     fail(path, "model file larger than 2 GiB; keep the weights as external data");
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     fail(path, "not an ONNX model: the protobuf is truncated or corrupt");
-  return model;
 }
 
 void checkVersions(const onnx::ModelProto &model, const std::string &path, LoadedModel &loaded) {
@@ -160,7 +159,9 @@ void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) 
 /// Names unnamed nodes, checks that every input is defined exactly once, and sorts the
 /// nodes topologically (stable: file order where the file order is valid).
 void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
-  std::unordered_map<std::string, int> producer;  // tensor -> node index, -1 for sources
+  // tensor -> node index, -1 for sources; the names are views of the graph's strings, which
+  // stay in place until the nodes are reordered at the end
+  std::unordered_map<std::string_view, int> producer;
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (init.name().empty())
       fail(path, "an initializer has no name");
@@ -191,16 +192,17 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
   }
   std::vector<std::vector<int>> consumers(nodeCount);
   std::vector<int> pending(nodeCount, 0);
+  std::vector<int> lastConsumer(nodeCount, -1); // counts each producer once per consumer
   for (int i = 0; i < nodeCount; ++i) {
     const onnx::NodeProto &node = graph.node(i);
-    std::unordered_set<int> waitedOn;
     for (const std::string &input : node.input()) {
       if (input.empty())
         continue;
       auto it = producer.find(input);
       if (it == producer.end())
         fail(path, describeNode(node) + " uses undefined input '" + input + "'");
-      if (it->second >= 0 && waitedOn.insert(it->second).second) {
+      if (it->second >= 0 && lastConsumer[it->second] != i) {
+        lastConsumer[it->second] = i;
         consumers[it->second].push_back(i);
         ++pending[i];
       }
@@ -264,6 +266,16 @@ void checkDivisorAttributes(const onnx::GraphProto &graph, const std::string &pa
 /// the weight's spatial dims, so it is spelled out here from the declared weight, where the
 /// rank check of shape inference then applies.
 void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
+  auto lacksKernelShape = [](const onnx::NodeProto &node) {
+    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
+      return false;
+    return std::none_of(
+        node.attribute().begin(), node.attribute().end(),
+        [](const onnx::AttributeProto &attr) { return attr.name() == "kernel_shape"; });
+  };
+  // The table of declared shapes costs a string per value: only built when a node needs it.
+  if (std::none_of(graph.node().begin(), graph.node().end(), lacksKernelShape))
+    return;
   std::unordered_map<std::string, std::vector<int64_t>> declared;
   for (const auto &init : graph.initializer())
     declared[init.name()].assign(init.dims().begin(), init.dims().end());
@@ -280,12 +292,7 @@ void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
   for (const auto &info : graph.value_info())
     declare(info);
   for (onnx::NodeProto &node : *graph.mutable_node()) {
-    if (node.op_type() != "Conv" && node.op_type() != "ConvTranspose")
-      continue;
-    bool hasKernelShape = false;
-    for (const auto &attr : node.attribute())
-      hasKernelShape |= attr.name() == "kernel_shape";
-    if (hasKernelShape)
+    if (!lacksKernelShape(node))
       continue;
     auto weight = node.input_size() > 1 ? declared.find(node.input(1)) : declared.end();
     if (weight == declared.end() || weight->second.size() < 3 ||
@@ -703,12 +710,15 @@ private:
 // the ONNX checker accepted, and every value a node reads to have a type.
 //===----------------------------------------------------------------------===//
 
+/// Names of values: views of the model's own strings, which outlive every walk over it
+/// (adding value infos moves no existing string), so no name is copied.
+using Names = std::unordered_set<std::string_view>;
+
 /// Calls `visit` on `graph` and on every subgraph of its nodes (If, Loop, Scan bodies),
 /// with the names the enclosing graphs define.
 template <typename Visit>
-void forEachGraph(onnx::GraphProto &graph, const std::unordered_set<std::string> &outer,
-                  Visit visit) {
-  std::unordered_set<std::string> scope = visit(graph, outer);
+void forEachGraph(onnx::GraphProto &graph, const Names &outer, Visit visit) {
+  Names scope = visit(graph, outer);
   for (onnx::NodeProto &node : *graph.mutable_node())
     for (onnx::AttributeProto &attr : *node.mutable_attribute()) {
       if (attr.has_g())
@@ -726,8 +736,7 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
   std::unordered_map<std::string, int> opsets;
   for (const onnx::OperatorSetIdProto &opset : model.opset_import())
     opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = int(opset.version());
-  forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
-                                               const std::unordered_set<std::string> &) {
+  forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph, const Names &) {
     for (const onnx::NodeProto &node : graph.node()) {
       std::string domain = node.domain() == "ai.onnx" ? "" : node.domain();
       auto version = opsets.find(domain);
@@ -744,7 +753,7 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
         fail(path, describeNode(node) + " does not match its ONNX schema: " + error.what());
       }
     }
-    return std::unordered_set<std::string>{};
+    return Names{};
   });
 }
 
@@ -760,16 +769,14 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
 class UntypedValueGuard {
 public:
   explicit UntypedValueGuard(onnx::ModelProto &model) : model(model) {
-    forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph,
-                                                 const std::unordered_set<std::string> &outer) {
+    forEachGraph(*model.mutable_graph(), {}, [&](onnx::GraphProto &graph, const Names &outer) {
       return typeEveryValue(graph, outer);
     });
   }
   ~UntypedValueGuard() {
-    forEachGraph(*model.mutable_graph(), {}, [](onnx::GraphProto &graph,
-                                                const std::unordered_set<std::string> &) {
+    forEachGraph(*model.mutable_graph(), {}, [](onnx::GraphProto &graph, const Names &) {
       removeEmptyTypes(graph);
-      return std::unordered_set<std::string>{};
+      return Names{};
     });
   }
   UntypedValueGuard(const UntypedValueGuard &) = delete;
@@ -781,9 +788,8 @@ private:
   }
 
   /// Returns the names defined in `graph` and the scopes around it.
-  static std::unordered_set<std::string> typeEveryValue(onnx::GraphProto &graph,
-                                                        const std::unordered_set<std::string> &outer) {
-    std::unordered_set<std::string> typed;
+  static Names typeEveryValue(onnx::GraphProto &graph, const Names &outer) {
+    Names typed;
     for (onnx::ValueInfoProto &info : *graph.mutable_input()) {
       info.mutable_type();  // present, even if empty
       typed.insert(info.name());
@@ -899,24 +905,27 @@ std::string onnxDtypeName(int32_t onnxType) {
 LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
                           const ImportOptions &options) {
   LoadedModel loaded;
-  loaded.model = parseModel(bytes, path);
-  checkVersions(loaded.model, path, loaded);
-  onnx::GraphProto &graph = *loaded.model.mutable_graph();
+  loaded.arena = std::make_unique<google::protobuf::Arena>();
+  loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
+  onnx::ModelProto &model = *loaded.model;
+  parseModel(bytes, path, model);
+  checkVersions(model, path, loaded);
+  onnx::GraphProto &graph = *model.mutable_graph();
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
   checkAllTensorData(graph, path);
-  verifyNodesAgainstSchemas(loaded.model, path);
+  verifyNodesAgainstSchemas(model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
-  inferShapes(loaded.model, path);
+  inferShapes(model, path);
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
   // the exporter's patterns, and a fixed bound keeps adversarial input cheap.
   for (int round = 0; round < 4; ++round) {
     ShapeArithmetic arithmetic(graph);
     if (arithmetic.completeShapes() == 0)
       break;
-    inferShapes(loaded.model, path);
+    inferShapes(model, path);
   }
   checkAllDims(graph, path);
   return loaded;

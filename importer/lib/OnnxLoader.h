@@ -6,12 +6,18 @@
 
 #include "onnx/onnx_pb.h"
 
+#include <google/protobuf/arena.h>
+
+#include <memory>
 #include <string>
 
 namespace zen::importer::detail {
 
 struct LoadedModel {
-  onnx::ModelProto model;   ///< nodes topologically sorted, shapes inferred
+  /// Owns the model's messages: parsing and shape inference create one per node, value
+  /// and dim, and an arena allocates them in blocks and frees them at once.
+  std::unique_ptr<google::protobuf::Arena> arena;
+  onnx::ModelProto *model = nullptr; ///< on `arena`; nodes topologically sorted, shapes inferred
   int64_t opsetVersion = 0; ///< of the default ONNX domain
   int64_t batch = 1;
   int64_t exportBatch = 1;
