@@ -29,9 +29,7 @@ int64_t tokensOf(RankedTensorType type) {
   return -1;
 }
 
-bool hasShape(RankedTensorType type, ArrayRef<int64_t> shape) {
-  return type.getShape() == shape;
-}
+bool hasShape(RankedTensorType type, ArrayRef<int64_t> shape) { return type.getShape() == shape; }
 } // namespace
 
 LogicalResult MoeDispatchOp::verify() {
@@ -57,8 +55,7 @@ LogicalResult MoeDispatchOp::verify() {
     return emitOpError("dispatched must be [experts = ")
            << experts << ", capacity >= 1, hidden = " << hidden << "], got " << dispatched;
   if (!hasShape(gates, {tokens, k}))
-    return emitOpError("gates must be [tokens = ") << tokens << ", k = " << k << "], got "
-                                                   << gates;
+    return emitOpError("gates must be [tokens = ") << tokens << ", k = " << k << "], got " << gates;
   return success();
 }
 
@@ -82,14 +79,14 @@ LogicalResult MoeExpertsOp::verify() {
            << experts << ", " << (rows == ffn ? "ffn = " : "2 x ffn = ") << rows
            << ", hidden = " << hidden << "] for " << stringifyMoeActivation(getActivation())
            << ", got " << fc1;
-  if (Value bias = getFc1Bias(); bias && !hasShape(cast<RankedTensorType>(bias.getType()),
-                                                   {experts, rows}))
-    return emitOpError("fc1_bias must be [") << experts << ", " << rows << "], got "
-                                             << bias.getType();
-  if (Value bias = getFc2Bias(); bias && !hasShape(cast<RankedTensorType>(bias.getType()),
-                                                   {experts, hidden}))
-    return emitOpError("fc2_bias must be [") << experts << ", " << hidden << "], got "
-                                             << bias.getType();
+  if (Value bias = getFc1Bias();
+      bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, rows}))
+    return emitOpError("fc1_bias must be [")
+           << experts << ", " << rows << "], got " << bias.getType();
+  if (Value bias = getFc2Bias();
+      bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, hidden}))
+    return emitOpError("fc2_bias must be [")
+           << experts << ", " << hidden << "], got " << bias.getType();
   if (getResult().getType() != dispatched)
     return emitOpError("result must have the dispatched type ")
            << dispatched << ", got " << getResult().getType();
@@ -104,8 +101,7 @@ LogicalResult MoeCombineOp::verify() {
   auto result = cast<RankedTensorType>(getResult().getType());
   if (output.getRank() != 3)
     return emitOpError("expert_output must be [experts, capacity, hidden], got ") << output;
-  if (gates.getRank() != 2 || gates.getDimSize(1) < 1 ||
-      gates.getDimSize(1) > output.getDimSize(0))
+  if (gates.getRank() != 2 || gates.getDimSize(1) < 1 || gates.getDimSize(1) > output.getDimSize(0))
     return emitOpError("gates must be [tokens, k] with 1 <= k <= ")
            << output.getDimSize(0) << " experts, got " << gates;
   if (tokensOf(result) != gates.getDimSize(0) ||

@@ -1,6 +1,8 @@
 //===- OnnxLoader.cpp - parse, validate and shape-infer an ONNX model -----===//
 #include "OnnxLoader.h"
 
+#include "Moe.h"
+
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/tensor_proto_util.h"
@@ -905,6 +907,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
   checkAllTensorData(graph, path);
+  registerMoeSchema();
   verifyNodesAgainstSchemas(loaded.model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
@@ -918,6 +921,8 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
       break;
     inferShapes(loaded.model, path);
   }
+  // On inferred shapes: the pattern is recognised by the shapes of its values.
+  fuseMoePatterns(loaded.model);
   checkAllDims(graph, path);
   return loaded;
 }
