@@ -98,7 +98,7 @@ private:
   }
 
   void emitForward(const Node &node) {
-    if (node.moe)
+    if (node.moe && hasMoeOperands(node))
       return emitMoe(node, *node.moe);
     llvm::SmallVector<mlir::Value> operands;
     for (int input : node.inputs)
@@ -114,6 +114,18 @@ private:
     for (int output : node.outputs)
       if (output >= 0)
         values[output] = op->getResult(result++);
+  }
+
+  /// The MoE ops need the input, the logits and both weights as values; a frozen
+  /// initializer is none (it stays out of the IR), and such a layer stays one zen.compute.
+  bool hasMoeOperands(const Node &node) const {
+    for (size_t i : {0, 1, 2, 4})
+      if (i >= node.inputs.size() || node.inputs[i] < 0 || !values[node.inputs[i]])
+        return false;
+    for (size_t i : {3, 5})
+      if (i < node.inputs.size() && node.inputs[i] >= 0 && !values[node.inputs[i]])
+        return false;
+    return node.outputs.size() == 1 && node.outputs[0] >= 0;
   }
 
   /// An MoE layer as zen.moe_dispatch -> zen.moe_experts -> zen.moe_combine. The node's
