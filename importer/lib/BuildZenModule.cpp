@@ -160,7 +160,8 @@ private:
                             static_cast<double>(layer.combineFlops())};
     const double total = parts[0] + parts[1] + parts[2];
     auto share = [&](int part) {
-      return static_cast<int64_t>(static_cast<double>(node.flops) * parts[part] / total);
+      return total > 0 ? static_cast<int64_t>(static_cast<double>(node.flops) * parts[part] / total)
+                       : int64_t{0};
     };
     const int64_t dispatchFlops = share(0), combineFlops = share(2);
     const int64_t expertFlops = node.flops - dispatchFlops - combineFlops;

@@ -136,6 +136,8 @@ MoeLayer describeMoe(const CostSite &site, const std::string &path) {
               formatDims(input));
   layer.tokens = input.dims.size() == 2 ? input.dims[0] : input.dims[0] * input.dims[1];
   layer.hidden = input.dims.back();
+  if (layer.tokens < 1 || layer.hidden < 1)
+    throw bad("input has no tokens or no features: " + formatDims(input));
   if (router.dims.size() != 2 || router.dims[0] != layer.tokens || router.dims[1] < 1)
     throw bad("router_probs must be [tokens = " + std::to_string(layer.tokens) +
               ", experts >= 1], got " + formatDims(router));
