@@ -233,7 +233,7 @@ public:
       index();
       again = false;
       for (int n = 0; n < graph.node_size() && !again; ++n)
-        if (graph.node(n).op_type() == "TopK" && graph.node(n).domain().empty())
+        if (isOnnx(graph.node(n), "TopK"))
           again = tryFuse(n);
       fused |= again;
     }
@@ -283,13 +283,19 @@ private:
     }
   }
 
+  /// Whether `node` is the default domain's `opType` (a custom domain may reuse the name
+  /// with any arity).
+  static bool isOnnx(const onnx::NodeProto &node, const char *opType) {
+    return node.op_type() == opType && (node.domain().empty() || node.domain() == "ai.onnx");
+  }
+
   /// A node computing only from constants and parameters: initializers and
   /// Constant nodes.
   bool isPreparation(const onnx::NodeProto &node) const {
     return std::all_of(node.input().begin(), node.input().end(), [&](const std::string &input) {
       int source = producerOf(input);
       return input.empty() || initializers.count(input) ||
-             (source >= 0 && graph.node(source).op_type() == "Constant");
+             (source >= 0 && isOnnx(graph.node(source), "Constant"));
     });
   }
 
@@ -324,10 +330,10 @@ private:
   /// Transpose that swaps its last two axes: an expert weight kept as [experts,
   /// out, in].
   std::string expertWeightOf(const onnx::NodeProto &matmul) const {
-    if (matmul.op_type() != "MatMul" || matmul.input_size() != 2)
+    if (!isOnnx(matmul, "MatMul") || matmul.input_size() != 2)
       return "";
     int transpose = producerOf(matmul.input(1));
-    if (transpose < 0 || graph.node(transpose).op_type() != "Transpose")
+    if (transpose < 0 || !isOnnx(graph.node(transpose), "Transpose"))
       return "";
     const onnx::NodeProto &t = graph.node(transpose);
     bool swapsLast = false;
@@ -345,13 +351,14 @@ private:
   /// Fuses the pattern whose TopK is node `topk`; false when it is not one.
   bool tryFuse(int topk) {
     int softmax = producerOf(graph.node(topk).input(0));
-    if (softmax < 0 || graph.node(softmax).op_type() != "Softmax")
+    if (softmax < 0 || !isOnnx(graph.node(softmax), "Softmax"))
       return false;
     const std::string logits = graph.node(softmax).input(0);
     const std::vector<int64_t> logitDims = shapeOf(logits);
     const std::vector<int64_t> topkDims = shapeOf(graph.node(topk).output(0));
-    if (logitDims.size() != 2 || topkDims.size() != 2)
-      return false;
+    if (logitDims.size() != 2 || topkDims.size() != 2 || logitDims[0] < 1 || logitDims[1] < 1 ||
+        topkDims[1] < 1)
+      return false; // routing of unknown shape: left as plain ops
     const int64_t tokens = logitDims[0];
 
     // Walk forward in topological order from the logits: the nodes reading what
@@ -375,12 +382,15 @@ private:
       }
       // The combine reads two routed values (the weights and the experts' output); a
       // reshape of the experts' output alone may have the same shape.
+      if (gemms.size() < 2 || node.output_size() == 0)
+        continue;
       const std::vector<int64_t> out = shapeOf(node.output(0));
+      const std::vector<int64_t> experts = shapeOf(graph.node(gemms[1]).output(0));
       const auto routedInputs =
           std::count_if(node.input().begin(), node.input().end(),
                         [&](const std::string &input) { return derived.count(input) > 0; });
-      if (gemms.size() == 2 && routedInputs >= 2 && out.size() == 2 && out[0] == tokens &&
-          out[1] == shapeOf(graph.node(gemms[1]).output(0)).back())
+      if (routedInputs >= 2 && out.size() == 2 && !experts.empty() && out[0] == tokens &&
+          out[1] == experts.back())
         end = n;
     }
     if (end < 0)
@@ -447,7 +457,7 @@ private:
           bias = input;
           continue;
         }
-        if (source >= 0 && graph.node(source).op_type() == "Constant")
+        if (source >= 0 && isOnnx(graph.node(source), "Constant"))
           continue;
         if (!activation.empty() && activation != input)
           return false; // two activations: not a layer this fusion knows
@@ -456,7 +466,7 @@ private:
     const std::vector<int64_t> hiddenDims = shapeOf(activation);
     const std::vector<int64_t> dispatched = shapeOf(graph.node(gemms[0]).input(0));
     if (activation.empty() || hiddenDims.size() != 2 || hiddenDims[0] != tokens ||
-        dispatched.size() != 3)
+        dispatched.size() != 3 || dispatched[1] < 1)
       return false;
 
     onnx::NodeProto moe;
