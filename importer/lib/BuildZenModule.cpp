@@ -106,6 +106,8 @@ private:
   }
 
   void emitForward(const Node &node) {
+    if (node.moe && hasMoeOperands(node))
+      return emitMoe(node, *node.moe);
     llvm::SmallVector<mlir::Value> operands;
     for (int input : node.inputs)
       if (input >= 0 && values[input])
@@ -120,6 +122,74 @@ private:
     for (int output : node.outputs)
       if (output >= 0)
         values[output] = op->getResult(result++);
+  }
+
+  /// The MoE ops need the input, the logits and both weights as values; a frozen
+  /// initializer is none (it stays out of the IR), and such a layer stays one zen.compute.
+  bool hasMoeOperands(const Node &node) const {
+    for (size_t i : {0, 1, 2, 4})
+      if (i >= node.inputs.size() || node.inputs[i] < 0 || !values[node.inputs[i]])
+        return false;
+    for (size_t i : {3, 5})
+      if (i < node.inputs.size() && node.inputs[i] >= 0 && !values[node.inputs[i]])
+        return false;
+    return node.outputs.size() == 1 && node.outputs[0] >= 0;
+  }
+
+  /// An MoE layer as zen.moe_dispatch -> zen.moe_experts -> zen.moe_combine. The node's
+  /// FLOPs (batch scale applied) are split in the proportions of the parts; bytes count what
+  /// each part reads and writes, the dispatch buffers included.
+  void emitMoe(const Node &node, const MoeLayer &layer) {
+    auto operand = [&](size_t i) {
+      return i < node.inputs.size() && node.inputs[i] >= 0 ? values[node.inputs[i]] : mlir::Value();
+    };
+    auto bytesOf = [&](size_t i) {
+      return i < node.inputs.size() && node.inputs[i] >= 0 ? graph.tensors[node.inputs[i]].bytes
+                                                           : int64_t{0};
+    };
+    const double scale = graph.batchMode == BatchMode::Scaled
+                             ? static_cast<double>(graph.batch) / graph.exportBatch
+                             : 1.0;
+    mlir::Value input = operand(0);
+    mlir::Type element = mlir::cast<mlir::RankedTensorType>(input.getType()).getElementType();
+    auto dispatchedType =
+        mlir::RankedTensorType::get({layer.experts, layer.capacity, layer.hidden}, element);
+    auto gatesType = mlir::RankedTensorType::get({layer.tokens, layer.topK}, element);
+    const double elementBytes = (element.getIntOrFloatBitWidth() + 7) / 8;
+    auto activationBytes = [&](mlir::RankedTensorType type) {
+      return static_cast<int64_t>(type.getNumElements() * elementBytes * scale + 0.5);
+    };
+    const int64_t dispatchedBytes = activationBytes(dispatchedType);
+    const int64_t gatesBytes = activationBytes(gatesType);
+    const int64_t output = graph.tensors[node.outputs[0]].bytes;
+
+    const double parts[] = {static_cast<double>(layer.dispatchFlops()),
+                            static_cast<double>(layer.expertFlops()),
+                            static_cast<double>(layer.combineFlops())};
+    const double total = parts[0] + parts[1] + parts[2];
+    auto share = [&](int part) {
+      return total > 0 ? static_cast<int64_t>(static_cast<double>(node.flops) * parts[part] / total)
+                       : int64_t{0};
+    };
+    const int64_t dispatchFlops = share(0), combineFlops = share(2);
+    const int64_t expertFlops = node.flops - dispatchFlops - combineFlops;
+
+    auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+    mlir::StringAttr name = builder.getStringAttr(node.name);
+    auto dispatch = builder.create<MoeDispatchOp>(
+        loc, dispatchedType, gatesType, input, operand(1), i64(layer.topK), i64(dispatchFlops),
+        i64(bytesOf(0) + bytesOf(1) + dispatchedBytes + gatesBytes), name);
+    // describeMoe admits only the enum's spellings.
+    MoeActivation activation =
+        symbolizeMoeActivation(layer.activation).value_or(MoeActivation::identity);
+    auto experts = builder.create<MoeExpertsOp>(
+        loc, dispatchedType, MoeActivationAttr::get(&context, activation), dispatch.getDispatched(),
+        operand(2), operand(3), operand(4), operand(5), i64(expertFlops),
+        i64(2 * dispatchedBytes + bytesOf(2) + bytesOf(3) + bytesOf(4) + bytesOf(5)), name);
+    auto combine = builder.create<MoeCombineOp>(loc, typeOf(node.outputs[0]), experts.getResult(),
+                                                dispatch.getGates(), i64(combineFlops),
+                                                i64(dispatchedBytes + gatesBytes + output), name);
+    values[node.outputs[0]] = combine.getResult();
   }
 
   void emitBackward(const BackwardStep &step, size_t index) {

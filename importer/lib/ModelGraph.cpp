@@ -2,6 +2,7 @@
 #include "zen/Importer/ModelGraph.h"
 
 #include "CostRules.h"
+#include "Moe.h"
 #include "OnnxLoader.h"
 
 #include "onnx/defs/schema.h"
@@ -474,7 +475,10 @@ private:
     for (size_t n = 0; n < graph.nodes.size(); ++n) {
       Node &node = graph.nodes[n];
       CostSite site = siteOf(n);
-      std::optional<OpCost> cost = detail::costOf(site);
+      if (detail::isMoeNode(site.proto))
+        node.moe = detail::describeMoe(site, graph.path);
+      std::optional<OpCost> cost =
+          node.moe ? detail::moeCost(*node.moe, node.inputs.size()) : detail::costOf(site);
       if (!cost) {
         node.unsupported = true;
         unsupported[node.opType].push_back(node.name);

@@ -1,6 +1,8 @@
 //===- OnnxLoader.cpp - parse, validate and shape-infer an ONNX model -----===//
 #include "OnnxLoader.h"
 
+#include "Moe.h"
+
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
 #include "onnx/defs/tensor_proto_util.h"
@@ -914,6 +916,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
   checkAllTensorData(graph, path);
+  registerMoeSchema();
   verifyNodesAgainstSchemas(model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
@@ -927,6 +930,8 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
       break;
     inferShapes(model, path);
   }
+  // On inferred shapes: the pattern is recognised by the shapes of its values.
+  fuseMoePatterns(model);
   checkAllDims(graph, path);
   return loaded;
 }

@@ -46,17 +46,28 @@ struct OpWork {
 /// Ops run at their own element type, except that fp32 forward and backward
 /// ops run at the mixed-precision `computeDtype`; at fp16/bf16 they move half
 /// the bytes (tf32 keeps fp32 storage). The optimizer step stays fp32.
-OpWork workOf(ComputeOp op, cost::DType computeDtype) {
-  Type typed = op->getNumResults() ? op->getResult(0).getType()
-               : op.getInputs().empty() ? Type() : op.getInputs().front().getType();
-  OpWork work{typed ? dtypeOf(typed) : cost::DType::F32, op.getFlopsAttr().getInt(),
-              op.getBytesAttr().getInt()};
-  if (work.dtype == cost::DType::F32 && op.getPhase() != Phase::optimizer) {
+OpWork workAt(Type typed, int64_t flops, int64_t bytes, bool optimizer, cost::DType computeDtype) {
+  OpWork work{typed ? dtypeOf(typed) : cost::DType::F32, flops, bytes};
+  if (work.dtype == cost::DType::F32 && !optimizer) {
     work.dtype = computeDtype;
     if (computeDtype == cost::DType::F16 || computeDtype == cost::DType::BF16)
       work.bytes /= 2;
   }
   return work;
+}
+
+OpWork workOf(ComputeOp op, cost::DType computeDtype) {
+  Type typed = op->getNumResults()      ? op->getResult(0).getType()
+               : op.getInputs().empty() ? Type()
+                                        : op.getInputs().front().getType();
+  return workAt(typed, op.getFlopsAttr().getInt(), op.getBytesAttr().getInt(),
+                op.getPhase() == Phase::optimizer, computeDtype);
+}
+
+/// An op of an MoE layer: forward work.
+OpWork workOf(MoeOpInterface op, cost::DType computeDtype) {
+  return workAt(op->getResult(0).getType(), op.getWorkFlops(), op.getWorkBytes(),
+                /*optimizer=*/false, computeDtype);
 }
 
 std::string segmentName(ComputeOp op) {
@@ -278,6 +289,30 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
       found.emplace_back(gradient, static_cast<int>(problem.backward.size()) - 1);
       continue;
     }
+    // A forward op starts a new segment when it reads a parameter for the first time.
+    auto addForward = [&](ValueRange inputs, const std::string &name, const OpWork &work,
+                          double us) {
+      bool readsNewParam = llvm::any_of(inputs, [&](Value input) {
+        Value param = paramRead(input);
+        return param && !firstForwardUse.count(param);
+      });
+      if (readsNewParam && forward)
+        problem.forward.push_back(*std::exchange(forward, std::nullopt));
+      if (!forward)
+        forward = ComputeSegment{name, 0};
+      addCost(*forward, work, us);
+      for (Value input : inputs)
+        if (Value param = paramRead(input))
+          firstForwardUse.try_emplace(param, static_cast<int>(problem.forward.size()));
+    };
+    if (auto moe = dyn_cast<MoeOpInterface>(op)) {
+      const OpWork work = workOf(moe, problem.computeDtype);
+      addForward(op.getOperands(), moe.getNodeName().value_or(op.getName().getStringRef()).str(),
+                 work,
+                 model.computeUs(static_cast<double>(work.flops), static_cast<double>(work.bytes),
+                                 work.dtype));
+      continue;
+    }
     auto compute = dyn_cast<ComputeOp>(op);
     if (!compute || !onStage(compute.getStage()))
       continue;
@@ -285,21 +320,9 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     const double us = model.computeUs(static_cast<double>(work.flops),
                                       static_cast<double>(work.bytes), work.dtype);
     switch (compute.getPhase()) {
-    case Phase::forward: {
-      bool readsNewParam = llvm::any_of(compute.getInputs(), [&](Value input) {
-        Value param = paramRead(input);
-        return param && !firstForwardUse.count(param);
-      });
-      if (readsNewParam && forward)
-        problem.forward.push_back(*std::exchange(forward, std::nullopt));
-      if (!forward)
-        forward = ComputeSegment{segmentName(compute), 0};
-      addCost(*forward, work, us);
-      for (Value input : compute.getInputs())
-        if (Value param = paramRead(input))
-          firstForwardUse.try_emplace(param, static_cast<int>(problem.forward.size()));
+    case Phase::forward:
+      addForward(compute.getInputs(), segmentName(compute), work, us);
       break;
-    }
     case Phase::backward:
       if (!backward)
         backward = ComputeSegment{segmentName(compute), 0};

@@ -604,3 +604,140 @@ func.func @f(%x: tensor<8xf32>) {
   %y = zen.compute "Relu" forward(%x) {flops = 8 : i64, bytes = 64 : i64, zen.tp_chunks = 2 : i64} : (tensor<8xf32>) -> tensor<8xf32>
   return
 }
+
+// -----
+// Mixture-of-Experts ops.
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{flops must be non-negative, got -1}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = -1 : i64, bytes = 0 : i64} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{bytes must be non-negative, got -2}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = -2 : i64} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{operands and results must have static shapes}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64} : tensor<?x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<128xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{input must be [tokens, hidden] or [batch, sequence, hidden], got 'tensor<128xf32>'}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64} : tensor<128xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<15x4xf32>) {
+  // expected-error @+1 {{router must be [tokens = 16, experts], got 'tensor<15x4xf32>'}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64} : tensor<16x8xf32>, tensor<15x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{top-k 5 must be between 1 and the 4 experts}}
+  %d, %g = zen.moe_dispatch %x, %r top 5 {flops = 0 : i64, bytes = 0 : i64} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{dispatched must be [experts = 4, capacity >= 1, hidden = 8], got 'tensor<4x8x6xf32>'}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x6xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{gates must be [tokens = 16, k = 2], got 'tensor<16x1xf32>'}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x1xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<32x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{dispatched must be [experts, capacity, hidden], got 'tensor<32x8xf32>'}}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<32x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<32x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x32x8xf32>) {
+  // expected-error @+1 {{fc2_weight must be [experts = 4, hidden = 8, ffn], got 'tensor<4x32x8xf32>'}}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x32x8xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{fc1_weight must be [experts = 4, 2 x ffn = 64, hidden = 8] for swiglu, got 'tensor<4x32x8xf32>'}}
+  %e = zen.moe_experts swiglu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %b1: tensor<4x8xf32>, %w2: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{fc1_bias must be [4, 32], got 'tensor<4x8xf32>'}}
+  %e = zen.moe_experts relu %d, %w1 bias %b1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>, %b2: tensor<4x32xf32>) {
+  // expected-error @+1 {{fc2_bias must be [4, 8], got 'tensor<4x32xf32>'}}
+  %e = zen.moe_experts relu %d, %w1, %w2 bias %b2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>, tensor<4x32xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{result must have the dispatched type 'tensor<4x8x8xf32>', got 'tensor<4x8x8xf16>'}}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf16>
+  return
+}
+
+// -----
+
+func.func @f(%e: tensor<32x8xf32>, %g: tensor<16x2xf32>) {
+  // expected-error @+1 {{expert_output must be [experts, capacity, hidden], got 'tensor<32x8xf32>'}}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64} : tensor<32x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%e: tensor<4x8x8xf32>, %g: tensor<16x5xf32>) {
+  // expected-error @+1 {{gates must be [tokens, k] with 1 <= k <= 4 experts, got 'tensor<16x5xf32>'}}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64} : tensor<4x8x8xf32>, tensor<16x5xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%e: tensor<4x8x8xf32>, %g: tensor<16x2xf32>) {
+  // expected-error @+1 {{result must hold 16 tokens of hidden size 8 ([tokens, hidden] or [batch, sequence, hidden]), got 'tensor<2x4x8xf32>'}}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<2x4x8xf32>
+  return
+}

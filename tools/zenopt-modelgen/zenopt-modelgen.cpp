@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 
 namespace {
@@ -54,6 +56,42 @@ public:
     tensor.set_data_type(onnx::TensorProto::FLOAT);
     tensor.add_float_data(value);
     return constantNode(scope, tensor);
+  }
+
+  /// An initializer with its (few) values inline: shapes, axes and sizes the shape
+  /// inference must read.
+  std::string inlineInts(const std::string &name, const std::vector<int64_t> &dims,
+                         const std::vector<int64_t> &values) {
+    onnx::TensorProto *tensor = graph_.add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t dim : dims)
+      tensor->add_dims(dim);
+    for (int64_t v : values)
+      tensor->add_int64_data(v);
+    return name;
+  }
+  std::string inlineFloats(const std::string &name, const std::vector<float> &values) {
+    onnx::TensorProto *tensor = graph_.add_initializer();
+    tensor->set_name(name);
+    tensor->set_data_type(onnx::TensorProto::FLOAT);
+    tensor->add_dims(static_cast<int64_t>(values.size()));
+    for (float v : values)
+      tensor->add_float_data(v);
+    return name;
+  }
+
+  /// A node with `outputs` results (TopK's values and indices).
+  std::vector<std::string>
+  nodeOutputs(const std::string &opType, const std::string &scope,
+              const std::vector<std::string> &inputs, int outputs,
+              const std::vector<std::pair<std::string, int64_t>> &intAttrs) {
+    std::string first = node(opType, scope, inputs, intAttrs);
+    onnx::NodeProto *added = graph_.mutable_node(graph_.node_size() - 1);
+    std::vector<std::string> names{first};
+    for (int i = 1; i < outputs; ++i)
+      names.push_back(*added->add_output() = added->name() + "_output_" + std::to_string(i));
+    return names;
   }
 
   std::string node(const std::string &opType, const std::string &scope,
@@ -118,9 +156,17 @@ private:
   int64_t counter_ = 0;
 };
 
+/// Mixture-of-Experts MLPs: every `every`-th block's MLP becomes `experts` experts.
+struct MoeShape {
+  int64_t experts = 0; // 0: no MoE layers
+  int64_t topK = 2, every = 2, expertFfn = 0;
+  double capacityFactor = 1.25;
+};
+
 struct TransformerShape {
   int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, sequence = 128, ffn = 0;
   bool causal = true; // GPT (pre-LN, causal) or BERT (post-LN, bidirectional)
+  MoeShape moe;
 };
 
 /// LayerNorm as PyTorch 1.13 exports it at opset 14.
@@ -171,6 +217,75 @@ std::string attention(GraphBuilder &g, const std::string &scope, const std::stri
   return linear(g, scope + ".out_proj", merged, s.hidden, s.hidden);
 }
 
+/// A GShard/Switch-style MoE MLP on `x` ([1, seq, hidden]) in plain ONNX ops, as the
+/// importer recognises it (importer/lib/Moe.cpp): router MatMul -> Softmax -> TopK; each
+/// token's slot in an expert is the count of earlier tokens routed there (CumSum), slots
+/// past the capacity one-hot to nothing (dropped); dispatch and combine are MatMuls with the
+/// [tokens, experts x capacity] masks; the experts are batched MatMuls with weights kept as
+/// ONNX Runtime's MoE keeps them, [experts, out, in].
+std::string moeLayer(GraphBuilder &g, const std::string &scope, const std::string &x3,
+                     const TransformerShape &s, int64_t ffn) {
+  const MoeShape &m = s.moe;
+  const int64_t tokens = s.sequence, experts = m.experts, hidden = s.hidden;
+  const int64_t capacity = std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(m.capacityFactor * static_cast<double>(m.topK * tokens) /
+                                        static_cast<double>(experts))));
+  auto ints = [&](const std::string &what, std::vector<int64_t> dims, std::vector<int64_t> v) {
+    return g.inlineInts(scope + "." + what, dims, v);
+  };
+  const std::string zeroOne = g.inlineFloats(scope + ".one_hot_values", {0.0f, 1.0f});
+  const std::string axis1 = ints("axis1", {1}, {1}), axis2 = ints("axis2", {1}, {2});
+  auto unsqueeze = [&](const std::string &v, const std::string &axes) {
+    return g.node("Unsqueeze", scope, {v, axes});
+  };
+
+  std::string x = g.node("Reshape", scope, {x3, ints("tokens_shape", {2}, {tokens, hidden})});
+  std::string logits = linear(g, scope + ".router", x, hidden, experts, /*bias=*/false);
+  std::string probs = g.node("Softmax", scope, {logits}, {{"axis", -1}});
+  std::vector<std::string> top =
+      g.nodeOutputs("TopK", scope, {probs, ints("k", {1}, {m.topK})}, 2, {{"axis", -1}});
+  std::string choice =
+      g.node("OneHot", scope, {top[1], ints("experts", {1}, {experts}), zeroOne}, {{"axis", -1}});
+  std::string chosen = g.node("ReduceSum", scope, {choice, axis1}, {{"keepdims", 0}});
+  std::string position =
+      g.node("CumSum", scope, {chosen, ints("token_axis", {}, {0})}, {{"exclusive", 1}});
+  std::string slot = g.node("OneHot", scope,
+                            {g.node("Cast", scope, {position}, {{"to", onnx::TensorProto::INT64}}),
+                             ints("capacity", {1}, {capacity}), zeroOne},
+                            {{"axis", -1}});
+  std::string dispatchMask = g.node("Mul", scope, {slot, unsqueeze(chosen, axis2)});
+  std::string gate =
+      g.node("ReduceSum", scope, {g.node("Mul", scope, {choice, unsqueeze(top[0], axis2)}), axis1},
+             {{"keepdims", 0}});
+  std::string combineMask = g.node("Mul", scope, {dispatchMask, unsqueeze(gate, axis2)});
+  const std::string slotsShape = ints("slots_shape", {2}, {tokens, experts * capacity});
+  std::string dispatched = g.node(
+      "Reshape", scope,
+      {g.node("MatMul", scope,
+              {g.node("Transpose", scope, {g.node("Reshape", scope, {dispatchMask, slotsShape})},
+                      {}, {{"perm", {1, 0}}}),
+               x}),
+       ints("dispatched_shape", {3}, {experts, capacity, hidden})});
+
+  auto expertLinear = [&](const std::string &name, const std::string &in, int64_t inF,
+                          int64_t outF) {
+    std::string w =
+        g.node("Transpose", scope, {g.weight(scope + "." + name + ".weight", {experts, outF, inF})},
+               {}, {{"perm", {0, 2, 1}}});
+    std::string y = g.node("MatMul", scope, {in, w});
+    return g.node("Add", scope,
+                  {y, unsqueeze(g.weight(scope + "." + name + ".bias", {experts, outF}), axis1)});
+  };
+  std::string h = gelu(g, scope, expertLinear("fc1", dispatched, hidden, ffn));
+  std::string expertOut = expertLinear("fc2", h, ffn, hidden);
+  std::string combined =
+      g.node("MatMul", scope,
+             {g.node("Reshape", scope, {combineMask, slotsShape}),
+              g.node("Reshape", scope,
+                     {expertOut, ints("rows_shape", {2}, {experts * capacity, hidden})})});
+  return g.node("Reshape", scope, {combined, ints("output_shape", {3}, {1, tokens, hidden})});
+}
+
 void buildTransformer(GraphBuilder &g, const TransformerShape &s) {
   const int64_t ffn = s.ffn > 0 ? s.ffn : 4 * s.hidden;
   g.input("input_ids", onnx::TensorProto::INT64, {1, s.sequence});
@@ -193,8 +308,15 @@ void buildTransformer(GraphBuilder &g, const TransformerShape &s) {
     std::string scope = fmt::format("blocks.{}", layer);
     if (s.causal) { // pre-LN (GPT)
       x = g.node("Add", scope, {x, attention(g, scope + ".attn", layerNorm(g, scope + ".ln1", x, s.hidden), s, mask)});
-      std::string h = gelu(g, scope, linear(g, scope + ".fc1", layerNorm(g, scope + ".ln2", x, s.hidden), s.hidden, ffn));
-      x = g.node("Add", scope, {x, linear(g, scope + ".fc2", h, ffn, s.hidden)});
+      std::string normed = layerNorm(g, scope + ".ln2", x, s.hidden);
+      std::string mlp;
+      if (s.moe.experts > 0 && (layer + 1) % s.moe.every == 0)
+        mlp = moeLayer(g, scope + ".moe", normed, s, s.moe.expertFfn > 0 ? s.moe.expertFfn : ffn);
+      else
+        mlp =
+            linear(g, scope + ".fc2",
+                   gelu(g, scope, linear(g, scope + ".fc1", normed, s.hidden, ffn)), ffn, s.hidden);
+      x = g.node("Add", scope, {x, mlp});
     } else { // post-LN (BERT)
       x = layerNorm(g, scope + ".ln1", g.node("Add", scope, {x, attention(g, scope + ".attn", x, s, "")}), s.hidden);
       std::string h = gelu(g, scope, linear(g, scope + ".fc1", x, s.hidden, ffn));
@@ -262,13 +384,32 @@ int main(int argc, char **argv) {
   };
   CLI::App *gptCmd = app.add_subcommand("gpt", "GPT-style decoder (pre-LN, causal, untied head)");
   addTransformer(gptCmd, gpt);
+  TransformerShape moe = gpt;
+  moe.moe.experts = 8;
+  CLI::App *moeCmd = app.add_subcommand(
+      "moe", "GPT-style decoder whose MLP is a Mixture of Experts every --moe-every blocks");
+  addTransformer(moeCmd, moe);
+  moeCmd->add_option("--experts", moe.moe.experts, "Experts per MoE layer")
+      ->check(zen::cli::wholeNumber(1, 1 << 16));
+  moeCmd->add_option("--top-k", moe.moe.topK, "Experts each token is routed to")
+      ->check(zen::cli::wholeNumber(1, 1 << 16));
+  moeCmd
+      ->add_option("--capacity-factor", moe.moe.capacityFactor,
+                   "Expert capacity as a multiple of the mean load top-k x tokens / experts")
+      ->check(CLI::Range(1e-3, 1e3));
+  moeCmd
+      ->add_option("--expert-ffn", moe.moe.expertFfn,
+                   "Feed-forward size of each expert (default: --ffn)")
+      ->check(zen::cli::wholeNumber(0, 1 << 22));
+  moeCmd->add_option("--moe-every", moe.moe.every, "Every K-th block has an MoE MLP (K = 1: all)")
+      ->check(zen::cli::wholeNumber(1, 1000000));
   CLI::App *bertCmd = app.add_subcommand("bert", "BERT-style encoder (post-LN)");
   addTransformer(bertCmd, bert);
   CLI::App *mlpCmd = app.add_subcommand("mlp", "Deep MLP with a chosen number of gradient tensors");
   mlpCmd->add_option("--tensors", mlpTensors, "Trainable tensors")->check(zen::cli::wholeNumber(1, 10000000));
   mlpCmd->add_option("--hidden", mlpHidden, "Layer width")->check(zen::cli::wholeNumber(1, 1 << 20));
   mlpCmd->add_option("--batch", mlpBatch, "Batch size of the graph")->check(zen::cli::wholeNumber(1, 1 << 20));
-  for (CLI::App *sub : {gptCmd, bertCmd, mlpCmd}) {
+  for (CLI::App *sub : {gptCmd, moeCmd, bertCmd, mlpCmd}) {
     sub->add_option("-o,--output", output, "Output .onnx file")->required();
     sub->add_option("--name", name, "Graph name (default: from the output file name)");
   }
@@ -281,7 +422,12 @@ int main(int argc, char **argv) {
     std::cerr << "zenopt-modelgen: error: " << error.what() << "\n";
     return kExitUsage;
   }
-  for (const TransformerShape *s : {&gpt, &bert})
+  if (moe.moe.topK > moe.moe.experts) {
+    std::cerr << "zenopt-modelgen: error: --top-k " << moe.moe.topK << " is more than --experts "
+              << moe.moe.experts << "\n";
+    return kExitUsage;
+  }
+  for (const TransformerShape *s : {&gpt, &moe, &bert})
     if (s->hidden % s->heads != 0) {
       std::cerr << "zenopt-modelgen: error: --heads " << s->heads << " does not divide --hidden "
                 << s->hidden << "\n";
@@ -304,6 +450,8 @@ int main(int argc, char **argv) {
   GraphBuilder builder(*graph, name + ".weights");
   if (gptCmd->parsed())
     buildTransformer(builder, gpt);
+  else if (moeCmd->parsed())
+    buildTransformer(builder, moe);
   else if (bertCmd->parsed())
     buildTransformer(builder, bert);
   else

@@ -44,4 +44,21 @@ def Zen_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   ];
 }
 
+def Zen_MoeOpInterface : OpInterface<"MoeOpInterface"> {
+  let cppNamespace = "::zen";
+  let description = [{
+    An op of a Mixture-of-Experts layer (zen.moe_dispatch, zen.moe_experts,
+    zen.moe_combine): forward work with its cost, read by the planner like a
+    forward `zen.compute`.
+  }];
+  let methods = [
+    InterfaceMethod<"FLOPs of the op (2 per multiply-accumulate).", "int64_t",
+      "getWorkFlops", (ins), [{}], [{ return $_op.getFlopsAttr().getInt(); }]>,
+    InterfaceMethod<"Bytes the op reads and writes.", "int64_t",
+      "getWorkBytes", (ins), [{}], [{ return $_op.getBytesAttr().getInt(); }]>,
+    InterfaceMethod<"The ONNX node the layer came from, if named.", "std::optional<::llvm::StringRef>",
+      "getNodeName", (ins), [{}], [{ return $_op.getNode(); }]>
+  ];
+}
+
 #endif // ZEN_INTERFACES_TD

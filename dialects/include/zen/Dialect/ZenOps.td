@@ -312,4 +312,6 @@ def Zen_DecompressOp : Zen_Op<"decompress"> {
   let assemblyFormat = "$input `on` $device attr-dict `:` qualified(type($input)) `->` type($result)";
 }
 
+include "zen/Dialect/ZenMoeOps.td"
+
 #endif // ZEN_OPS_TD

@@ -63,6 +63,26 @@ struct Tensor {
   bool isFloat() const;
 };
 
+/// The shape of a Mixture-of-Experts layer: an ONNX Runtime com.microsoft MoE node, or the
+/// plain-ONNX routing pattern the loader fuses into one (importer/lib/Moe.cpp).
+struct MoeLayer {
+  int64_t tokens = 0; ///< rows of the router logits
+  int64_t hidden = 0;
+  int64_t experts = 0;
+  int64_t topK = 1;
+  int64_t capacity = 0;            ///< dispatch rows per expert
+  int64_t ffn = 0;                 ///< inter size of each expert
+  int64_t fc1Rows = 0;             ///< ffn, or 2 x ffn for fused SwiGLU
+  std::string activation = "relu"; ///< relu, gelu, silu, swiglu or identity
+  bool fc1Bias = false;
+  bool fc2Bias = false;
+  /// Forward FLOPs of each part at the model's shapes: routing (softmax and top-k over the
+  /// logits), the experts' GEMMs and bias adds over every capacity row, the weighted sum.
+  int64_t dispatchFlops() const;
+  int64_t expertFlops() const;
+  int64_t combineFlops() const;
+};
+
 struct Node {
   std::string name;
   std::string opType;
@@ -74,6 +94,7 @@ struct Node {
   bool unsupported = false;  ///< no cost rule: bytes only
   bool batchProportional = false;
   int backwardStep = -1;     ///< index into ModelGraph::backward, -1 when no gradient flows
+  std::optional<MoeLayer> moe; ///< set for a com.microsoft MoE node
 };
 
 /// A gradient value: result `result` of backward step `step`.

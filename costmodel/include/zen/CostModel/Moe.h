@@ -1,0 +1,115 @@
+//===- Moe.h - Mixture-of-Experts costs and memory --------------*- C++ -*-===//
+//
+// The MoE side of the cost model (docs/design.md "Mixture of Experts",
+// costmodel/README.md "MoE costs"): the all-to-alls of dispatch and combine
+// priced per link level, flat or 2D-hierarchical; the experts' GEMMs as a
+// function of the rows they get (a pipelined chunk runs below peak); the token
+// imbalance; the memory of expert weights under expert parallelism and of the
+// dispatch buffers. Pure C++: no IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_COSTMODEL_MOE_H
+#define ZEN_COSTMODEL_MOE_H
+
+#include "zen/CostModel/Transformer.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zen::cost {
+
+/// One MoE layer as one rank runs it per micro-batch.
+struct MoeShape {
+  int64_t tokens = 0; // tokens the rank routes (micro-batch x sequence)
+  int64_t hidden = 0;
+  int64_t ffn = 0;     // inter size of an expert
+  int64_t fc1Rows = 0; // rows of the first expert GEMM's weight: ffn, or 2 x ffn for SwiGLU
+  int64_t experts = 0;
+  int64_t topK = 1;
+  double capacityFactor = 1.0;
+  bool biases = true;
+
+  /// Rows an expert's dispatch buffer holds per source rank:
+  /// ceil(capacityFactor x topK x tokens / experts), at least 1 (GShard,
+  /// Switch).
+  int64_t capacity() const;
+  /// Parameters of one expert: both weights and, with `biases`, both biases.
+  double expertParams() const;
+};
+
+/// "" when experts spread over `ep` ranks of a data-parallel group of `dp`: ep
+/// divides both the experts and dp, and the shape is complete; else the reason.
+std::string checkExpertParallel(const MoeShape &shape, int64_t ep, int64_t dp);
+
+/// Rows the busiest expert computes per source rank when it gets `imbalance`
+/// times the mean load topK x tokens / experts, at most its capacity (tokens
+/// past it are dropped). The experts compute the rows they get (Tutel's
+/// adaptive capacity, MegaBlocks), so the busiest one sets the layer's time.
+/// Throws std::invalid_argument unless imbalance is finite and at least 1.
+double busiestExpertRows(const MoeShape &shape, double imbalance);
+
+/// Bytes one rank sends in one all-to-all of a layer: a capacity-padded buffer
+/// per expert, [experts, capacity, hidden], at `dtype`'s activation width.
+double dispatchBytes(const MoeShape &shape, DType dtype);
+
+enum class AllToAllAlgorithm { Flat, Hierarchical };
+const char *toString(AllToAllAlgorithm algorithm); // "flat", "2d"
+
+struct AllToAllTime {
+  double timeUs = 0;   // intraUs + interUs + layoutUs
+  double intraUs = 0;  // the flat exchange, or the 2D algorithm's intra-node phase
+  double interUs = 0;  // the 2D algorithm's inter-node phase (0 when flat)
+  double layoutUs = 0; // the 2D algorithm's layout swaps through HBM
+};
+
+/// An all-to-all of `bytes` (one rank's send buffer) over `group`.
+/// Flat: NCCL's grouped send/recv as CostModel::collective prices it — the
+/// intra-node share over each rank's link and the off-node share over its share
+/// of the node's NICs, concurrently, one issue latency per peer.
+/// Hierarchical (Tutel's 2DH): an all-to-all of the whole buffer among the g
+/// ranks of a node, then among the N ranks of the same local index (one per
+/// node), the node's g such groups sharing its NICs (priced as one group moving
+/// g times the bytes); g - 1 + N - 1 peers instead of n - 1, and two layout
+/// swaps (a read and a write of the buffer each) between them. A group inside
+/// one node or with one rank per node has nothing to split: flat.
+AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
+                        AllToAllAlgorithm algorithm, DType dtype);
+
+/// Forward time of `localExperts` experts on `rows` rows each: per expert
+/// [rows x hidden] x [hidden x fc1Rows] and [rows x ffn] x [ffn x hidden] by
+/// gemmUs, batched over the experts. A pipelined chunk of rows / r rows pays
+/// tile and wave quantisation on its own, so small chunks run below peak.
+double expertForwardUs(const CostModel &model, const MoeShape &shape, double rows,
+                       int64_t localExperts, DType dtype);
+/// Backward: each forward GEMM's input gradient (same shape) and weight
+/// gradient ([in x rows] x [rows x out], whose inner dimension is the rows).
+double expertBackwardUs(const CostModel &model, const MoeShape &shape, double rows,
+                        int64_t localExperts, DType dtype);
+
+/// One GPU's memory for a model's MoE layers, in MemoryBreakdown's categories.
+struct MoeMemory {
+  double weightsBytes = 0;     // expert weights: experts / ep per layer, ZeRO 3 shards them
+  double gradientsBytes = 0;   // their gradients (ZeRO 2 and 3 shard them)
+  double optimizerBytes = 0;   // their optimizer state (ZeRO 1 to 3 shard it)
+  double activationsBytes = 0; // kept for backward, every micro-batch in flight
+  double buffersBytes = 0;     // dispatch and combine send/receive buffers of one layer
+};
+
+/// The MoE layers' memory on one rank. Expert e lives on the ranks of the dp
+/// group that hold its shard of experts: dp / ep replicas, over which ZeRO
+/// shards its state (bytesPerParameter per parameter). Activations per layer
+/// and micro-batch: the routing probabilities [tokens, experts] and, for the
+/// experts x capacity rows a rank receives, the dispatched input, the first
+/// GEMM's output, the activation's output and the experts' output. Buffers: a
+/// send and a receive buffer of dispatchBytes (combine reuses them).
+/// Throws std::invalid_argument when checkExpertParallel fails, a count is
+/// negative, zero is outside 0-3 or fewer than one micro-batch is in flight.
+MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
+                          int zero, double microBatchesInFlight, const TrainingSetup &setup);
+
+/// `base` (memoryPerGpu of the model without its experts) with `moe` added.
+MemoryBreakdown withMoeMemory(MemoryBreakdown base, const MoeMemory &moe);
+
+} // namespace zen::cost
+
+#endif // ZEN_COSTMODEL_MOE_H

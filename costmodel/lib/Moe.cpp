@@ -1,0 +1,157 @@
+//===- Moe.cpp - Mixture-of-Experts costs and memory ----------------------===//
+#include "zen/CostModel/Moe.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace zen::cost {
+namespace {
+
+/// Bytes of one activation element: 16-bit under mixed precision, as the
+/// weights (bytesPerParameter), fp32 otherwise.
+double activationBytes(DType dtype) {
+  TrainingSetup setup;
+  setup.computeDtype = dtype;
+  return bytesPerParameter(setup).weights;
+}
+
+int64_t rowsOfFirstGemm(const MoeShape &shape) {
+  return shape.fc1Rows > 0 ? shape.fc1Rows : shape.ffn;
+}
+
+} // namespace
+
+int64_t MoeShape::capacity() const {
+  if (experts <= 0)
+    return 0;
+  double rows = std::ceil(capacityFactor * double(topK) * double(tokens) / double(experts));
+  return std::max<int64_t>(1, static_cast<int64_t>(rows));
+}
+
+double MoeShape::expertParams() const {
+  const double rows = double(rowsOfFirstGemm(*this));
+  return rows * double(hidden) + double(hidden) * double(ffn) +
+         (biases ? rows + double(hidden) : 0.0);
+}
+
+std::string checkExpertParallel(const MoeShape &shape, int64_t ep, int64_t dp) {
+  if (shape.tokens < 1 || shape.hidden < 1 || shape.ffn < 1 || shape.experts < 1)
+    return "an MoE layer needs tokens, hidden, ffn and experts of at least 1";
+  if (shape.topK < 1 || shape.topK > shape.experts)
+    return "top-k " + std::to_string(shape.topK) + " must be between 1 and the " +
+           std::to_string(shape.experts) + " experts";
+  if (!(shape.capacityFactor > 0) || !std::isfinite(shape.capacityFactor))
+    return "the capacity factor must be positive";
+  if (ep < 1 || dp < 1)
+    return "ep and dp must be at least 1";
+  if (shape.experts % ep != 0)
+    return "ep " + std::to_string(ep) + " does not divide the " + std::to_string(shape.experts) +
+           " experts";
+  if (dp % ep != 0)
+    return "ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp);
+  return "";
+}
+
+double busiestExpertRows(const MoeShape &shape, double imbalance) {
+  if (!std::isfinite(imbalance) || imbalance < 1)
+    throw std::invalid_argument("the MoE imbalance factor must be finite and at least 1");
+  const double mean = double(shape.topK) * double(shape.tokens) / double(shape.experts);
+  return std::min(double(shape.capacity()), std::ceil(imbalance * mean));
+}
+
+double dispatchBytes(const MoeShape &shape, DType dtype) {
+  return double(shape.experts) * double(shape.capacity()) * double(shape.hidden) *
+         activationBytes(dtype);
+}
+
+const char *toString(AllToAllAlgorithm algorithm) {
+  return algorithm == AllToAllAlgorithm::Flat ? "flat" : "2d";
+}
+
+AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
+                        AllToAllAlgorithm algorithm, DType dtype) {
+  AllToAllTime time;
+  if (group.ranks <= 1 || bytes <= 0)
+    return time;
+  const int64_t perNode = group.ranks / std::max<int64_t>(group.nodes, 1);
+  const bool splits = algorithm == AllToAllAlgorithm::Hierarchical && group.nodes > 1 &&
+                      perNode > 1 && perNode * group.nodes == group.ranks;
+  if (!splits) {
+    time.intraUs =
+        model.collective(CollectiveKind::AllToAll, bytes, group, Algorithm::Direct).timeUs;
+    time.timeUs = time.intraUs;
+    return time;
+  }
+  time.intraUs =
+      model.collective(CollectiveKind::AllToAll, bytes, Group{perNode, 1}, Algorithm::Direct)
+          .timeUs;
+  // The node's perNode groups run at once over its NICs: one group moving
+  // perNode times the bytes has the same bandwidth term and one group's
+  // latencies.
+  time.interUs = model
+                     .collective(CollectiveKind::AllToAll, bytes * double(perNode),
+                                 Group{group.nodes, group.nodes}, Algorithm::Direct)
+                     .timeUs;
+  // Two swaps, each reading and writing the buffer (Tutel, section 3.3).
+  time.layoutUs = model.computeUs(0, 4 * bytes, dtype);
+  time.timeUs = time.intraUs + time.interUs + time.layoutUs;
+  return time;
+}
+
+double expertForwardUs(const CostModel &model, const MoeShape &shape, double rows,
+                       int64_t localExperts, DType dtype) {
+  const double experts = double(localExperts), hidden = double(shape.hidden);
+  return gemmUs(model, rows, double(rowsOfFirstGemm(shape)), hidden, experts, dtype) +
+         gemmUs(model, rows, hidden, double(shape.ffn), experts, dtype);
+}
+
+double expertBackwardUs(const CostModel &model, const MoeShape &shape, double rows,
+                        int64_t localExperts, DType dtype) {
+  const double experts = double(localExperts), hidden = double(shape.hidden);
+  const double fc1 = double(rowsOfFirstGemm(shape)), ffn = double(shape.ffn);
+  // Input gradients: [rows x out] x [out x in]; weight gradients: [in x rows] x
+  // [rows x out].
+  return gemmUs(model, rows, hidden, fc1, experts, dtype) +
+         gemmUs(model, hidden, fc1, rows, experts, dtype) +
+         gemmUs(model, rows, ffn, hidden, experts, dtype) +
+         gemmUs(model, ffn, hidden, rows, experts, dtype);
+}
+
+MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
+                          int zero, double microBatchesInFlight, const TrainingSetup &setup) {
+  if (std::string problem = checkExpertParallel(shape, ep, dp); !problem.empty())
+    throw std::invalid_argument(problem);
+  if (moeLayers < 0 || zero < 0 || zero > 3 || !(microBatchesInFlight >= 1))
+    throw std::invalid_argument("MoE memory needs layers >= 0, a ZeRO stage "
+                                "0-3 and at least one micro-batch in flight");
+  const BytesPerParameter perParam = bytesPerParameter(setup);
+  const double params = double(moeLayers) * double(shape.experts / ep) * shape.expertParams();
+  // ZeRO shards over the ranks that hold the same experts.
+  const double replicas = double(dp / ep);
+  MoeMemory memory;
+  memory.weightsBytes = params * perParam.weights / (zero >= 3 ? replicas : 1.0);
+  memory.gradientsBytes = params * perParam.gradients / (zero >= 2 ? replicas : 1.0);
+  memory.optimizerBytes = params * perParam.optimizer / (zero >= 1 ? replicas : 1.0);
+
+  const double elementBytes = activationBytes(setup.computeDtype);
+  // A rank receives capacity rows from each of the ep ranks for each of its
+  // experts / ep experts: experts x capacity rows.
+  const double rows = double(shape.experts) * double(shape.capacity());
+  const double perLayer =
+      double(shape.tokens) * double(shape.experts) +
+      rows * (2.0 * double(shape.hidden) + double(rowsOfFirstGemm(shape)) + double(shape.ffn));
+  memory.activationsBytes = perLayer * elementBytes * double(moeLayers) * microBatchesInFlight;
+  memory.buffersBytes = moeLayers > 0 ? 2.0 * dispatchBytes(shape, setup.computeDtype) : 0.0;
+  return memory;
+}
+
+MemoryBreakdown withMoeMemory(MemoryBreakdown base, const MoeMemory &moe) {
+  base.weightsBytes += moe.weightsBytes;
+  base.gradientsBytes += moe.gradientsBytes;
+  base.optimizerBytes += moe.optimizerBytes;
+  base.activationsBytes += moe.activationsBytes;
+  base.buffersBytes += moe.buffersBytes;
+  return base;
+}
+
+} // namespace zen::cost

@@ -1,0 +1,113 @@
+//===- ZenMoeOps.cpp - Mixture-of-Experts op verifiers --------------------===//
+#include "zen/Dialect/ZenDialect.h"
+
+using namespace mlir;
+using namespace zen;
+
+namespace {
+/// The cost and shape checks every MoE op shares: non-negative work and static
+/// types, since the planner prices the buffers by their sizes.
+LogicalResult verifyMoeCommon(Operation *op, IntegerAttr flops, IntegerAttr bytes) {
+  if (flops.getInt() < 0)
+    return op->emitOpError("flops must be non-negative, got ") << flops.getInt();
+  if (bytes.getInt() < 0)
+    return op->emitOpError("bytes must be non-negative, got ") << bytes.getInt();
+  auto isStatic = [](Type type) { return cast<RankedTensorType>(type).hasStaticShape(); };
+  if (!llvm::all_of(op->getOperandTypes(), isStatic) ||
+      !llvm::all_of(op->getResultTypes(), isStatic))
+    return op->emitOpError("operands and results must have static shapes");
+  return success();
+}
+
+/// Tokens of a `[tokens, hidden]` or `[batch, sequence, hidden]` activation; -1 for
+/// another rank.
+int64_t tokensOf(RankedTensorType type) {
+  if (type.getRank() == 2)
+    return type.getDimSize(0);
+  if (type.getRank() == 3)
+    return type.getDimSize(0) * type.getDimSize(1);
+  return -1;
+}
+
+bool hasShape(RankedTensorType type, ArrayRef<int64_t> shape) { return type.getShape() == shape; }
+} // namespace
+
+LogicalResult MoeDispatchOp::verify() {
+  if (failed(verifyMoeCommon(*this, getFlopsAttr(), getBytesAttr())))
+    return failure();
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto router = cast<RankedTensorType>(getRouter().getType());
+  auto dispatched = cast<RankedTensorType>(getDispatched().getType());
+  auto gates = cast<RankedTensorType>(getGates().getType());
+  const int64_t tokens = tokensOf(input);
+  if (tokens < 0)
+    return emitOpError("input must be [tokens, hidden] or [batch, sequence, hidden], got ")
+           << input;
+  if (router.getRank() != 2 || router.getDimSize(0) != tokens)
+    return emitOpError("router must be [tokens = ") << tokens << ", experts], got " << router;
+  const int64_t experts = router.getDimSize(1);
+  const int64_t hidden = input.getDimSize(input.getRank() - 1);
+  const int64_t k = getKAttr().getInt();
+  if (k < 1 || k > experts)
+    return emitOpError("top-k ") << k << " must be between 1 and the " << experts << " experts";
+  if (dispatched.getRank() != 3 || dispatched.getDimSize(0) != experts ||
+      dispatched.getDimSize(1) < 1 || dispatched.getDimSize(2) != hidden)
+    return emitOpError("dispatched must be [experts = ")
+           << experts << ", capacity >= 1, hidden = " << hidden << "], got " << dispatched;
+  if (!hasShape(gates, {tokens, k}))
+    return emitOpError("gates must be [tokens = ") << tokens << ", k = " << k << "], got " << gates;
+  return success();
+}
+
+LogicalResult MoeExpertsOp::verify() {
+  if (failed(verifyMoeCommon(*this, getFlopsAttr(), getBytesAttr())))
+    return failure();
+  auto dispatched = cast<RankedTensorType>(getDispatched().getType());
+  if (dispatched.getRank() != 3)
+    return emitOpError("dispatched must be [experts, capacity, hidden], got ") << dispatched;
+  const int64_t experts = dispatched.getDimSize(0), hidden = dispatched.getDimSize(2);
+  auto fc2 = cast<RankedTensorType>(getFc2Weight().getType());
+  if (fc2.getRank() != 3 || fc2.getDimSize(0) != experts || fc2.getDimSize(1) != hidden)
+    return emitOpError("fc2_weight must be [experts = ")
+           << experts << ", hidden = " << hidden << ", ffn], got " << fc2;
+  const int64_t ffn = fc2.getDimSize(2);
+  // SwiGLU's first GEMM yields the gate and the linear half together.
+  const int64_t rows = getActivation() == MoeActivation::swiglu ? 2 * ffn : ffn;
+  auto fc1 = cast<RankedTensorType>(getFc1Weight().getType());
+  if (!hasShape(fc1, {experts, rows, hidden}))
+    return emitOpError("fc1_weight must be [experts = ")
+           << experts << ", " << (rows == ffn ? "ffn = " : "2 x ffn = ") << rows
+           << ", hidden = " << hidden << "] for " << stringifyMoeActivation(getActivation())
+           << ", got " << fc1;
+  if (Value bias = getFc1Bias();
+      bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, rows}))
+    return emitOpError("fc1_bias must be [")
+           << experts << ", " << rows << "], got " << bias.getType();
+  if (Value bias = getFc2Bias();
+      bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, hidden}))
+    return emitOpError("fc2_bias must be [")
+           << experts << ", " << hidden << "], got " << bias.getType();
+  if (getResult().getType() != dispatched)
+    return emitOpError("result must have the dispatched type ")
+           << dispatched << ", got " << getResult().getType();
+  return success();
+}
+
+LogicalResult MoeCombineOp::verify() {
+  if (failed(verifyMoeCommon(*this, getFlopsAttr(), getBytesAttr())))
+    return failure();
+  auto output = cast<RankedTensorType>(getExpertOutput().getType());
+  auto gates = cast<RankedTensorType>(getGates().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (output.getRank() != 3)
+    return emitOpError("expert_output must be [experts, capacity, hidden], got ") << output;
+  if (gates.getRank() != 2 || gates.getDimSize(1) < 1 || gates.getDimSize(1) > output.getDimSize(0))
+    return emitOpError("gates must be [tokens, k] with 1 <= k <= ")
+           << output.getDimSize(0) << " experts, got " << gates;
+  if (tokensOf(result) != gates.getDimSize(0) ||
+      result.getDimSize(result.getRank() - 1) != output.getDimSize(2))
+    return emitOpError("result must hold ")
+           << gates.getDimSize(0) << " tokens of hidden size " << output.getDimSize(2)
+           << " ([tokens, hidden] or [batch, sequence, hidden]), got " << result;
+  return success();
+}

@@ -1,0 +1,44 @@
+// RUN: zenopt-opt %s | FileCheck %s
+// Round trip of the MoE ops, printed and generic forms.
+// RUN: zenopt-opt %s | zenopt-opt | FileCheck %s
+// RUN: zenopt-opt -mlir-print-op-generic %s | zenopt-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @moe_layer
+// CHECK-SAME: (%[[X:.*]]: tensor<16x8xf32>, %[[R:.*]]: tensor<16x4xf32>)
+func.func @moe_layer(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) -> tensor<16x8xf32> {
+  // CHECK: %[[W1:.*]] = zen.param "moe.fc1.weight" : tensor<4x32x8xf32>
+  %w1 = zen.param "moe.fc1.weight" : tensor<4x32x8xf32>
+  // CHECK: %[[B1:.*]] = zen.param "moe.fc1.bias" : tensor<4x32xf32>
+  %b1 = zen.param "moe.fc1.bias" : tensor<4x32xf32>
+  // CHECK: %[[W2:.*]] = zen.param "moe.fc2.weight" : tensor<4x8x32xf32>
+  %w2 = zen.param "moe.fc2.weight" : tensor<4x8x32xf32>
+  // CHECK: %[[D:.*]], %[[G:.*]] = zen.moe_dispatch %[[X]], %[[R]] top 2 {bytes = 1792 : i64, flops = 448 : i64, node = "moe"} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 448 : i64, bytes = 1792 : i64, node = "moe"}
+      : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  // The second bias is optional.
+  // CHECK: %[[E:.*]] = zen.moe_experts gelu %[[D]], %[[W1]] bias %[[B1]], %[[W2]] {bytes = 20480 : i64, flops = 66560 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x32xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  %e = zen.moe_experts gelu %d, %w1 bias %b1, %w2 {flops = 66560 : i64, bytes = 20480 : i64}
+      : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x32xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  // CHECK: %[[Y:.*]] = zen.moe_combine %[[E]], %[[G]] {bytes = 1664 : i64, flops = 512 : i64} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  %y = zen.moe_combine %e, %g {flops = 512 : i64, bytes = 1664 : i64}
+      : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<16x8xf32>
+}
+
+// SwiGLU's first weight holds two ffn-sized halves; a 3-D input keeps its shape through
+// the layer.
+// CHECK-LABEL: func.func @swiglu_3d
+func.func @swiglu_3d(%x: tensor<2x8x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x64x8xf32>,
+                     %w2: tensor<4x8x32xf32>) -> tensor<2x8x8xf32> {
+  // CHECK: zen.moe_dispatch {{.*}} top 1 {{.*}} : tensor<2x8x8xf32>, tensor<16x4xf32> -> tensor<4x4x8xf32>, tensor<16x1xf32>
+  %d, %g = zen.moe_dispatch %x, %r top 1 {flops = 0 : i64, bytes = 0 : i64}
+      : tensor<2x8x8xf32>, tensor<16x4xf32> -> tensor<4x4x8xf32>, tensor<16x1xf32>
+  // CHECK: zen.moe_experts swiglu
+  %e = zen.moe_experts swiglu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64}
+      : (tensor<4x4x8xf32>, tensor<4x64x8xf32>, tensor<4x8x32xf32>) -> tensor<4x4x8xf32>
+  // CHECK: zen.moe_combine {{.*}} -> tensor<2x8x8xf32>
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64}
+      : tensor<4x4x8xf32>, tensor<16x1xf32> -> tensor<2x8x8xf32>
+  return %y : tensor<2x8x8xf32>
+}

@@ -1,0 +1,230 @@
+//===- MoeTest.cpp - Mixture-of-Experts costs and memory ------------------===//
+#include "zen/CostModel/Moe.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+using namespace zen::cost;
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+/// A Switch/GShard-style layer: 1024 tokens per rank, 8 experts, top 2,
+/// capacity 1.25.
+MoeShape switchLayer() {
+  MoeShape shape;
+  shape.tokens = 1024;
+  shape.hidden = 1024;
+  shape.ffn = 4096;
+  shape.experts = 8;
+  shape.topK = 2;
+  shape.capacityFactor = 1.25;
+  return shape;
+}
+
+TrainingSetup bf16Adam() {
+  TrainingSetup setup;
+  setup.computeDtype = DType::BF16;
+  setup.optimizer = Optimizer::Adam;
+  return setup;
+}
+} // namespace
+
+TEST(Moe, CapacityAndExpertParameters) {
+  MoeShape shape = switchLayer();
+  // ceil(1.25 x 2 x 1024 / 8) = 320 rows per expert and source rank.
+  EXPECT_EQ(shape.capacity(), 320);
+  EXPECT_DOUBLE_EQ(shape.expertParams(), 4096.0 * 1024 + 1024.0 * 4096 + 4096 + 1024);
+  shape.biases = false;
+  shape.fc1Rows = 2 * shape.ffn; // SwiGLU: the gate and linear halves in one weight
+  EXPECT_DOUBLE_EQ(shape.expertParams(), 8192.0 * 1024 + 1024.0 * 4096);
+  // A tiny load still gets a row.
+  shape.tokens = 1;
+  shape.capacityFactor = 0.01;
+  EXPECT_EQ(shape.capacity(), 1);
+}
+
+TEST(Moe, ExpertParallelDegreeDividesExpertsAndDataParallelGroup) {
+  const MoeShape shape = switchLayer();
+  EXPECT_EQ(checkExpertParallel(shape, 8, 16), "");
+  EXPECT_EQ(checkExpertParallel(shape, 1, 3), "");
+  EXPECT_EQ(checkExpertParallel(shape, 3, 3), "ep 3 does not divide the 8 experts");
+  EXPECT_EQ(checkExpertParallel(shape, 4, 6), "ep 4 does not divide dp 6");
+  EXPECT_EQ(checkExpertParallel(shape, 0, 8), "ep and dp must be at least 1");
+  MoeShape wide = shape;
+  wide.topK = 9;
+  EXPECT_EQ(checkExpertParallel(wide, 1, 1), "top-k 9 must be between 1 and the 8 experts");
+  MoeShape empty = shape;
+  empty.experts = 0;
+  EXPECT_NE(checkExpertParallel(empty, 1, 1), "");
+  MoeShape unbounded = shape;
+  unbounded.capacityFactor = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(checkExpertParallel(unbounded, 1, 1), "the capacity factor must be positive");
+}
+
+TEST(Moe, BusiestExpertGetsImbalanceTimesTheMeanLoadUpToItsCapacity) {
+  const MoeShape shape = switchLayer(); // mean load 2 x 1024 / 8 = 256, capacity 320
+  EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 1.0), 256);
+  EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 1.2), 308); // ceil(307.2)
+  EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 2.0), 320); // the rest is dropped
+  EXPECT_THROW(busiestExpertRows(shape, 0.5), std::invalid_argument);
+  EXPECT_THROW(busiestExpertRows(shape, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(busiestExpertRows(shape, std::numeric_limits<double>::infinity()),
+               std::invalid_argument);
+}
+
+TEST(Moe, DispatchBuffersAreCapacityPadded) {
+  // 8 experts x 320 rows x 1024 features, 2 bytes in bf16, 4 in fp32.
+  EXPECT_DOUBLE_EQ(dispatchBytes(switchLayer(), DType::BF16), 8.0 * 320 * 1024 * 2);
+  EXPECT_DOUBLE_EQ(dispatchBytes(switchLayer(), DType::F32), 8.0 * 320 * 1024 * 4);
+}
+
+// The flat all-to-all is the cost model's direct all-to-all: inside a node
+// every rank sends (g - 1)/g of its buffer over its own NVLink (300 GB/s x
+// 0.7833); across nodes the off-node share (n - g)/n goes through the rank's
+// share of the node's 8 x 25 GB/s x 0.96 NICs.
+TEST(Moe, FlatAllToAllPricesEachLinkLevel) {
+  CostModel model(loadCluster("a100x64"));
+  auto slope = [&](Group group) {
+    AllToAllTime small = allToAllUs(model, kGiB, group, AllToAllAlgorithm::Flat, DType::BF16);
+    AllToAllTime large = allToAllUs(model, 2 * kGiB, group, AllToAllAlgorithm::Flat, DType::BF16);
+    EXPECT_DOUBLE_EQ(large.interUs + large.layoutUs, 0);
+    return (large.timeUs - small.timeUs) / kGiB;
+  };
+  EXPECT_NEAR(slope(Group{8, 1}), 7.0 / 8 / (300 * 0.7833 * 1e3), 1e-12);
+  const double nicShareGBps = 8 * 25 * 0.96 / 8;
+  EXPECT_NEAR(slope(Group{64, 8}), 56.0 / 64 / (nicShareGBps * 1e3), 1e-12);
+  EXPECT_DOUBLE_EQ(
+      allToAllUs(model, kGiB, Group{64, 8}, AllToAllAlgorithm::Flat, DType::BF16).timeUs,
+      model.collective(CollectiveKind::AllToAll, kGiB, Group{64, 8}, Algorithm::Direct).timeUs);
+
+  // Half the NICs double the off-node time and leave the intra-node one. (A rank drives at
+  // most one NIC, so more NICs than ranks would change nothing.)
+  Cluster halved = loadCluster("a100x64");
+  halved.nicsPerNode = 4;
+  CostModel fewer(halved);
+  auto bandwidthUs = [](const CostModel &m, Group group) {
+    return m.collective(CollectiveKind::AllToAll, kGiB, group, Algorithm::Direct).bandwidthUs;
+  };
+  EXPECT_NEAR(bandwidthUs(fewer, Group{64, 8}), 2 * bandwidthUs(model, Group{64, 8}), 1e-6);
+  EXPECT_DOUBLE_EQ(bandwidthUs(fewer, Group{8, 1}), bandwidthUs(model, Group{8, 1}));
+}
+
+// Tutel's 2D-hierarchical all-to-all: an intra-node all-to-all among the 8
+// ranks of a node, an inter-node one among the 8 ranks of each local index (the
+// node's 8 such groups sharing its NICs), two layout swaps in between.
+TEST(Moe, HierarchicalAllToAllAddsItsPhases) {
+  CostModel model(loadCluster("a100x64"));
+  const double bytes = 64 * 1024 * 1024;
+  AllToAllTime twoD =
+      allToAllUs(model, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical, DType::BF16);
+  EXPECT_DOUBLE_EQ(
+      twoD.intraUs,
+      model.collective(CollectiveKind::AllToAll, bytes, Group{8, 1}, Algorithm::Direct).timeUs);
+  EXPECT_DOUBLE_EQ(
+      twoD.interUs,
+      model.collective(CollectiveKind::AllToAll, 8 * bytes, Group{8, 8}, Algorithm::Direct).timeUs);
+  EXPECT_DOUBLE_EQ(twoD.layoutUs, model.computeUs(0, 4 * bytes, DType::BF16));
+  EXPECT_DOUBLE_EQ(twoD.timeUs, twoD.intraUs + twoD.interUs + twoD.layoutUs);
+
+  // Small messages: 14 peers' latencies instead of 63 make 2D faster; large
+  // ones pay the extra intra-node pass and the swaps, and flat wins.
+  auto time = [&](double b, AllToAllAlgorithm algorithm) {
+    return allToAllUs(model, b, Group{64, 8}, algorithm, DType::BF16).timeUs;
+  };
+  EXPECT_LT(time(64 * 1024, AllToAllAlgorithm::Hierarchical),
+            time(64 * 1024, AllToAllAlgorithm::Flat));
+  EXPECT_GT(time(kGiB, AllToAllAlgorithm::Hierarchical), time(kGiB, AllToAllAlgorithm::Flat));
+
+  // Nothing to split inside one node or with one rank per node.
+  for (Group group : {Group{8, 1}, Group{8, 8}})
+    EXPECT_DOUBLE_EQ(
+        allToAllUs(model, bytes, group, AllToAllAlgorithm::Hierarchical, DType::BF16).timeUs,
+        allToAllUs(model, bytes, group, AllToAllAlgorithm::Flat, DType::BF16).timeUs);
+  EXPECT_DOUBLE_EQ(
+      allToAllUs(model, bytes, Group{1, 1}, AllToAllAlgorithm::Flat, DType::BF16).timeUs, 0);
+}
+
+// A pipelined chunk of rows / r rows runs its GEMMs on its own: below 128 rows
+// a tile is partly empty and few tiles leave SMs idle, so the achieved FLOP/s
+// falls with r.
+TEST(Moe, SmallExpertChunksRunBelowPeak) {
+  CostModel model(loadCluster("a100x64"));
+  MoeShape shape = switchLayer();
+  shape.hidden = 4096;
+  shape.ffn = 16384;
+  const int64_t localExperts = 2;
+  const double rows = 1024;
+  auto flopRate = [&](double chunkRows) {
+    double flops = 2.0 * chunkRows * shape.hidden * (2.0 * shape.ffn) * localExperts;
+    return flops / expertForwardUs(model, shape, chunkRows, localExperts, DType::BF16);
+  };
+  const double whole = expertForwardUs(model, shape, rows, localExperts, DType::BF16);
+  double previousRate = flopRate(rows);
+  for (int r : {2, 4, 8, 16, 64}) {
+    const double chunk = expertForwardUs(model, shape, rows / r, localExperts, DType::BF16);
+    EXPECT_GE(r * chunk, whole * (1 - 1e-12)) << "r = " << r;
+    EXPECT_LE(flopRate(rows / r), previousRate * (1 + 1e-12)) << "r = " << r;
+    previousRate = flopRate(rows / r);
+  }
+  // 16-row chunks fill an eighth of each 128-row tile.
+  EXPECT_LT(flopRate(16), 0.2 * flopRate(rows));
+  // Large: near the preset's GEMM efficiency, 0.75 of 312 TFLOP/s.
+  EXPECT_GT(flopRate(rows), 0.7 * 312e6);
+  EXPECT_LE(flopRate(rows), 0.75 * 312e6 * (1 + 1e-12));
+
+  // Backward: an input and a weight gradient per forward GEMM, about twice the
+  // forward.
+  const double backward = expertBackwardUs(model, shape, 4096, localExperts, DType::BF16);
+  const double forward = expertForwardUs(model, shape, 4096, localExperts, DType::BF16);
+  EXPECT_GT(backward, 1.8 * forward);
+  EXPECT_LT(backward, 2.2 * forward);
+}
+
+TEST(Moe, ExpertMemoryUnderExpertParallelismAndZero) {
+  const MoeShape shape = switchLayer();
+  const double perExpert = shape.expertParams();
+  const int64_t layers = 6, ep = 8,
+                dp = 16; // one expert per rank, two replicas of each
+  const double params = layers * 1.0 * perExpert;
+  MoeMemory zero0 = moeMemoryPerGpu(shape, layers, ep, dp, 0, 1, bf16Adam());
+  EXPECT_DOUBLE_EQ(zero0.weightsBytes, 2 * params);
+  EXPECT_DOUBLE_EQ(zero0.gradientsBytes, 2 * params);
+  EXPECT_DOUBLE_EQ(zero0.optimizerBytes, 12 * params);
+  MoeMemory zero1 = moeMemoryPerGpu(shape, layers, ep, dp, 1, 1, bf16Adam());
+  EXPECT_DOUBLE_EQ(zero1.optimizerBytes, 12 * params / 2);
+  EXPECT_DOUBLE_EQ(zero1.gradientsBytes, 2 * params);
+  MoeMemory zero3 = moeMemoryPerGpu(shape, layers, ep, dp, 3, 1, bf16Adam());
+  EXPECT_DOUBLE_EQ(zero3.weightsBytes, 2 * params / 2);
+  EXPECT_DOUBLE_EQ(zero3.gradientsBytes, 2 * params / 2);
+  // Without expert parallelism every rank holds all 8 experts.
+  EXPECT_DOUBLE_EQ(moeMemoryPerGpu(shape, layers, 1, dp, 0, 1, bf16Adam()).weightsBytes,
+                   8 * 2 * params);
+
+  // Activations per layer and micro-batch: the [1024, 8] probabilities and, for
+  // the 8 x 320 rows a rank receives, input and output (1024 each), the first
+  // GEMM's output and the activation's (4096 each); 16-bit, for 6 layers and 3
+  // micro-batches in flight.
+  MoeMemory inFlight = moeMemoryPerGpu(shape, layers, ep, dp, 0, 3, bf16Adam());
+  const double perLayer = 1024.0 * 8 + 8.0 * 320 * (2 * 1024 + 4096 + 4096);
+  EXPECT_DOUBLE_EQ(inFlight.activationsBytes, perLayer * 2 * layers * 3);
+  // One layer's send and receive buffers.
+  EXPECT_DOUBLE_EQ(inFlight.buffersBytes, 2 * dispatchBytes(shape, DType::BF16));
+
+  MemoryBreakdown base;
+  base.weightsBytes = 1e9;
+  base.activationsBytes = 2e9;
+  MemoryBreakdown total = withMoeMemory(base, inFlight);
+  EXPECT_DOUBLE_EQ(total.perGpuBytes(), base.perGpuBytes() + inFlight.weightsBytes +
+                                            inFlight.gradientsBytes + inFlight.optimizerBytes +
+                                            inFlight.activationsBytes + inFlight.buffersBytes);
+  EXPECT_DOUBLE_EQ(total.weightsBytes, 1e9 + inFlight.weightsBytes);
+
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, 3, dp, 0, 1, bf16Adam()), std::invalid_argument);
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 4, 1, bf16Adam()), std::invalid_argument);
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 0, 0.5, bf16Adam()), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(moeMemoryPerGpu(shape, 0, ep, dp, 0, 1, bf16Adam()).buffersBytes, 0);
+}
