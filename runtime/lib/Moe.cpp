@@ -3,27 +3,18 @@
 
 #include "zenrt/Runtime.h"
 
+#include "MpiSupport.h"
+
 #include <mpi.h>
 
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace zenrt::moe {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-void checkMpi(int code, const char *what) {
-  if (code == MPI_SUCCESS)
-    return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw Error(ZENRT_ERR_BACKEND, std::string(what) + " failed: " + std::string(text, length));
-}
+using detail::checkMpi;
 
 /// An all-to-all of equal blocks: block p of the send buffer goes to rank p, block s of the
 /// receive buffer comes from rank s. Flat on a duplicate of the base communicator; 2D
@@ -108,18 +99,9 @@ private:
 
   /// MPI_Wait bounded by the timeout, so that no exchange hangs forever.
   void wait(MPI_Request &request, const char *what, int64_t chunk) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout));
-    for (int done = 0;;) {
-      checkMpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done)
-        return;
-      if (Clock::now() > deadline)
-        throw Error(ZENRT_ERR_TIMEOUT, "rank " + std::to_string(rank) + ": MoE " + what +
-                                           " all-to-all of chunk " + std::to_string(chunk) +
-                                           " timed out after " + std::to_string(timeout) + " s");
-      std::this_thread::yield();
-    }
+    detail::waitBounded(request, timeout, rank, [&] {
+      return std::string("MoE ") + what + " all-to-all of chunk " + std::to_string(chunk);
+    });
   }
 
   double timeout;
