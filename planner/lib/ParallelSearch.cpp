@@ -420,7 +420,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
       return scoreWithSync(shape, config, setup, model, request.gradientSync);
     };
     result.baselines["tp-nodecomp"] = withDecomposition(cost::Decomposition{});
-    if (std::count(degrees.begin(), degrees.end(), chosen.tp))
+    if ((chosen.microBatch * shape.seq) % chosen.tp == 0)
       result.baselines["tp-asynctp"] = withDecomposition(cost::Decomposition::uniform(chosen.tp));
     else
       result.baselinesWhyNot["tp-asynctp"] =
