@@ -1,6 +1,7 @@
 //===- PassSupport.cpp - what every planning pass starts from -------------===//
 #include "PassSupport.h"
 
+#include "zen/CostModel/Transformer.h"
 #include "zen/Passes/PassOptions.h"
 
 #include "mlir/IR/Builders.h"
@@ -89,7 +90,16 @@ FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOptio
                                        << " GPUs";
     state.group = state.model->groupOf(*dp);
   } else if (dp) {
+    // A module that records its tp/pp/dp configuration syncs over the
+    // data-parallel group placed as Megatron does; otherwise over every GPU.
     state.group = state.model->worldGroup();
+    if (auto parallel = module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr())) {
+      cost::ParallelConfig config;
+      config.tp = parallel.getTp();
+      config.pp = parallel.getPp();
+      config.dp = parallel.getDp();
+      state.group = cost::parallelGroups(config, state.model->cluster()).data;
+    }
   }
   state.training.problem.group = state.group;
   return state;

@@ -15,8 +15,10 @@ struct PlanningState {
   plan::TrainingFunction training;
   /// The synchronisation in the IR; nullopt when gradients are not synchronised.
   std::optional<plan::PlanChoice> existing;
-  /// The data-parallel group: the `dp` option's when given, else the one the
-  /// IR's collectives run over, else every GPU.
+  /// The data-parallel group: the `dp` option's when positive; with the option
+  /// at 0, the module's zen.parallel dp group (Megatron's placement), else every
+  /// GPU; for passes without the option, the one the IR's collectives run over,
+  /// else every GPU.
   cost::Group group;
 };
 

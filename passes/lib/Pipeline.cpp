@@ -20,33 +20,24 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
 }
 
 void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options) {
-  if (options.tp > 1) {
+  const cost::ParallelConfig &config = options.config;
+  if (config.tp > 1) {
     PartitionTensorParallelOptions partition;
-    partition.tp = options.tp;
+    partition.tp = config.tp;
     pm.addPass(createPartitionTensorParallel(partition));
-    DecomposeTensorParallelOptions decompose;
-    decompose.attentionForward = options.attentionForward;
-    decompose.attentionBackward = options.attentionBackward;
-    decompose.mlpForward = options.mlpForward;
-    decompose.mlpBackward = options.mlpBackward;
-    pm.addPass(createDecomposeTensorParallel(decompose));
+    const cost::Decomposition &chunks = config.decomposition;
+    pm.addPass(createDecomposeTensorParallel({chunks.attentionForward, chunks.attentionBackward,
+                                              chunks.mlpForward, chunks.mlpBackward}));
   }
-  if (options.pp > 1 && !options.stageLayers.empty()) {
-    AssignPipelineStagesOptions stages;
-    stages.pp = options.pp;
-    stages.stageLayers = options.stageLayers;
-    pm.addPass(createAssignPipelineStages(stages));
-  }
+  if (config.pp > 1 && !config.stageLayers.empty())
+    pm.addPass(createAssignPipelineStages({config.pp, config.stageLayers}));
   AutotuneOptions autotune;
   autotune.cluster = options.cluster;
   autotune.nodes = options.nodes;
   autotune.compressor = options.compressor;
   pm.addPass(createAutotune(autotune));
-  if (options.zero >= 2) {
-    ShardZeroOptions shard;
-    shard.zero = options.zero;
-    pm.addPass(createShardZero(shard));
-  }
+  if (config.zero >= 2)
+    pm.addPass(createShardZero({config.zero, /*dp=*/0}));
 }
 
 void registerPlanPipeline() {

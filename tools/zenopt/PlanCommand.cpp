@@ -288,20 +288,11 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
                                                     c.microBatch, c.microBatches, c.virtualStages));
   if (options.emit != "mlir")
     return plan;
-  LargeModelPipelineOptions partition;
-  partition.cluster = options.cluster;
-  partition.nodes = options.nodes;
-  partition.compressor = options.compressor;
-  partition.tp = c.tp;
-  partition.pp = c.pp;
-  partition.zero = c.zero;
-  partition.attentionForward = c.decomposition.attentionForward;
-  partition.attentionBackward = c.decomposition.attentionBackward;
-  partition.mlpForward = c.decomposition.mlpForward;
-  partition.mlpBackward = c.decomposition.mlpBackward;
+  LargeModelPipelineOptions partition{options.cluster, options.nodes, options.compressor, c};
+  partition.config.stageLayers.clear();
   if (c.virtualStages == 1)
     for (const cost::StageCost &stage : best.stages)
-      partition.stageLayers.push_back(stage.layers);
+      partition.config.stageLayers.push_back(stage.layers);
   mlir::PassManager pipeline(module.getContext());
   buildLargeModelPipeline(pipeline, partition);
   if (mlir::failed(pipeline.run(module)))

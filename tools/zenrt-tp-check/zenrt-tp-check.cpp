@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "MpiCheck.h"
 #include "DeterministicValues.h"
 #include "ExitCodes.h"
 #include "zenrt/Runtime.h"
@@ -118,11 +119,7 @@ int run(const Options &o, int rank, int size) {
     ok = false;
     std::fprintf(stderr, "rank %d: output differs from rank 0's\n", rank);
   }
-  int localOk = ok ? 1 : 0, allOk = 0;
-  MPI_Allreduce(&localOk, &allOk, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (rank == 0)
-    std::printf("tp numerics: %s\n", allOk ? "OK" : "FAILED");
-  return allOk ? 0 : 1;
+  return zen::cli::agreeOnEveryRank(ok, rank, "tp") ? 0 : 1;
 }
 
 } // namespace
@@ -141,29 +138,6 @@ int main(int argc, char **argv) {
   app.add_option("--seed", o.seed, "Seed of the inputs and weights");
   app.add_option("--timeout", o.timeout, "Seconds any wait may take")
       ->check(CLI::Range(0.1, 3600.0));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp &) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError &error) {
-    std::fprintf(stderr, "zenrt-tp-check: error: %s\n", error.what());
-    return zen::cli::ExitUsage;
-  }
-
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int status = 0;
-  try {
-    status = run(o, rank, size);
-  } catch (const zenrt::Error &error) {
-    std::fprintf(stderr, "zenrt-tp-check: error: %s\n", error.what());
-    status =
-        error.status == ZENRT_ERR_INVALID_ARGUMENT ? zen::cli::ExitUsage : zen::cli::ExitSoftware;
-  }
-  MPI_Finalize();
-  return status;
+  return zen::cli::runMpiCheck(app, "zenrt-tp-check", argc, argv,
+                               [&](int rank, int size) { return run(o, rank, size); });
 }

@@ -7,7 +7,6 @@
 //===----------------------------------------------------------------------===//
 #include "../PassSupport.h"
 #include "zen/Passes/Passes.h"
-#include "zen/CostModel/Transformer.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -92,17 +91,6 @@ private:
         module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp, std::nullopt, stage);
     if (failed(state))
       return failure();
-    // Without the `dp` option, a module that records its tp/pp/dp configuration
-    // (zen.parallel) syncs over the data-parallel group placed as Megatron does.
-    if (!dp)
-      if (auto parallel = module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr())) {
-        cost::ParallelConfig config;
-        config.tp = parallel.getTp();
-        config.pp = parallel.getPp();
-        config.dp = parallel.getDp();
-        state->group = cost::parallelGroups(config, state->model->cluster()).data;
-        state->training.problem.group = state->group;
-      }
     const cost::CostModel &model = *state->model;
     const Problem &problem = state->training.problem;
     const std::vector<cost::CompressionSpec> &allowed = options.compressors;

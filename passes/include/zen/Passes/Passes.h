@@ -3,6 +3,7 @@
 #define ZEN_PASSES_PASSES_H
 
 #include "zen/Dialect/ZenDialect.h"
+#include "zen/CostModel/Transformer.h"
 #include "zen/Passes/PassOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -57,12 +58,10 @@ struct LargeModelPipelineOptions {
   std::string cluster;
   int64_t nodes = 0;
   std::string compressor;
-  int64_t tp = 1, pp = 1, zero = 0;
-  /// Chunks of the TP GEMM + collective pairs (zen-decompose-tensor-parallel).
-  int64_t attentionForward = 1, attentionBackward = 1, mlpForward = 1, mlpBackward = 1;
-  /// Blocks per pipeline stage; empty: the 1F1B placement is not represented
-  /// (an interleaved schedule's chunks are not contiguous stages).
-  std::vector<int64_t> stageLayers;
+  /// tp, pp, ZeRO and the decomposition; `stageLayers` the blocks per pipeline
+  /// stage (empty: the placement is not represented, as for an interleaved
+  /// schedule, whose chunks are not contiguous stages).
+  cost::ParallelConfig config;
 };
 
 /// Adds zen-partition-tensor-parallel and zen-decompose-tensor-parallel (tp > 1), zen-assign-pipeline-stages
