@@ -128,6 +128,12 @@ MoeLayer describeMoe(const CostSite &site, const std::string &path) {
                                                      [](int64_t dim) { return dim < 0; })))
       throw bad("the shape of input '" + tensor->name + "' is not known");
   }
+  // A node the schema check let through (an unknown domain version) may lack them.
+  for (auto [index, name] : {std::pair{kInput, "input"}, std::pair{kRouter, "router_probs"},
+                             std::pair{kFc1, "fc1_experts_weights"},
+                             std::pair{kFc2, "fc2_experts_weights"}})
+    if (!site.input(index))
+      throw bad(std::string("the required input '") + name + "' is missing");
   const Tensor &input = *site.input(kInput), &router = *site.input(kRouter);
   const Tensor &fc1 = *site.input(kFc1), &fc2 = *site.input(kFc2);
   MoeLayer layer;
