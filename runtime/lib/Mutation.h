@@ -23,12 +23,18 @@ enum class Mutation {
   PowerSgdLosesRank,    // "powersgd-rank": PowerSGD factors of rank r - 1 (for r >= 2)
   PowerSgdZeros,        // "powersgd-zero": PowerSGD returns zeros
   ForgetsResidual,      // "error-feedback": the residual is kept but never added back
+  TpDropsPartial,       // "tp-partial": tensor-parallel reductions leave out the last rank
+  TpReordersChunk,      // "tp-chunk-order": chunk 1 of a decomposed reduction adds the ranks
+                        // in reverse order
+  PipelineDamages,      // "pipeline-message": a stage-to-stage tensor changes after hashing
+  DataParallelSkips,    // "dp-sync": gradients are not synchronised over the dp group
 };
 
 #ifdef ZENRT_MUTANTS
 inline bool mutated(Mutation mutation) {
-  static const char *const kNames[] = {"topk",          "randomk",       "sign",
-                                       "powersgd-rank", "powersgd-zero", "error-feedback"};
+  static const char *const kNames[] = {
+      "topk",       "randomk",        "sign",             "powersgd-rank", "powersgd-zero",
+      "error-feedback", "tp-partial", "tp-chunk-order", "pipeline-message", "dp-sync"};
   static const char *const chosen = std::getenv("ZENRT_MUTATE");
   return chosen && std::strcmp(chosen, kNames[static_cast<int>(mutation)]) == 0;
 }

@@ -21,6 +21,7 @@
 #include "Collectives.h"
 #include "ComputeWork.h"
 #include "ExitCodes.h"
+#include "HybridRun.h"
 #include "Numerics.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
@@ -35,6 +36,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -179,9 +181,51 @@ void injectFault(const Options &options, int rank) {
       std::max(60.0, 3 * (options.timeoutSeconds > 0 ? options.timeoutSeconds : 300))));
 }
 
-int run(const Options &options, int rank, int ranks) {
+/// Seconds every wait may take: --timeout, else ZENRT_TIMEOUT_S, else 300.
+double timeoutOf(const Options &options) {
+  if (options.timeoutSeconds > 0)
+    return options.timeoutSeconds;
+  if (const char *env = std::getenv("ZENRT_TIMEOUT_S")) {
+    char *end = nullptr;
+    const double seconds = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0)
+      throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT, std::string("ZENRT_TIMEOUT_S='") + env +
+                                                         "' is not a positive number of seconds");
+    return seconds;
+  }
+  return 300;
+}
+
+/// Large-model plans execute every rank's stage program (HybridRun.h); the options that
+/// shape the data-parallel runner's simulated compute and gradients do not apply.
+int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
+                  const std::vector<std::string> &explicitOptions) {
+  if (!explicitOptions.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       explicitOptions.front() + " does not apply to " + options.planPath +
+                           ": a large-model plan runs its model's real compute and data");
+  zen::run::HybridRunOptions hybrid;
+  hybrid.planPath = options.planPath;
+  hybrid.iterations = options.iterations;
+  hybrid.json = options.json;
+  hybrid.timeoutSeconds = timeoutOf(options);
+  hybrid.seed = options.seed;
+  return zen::run::runHybrid(hybrid, plan, rank, ranks);
+}
+
+int run(const Options &options, int rank, int ranks,
+        const std::vector<std::string> &dataParallelOnly) {
   if (options.faultPhase == "startup")
     injectFault(options, rank);
+  // A plan this rank cannot read goes to the runtime's start-up, which fails every rank
+  // alike naming it.
+  std::optional<zenrt::Plan> readable;
+  try {
+    readable = zenrt::loadPlanFile(options.planPath);
+  } catch (const zenrt::PlanError &) {
+  }
+  if (readable && !readable->parallel.empty())
+    return runLargeModel(options, *readable, rank, ranks, dataParallelOnly);
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -436,6 +480,11 @@ int main(int argc, char **argv) {
                  e.what());
     return zen::cli::ExitUsage;
   }
+  std::vector<std::string> dataParallelOnly;
+  for (const char *flag : {"--time-scale", "--compute", "--gradients", "--device",
+                           "--fault-stall-rank", "--fault-kill-rank", "--fault-phase"})
+    if (app.count(flag) > 0)
+      dataParallelOnly.push_back(flag);
   options.gradients = gradients == "tied"       ? GradientMode::Tied
                       : gradients == "low-rank" ? GradientMode::LowRank
                                                 : GradientMode::Normal;
@@ -447,7 +496,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   int code = 0;
   try {
-    code = run(options, rank, ranks);
+    code = run(options, rank, ranks, dataParallelOnly);
   } catch (const zenrt::PlanError &e) {
     // Every rank reads the same file, so every rank reports and exits alike.
     std::fprintf(stderr, "zenopt-run: rank %d: %s\n", rank, e.what());

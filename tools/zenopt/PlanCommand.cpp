@@ -67,10 +67,11 @@ struct PlanOptions {
   bool sequenceParallel = false;
   std::string schedule;
   std::string optimizer;
+  int64_t tpChunks = 0;
 
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
-           sequenceParallel || !schedule.empty() || !optimizer.empty();
+           sequenceParallel || !schedule.empty() || !optimizer.empty() || tpChunks;
   }
 };
 
@@ -231,6 +232,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   if (options.microBatch) request.microBatch = options.microBatch;
   if (options.zero >= 0) request.zero = options.zero;
   if (options.sequenceParallel) request.sequenceParallel = true;
+  if (options.tpChunks) request.tpChunks = options.tpChunks;
   if (!options.recompute.empty()) request.recompute = cost::parseRecompute(options.recompute);
   if (!options.schedule.empty())
     request.virtualStages = cost::parseSchedule(options.schedule);  // checked by checkCommandLine
@@ -443,6 +445,10 @@ CommandRegistration registration(
                    "Megatron sequence parallelism in the tensor-parallel regions (default: searched)");
       app.add_option("--schedule", options->schedule,
                      "Pipeline schedule: 1f1b or interleaved:V (default: searched)");
+      app.add_option("--tp-chunks", options->tpChunks,
+                     "Chunks every tensor-parallel GEMM and its collective are split into, the same "
+                     "for every layer and phase (default: chosen per region and phase)")
+          ->check(wholeNumber(1, 1 << 20));
       app.add_option("--optimizer", options->optimizer, "Optimizer whose state is kept: adam, sgd (default adam)")
           ->check(CLI::IsMember({"adam", "sgd"}));
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
