@@ -14,7 +14,8 @@ using cost::ParallelConfig;
 using cost::Recompute;
 
 bool ParallelRequest::forcesAny() const {
-  return tp || pp || dp || microBatch || virtualStages || zero || sequenceParallel || recompute;
+  return tp || pp || dp || microBatch || virtualStages || zero || sequenceParallel || recompute ||
+         tpChunks;
 }
 
 const std::vector<std::string> &parallelBaselineNames() {
@@ -199,7 +200,8 @@ bool consistent(const ParallelConfig &c, const ParallelRequest &r) {
          (!r.microBatch || *r.microBatch == c.microBatch) &&
          (!r.virtualStages || *r.virtualStages == c.virtualStages) && (!r.zero || *r.zero == c.zero) &&
          (!r.sequenceParallel || *r.sequenceParallel == c.sequenceParallel) &&
-         (!r.recompute || *r.recompute == c.recompute);
+         (!r.recompute || *r.recompute == c.recompute) &&
+         (!r.tpChunks || c.tp == 1 || c.decomposition == cost::Decomposition::uniform(*r.tpChunks));
 }
 
 } // namespace
@@ -353,10 +355,19 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                     firstInvalid = why;
                   continue;
                 }
+                if (request.tpChunks && tp > 1 && (micro * shape.seq) % *request.tpChunks) {
+                  if (firstInvalid.empty())
+                    firstInvalid = "tp-chunks " + std::to_string(*request.tpChunks) +
+                                   " does not divide a micro-batch's " +
+                                   std::to_string(micro * shape.seq) + " tokens";
+                  continue;
+                }
                 // A block's decomposition depends on tp, the micro-batch and sequence parallelism only.
                 auto [known, fresh] = decompositions.try_emplace({tp, micro, sp});
                 if (fresh)
-                  known->second = cost::chooseDecomposition(shape, config, setup, model);
+                  known->second = request.tpChunks && tp > 1
+                                      ? cost::Decomposition::uniform(*request.tpChunks)
+                                      : cost::chooseDecomposition(shape, config, setup, model);
                 config.decomposition = known->second;
                 // 1F1B stages take the blocks that balance their time in memory.
                 if (pp > 1 && virtualStages == 1) {
@@ -410,7 +421,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
 
   // The chosen configuration under the fixed decompositions others use:
   // Megatron without overlap, async-TP's k = tp, the best single k. They
-  // compete like the seeds.
+  // compete like the seeds unless the decomposition is forced.
   if (result.best && result.best->config.tp > 1) {
     const ParallelConfig chosen = result.best->config;
     const std::vector<int64_t> degrees = cost::decompositionDegrees(shape, chosen);
@@ -434,7 +445,8 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
     result.baselines["tp-uniform"] = *uniform;
     for (const char *name : {"tp-nodecomp", "tp-asynctp", "tp-uniform"})
       if (auto baseline = result.baselines.find(name);
-          baseline != result.baselines.end() && baseline->second.iterationUs < result.best->iterationUs)
+          !request.tpChunks && baseline != result.baselines.end() &&
+          baseline->second.iterationUs < result.best->iterationUs)
         result.best = baseline->second;
   }
 

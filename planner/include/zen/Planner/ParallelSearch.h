@@ -28,6 +28,9 @@ struct ParallelRequest {
   std::optional<int> zero;
   std::optional<bool> sequenceParallel;
   std::optional<cost::Recompute> recompute;
+  /// Chunks of every tensor-parallel GEMM and its collective (one k for every region and
+  /// phase); unset: chosen per region and phase by the cost model.
+  std::optional<int64_t> tpChunks;
   /// The gradient planner's options for the data-parallel sync (compressors).
   AutotuneOptions gradientSync;
 
