@@ -1,4 +1,10 @@
 //===- Hybrid.cpp - executing tp x pp x dp plans on CPU ranks over MPI ----===//
+// This file is built for the host CPU (runtime/CMakeLists.txt) while the rest of libzenrt is
+// not: a distinct index type gives its Eigen instantiations their own names, so that the
+// linker never swaps its kernels for another file's (allocation alignment is the same
+// everywhere, CMakeLists.txt).
+#define EIGEN_DEFAULT_DENSE_INDEX_TYPE int
+
 #include "zenrt/Hybrid.h"
 
 #include "MpiSupport.h"
