@@ -394,6 +394,7 @@ Timeline timelineOf(const zenrt::Plan &plan) {
 std::string chromeTrace(const zenrt::Plan &plan) {
   ordered_json events = ordered_json::array();
   Timeline timeline = timelineOf(plan);
+  const json parallel = parallelOf(plan);
   ordered_json process{{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}};
   process["args"] = {{"name", fmt::format("{} on {}", plan.model.name, plan.cluster.name)}};
   events.push_back(process);
@@ -411,6 +412,10 @@ std::string chromeTrace(const zenrt::Plan &plan) {
       args["stage"] = bar.stage;
       args["micro_batch"] = bar.step->step.microBatch;
       args["chunk"] = bar.step->step.chunk;
+      // The decomposition degree every block of this step runs its TP regions in.
+      const char *phase = bar.step->step.backward ? "backward" : "forward";
+      args["tp_chunks"] = {{"attention", parallel["decomposition"]["attention"][phase]},
+                           {"mlp", parallel["decomposition"]["mlp"][phase]}};
     }
     if (const zenrt::Task *task = bar.task) {
       args["phase"] = zenrt::toString(task->phase);

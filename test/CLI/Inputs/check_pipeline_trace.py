@@ -20,6 +20,12 @@ for stage in range(pp):
         assert after["ts"] >= before["ts"] + before["dur"] - 1e-6, (stage, before, after)
     assert sorted(e["name"] for e in steps) == sorted([f"F{m}" for m in range(micro)] + [f"B{m}" for m in range(micro)])
 print(f"every stage runs F and B of {micro} micro-batches in its program order without overlap")
+chunks = parallel["decomposition"]
+for e in bars:
+    if e["tid"] < pp:
+        phase = "forward" if e["name"].startswith("F") else "backward"
+        assert e["args"]["tp_chunks"] == {r: chunks[r][phase] for r in ("attention", "mlp")}, e
+print("every step carries its phase's tensor-parallel chunks")
 
 pipeline_end = max(e["ts"] + e["dur"] for e in bars if e["tid"] < pp)
 # iteration = pipeline + optimizer step + exposed data-parallel sync.
