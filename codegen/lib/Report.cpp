@@ -158,13 +158,18 @@ const char *colorOf(const zenrt::Task &task) {
   return "#8c8c8c";
 }
 
-/// The whole iteration: a large-model plan's schedule covers only the first
-/// stage's last micro-batch and its data-parallel sync.
-double iterationUs(const zenrt::Plan &plan, const json &parallel) {
-  return parallel.is_object() ? parallel["iteration_us"].get<double>() : plan.predictions.iterationUs;
-}
 json parallelOf(const zenrt::Plan &plan) {
   return plan.parallel.empty() ? json() : json::parse(plan.parallel);
+}
+json moeOf(const zenrt::Plan &plan) { return plan.moe.empty() ? json() : json::parse(plan.moe); }
+/// The whole iteration: a large-model plan's schedule covers only the first
+/// stage's last micro-batch and its data-parallel sync; an MoE plan's adds the
+/// MoE layers' all-to-alls and pipelining to its schedule.
+double iterationUs(const zenrt::Plan &plan, const json &parallel) {
+  if (parallel.is_object())
+    return parallel["iteration_us"].get<double>();
+  const json moe = moeOf(plan);
+  return moe.is_object() ? moe["iteration_us"].get<double>() : plan.predictions.iterationUs;
 }
 } // namespace
 
@@ -207,6 +212,21 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
                             "tensor_comm_us", "pipeline_comm_us", "data_comm_us"})
       json[key] = parallel[key];
     json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
+  }
+  if (const nlohmann::json moe = moeOf(plan); moe.is_object()) {
+    ordered_json section;
+    for (const char *key : {"ep", "imbalance", "moe_us", "expert_sync_us", "sync_saving_us"})
+      section[key] = moe[key];
+    ordered_json layers = ordered_json::array();
+    for (const nlohmann::json &layer : moe["layers"])
+      layers.push_back({{"name", layer["name"]},
+                        {"forward", layer["forward"]},
+                        {"backward", layer["backward"]},
+                        {"all_to_all", layer["all_to_all"]}});
+    section["layers"] = layers;
+    section["searched"] = moe["searched"];
+    section["memory"] = moe["memory"];
+    json["moe"] = section;
   }
   if (!plan.baselinesUncompressed.empty()) {
     ordered_json uncompressed = ordered_json::object();
@@ -256,6 +276,36 @@ std::string parallelText(const json &parallel) {
   out += "  first stage's last micro-batch and its data-parallel sync:\n";
   return out;
 }
+
+std::string moeText(const json &moe) {
+  std::string out;
+  out += fmt::format("  experts               ep {} (experts over {} ranks of the data-parallel "
+                     "group), imbalance {:g}\n",
+                     moe["ep"].get<int64_t>(), moe["ep"].get<int64_t>(),
+                     moe["imbalance"].get<double>());
+  for (const json &layer : moe["layers"])
+    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all ({:.3f} + {:.3f} "
+                       "ms)\n",
+                       layer["name"].get<std::string>(), layer["forward"].get<int64_t>(),
+                       layer["backward"].get<int64_t>(), layer["all_to_all"].get<std::string>(),
+                       layer["forward_us"].get<double>() / 1e3,
+                       layer["backward_us"].get<double>() / 1e3);
+  const json &memory = moe["memory"];
+  out += fmt::format("  expert memory         weights {:.1f} MB, gradients {:.1f} MB, optimizer "
+                     "{:.1f} MB, activations {:.1f} MB, dispatch buffers {:.1f} MB per GPU\n",
+                     memory["weights_bytes"].get<double>() / 1e6,
+                     memory["gradients_bytes"].get<double>() / 1e6,
+                     memory["optimizer_bytes"].get<double>() / 1e6,
+                     memory["activations_bytes"].get<double>() / 1e6,
+                     memory["buffers_bytes"].get<double>() / 1e6);
+  out += fmt::format("  MoE layers            {:10.3f} ms (expert gradient sync {:.3f} ms over "
+                     "dp / ep ranks)\n",
+                     moe["moe_us"].get<double>() / 1e3, moe["expert_sync_us"].get<double>() / 1e3);
+  out += fmt::format("  predicted iteration   {:10.3f} ms with the MoE decisions; the "
+                     "data-parallel schedule:\n",
+                     moe["iteration_us"].get<double>() / 1e3);
+  return out;
+}
 } // namespace
 
 std::string summaryText(const zenrt::Plan &plan) {
@@ -266,6 +316,8 @@ std::string summaryText(const zenrt::Plan &plan) {
                      plan.cluster.name, plan.cluster.worldSize, plan.strategy);
   if (parallel.is_object())
     out += parallelText(parallel);
+  if (const json moe = moeOf(plan); moe.is_object())
+    out += moeText(moe);
   out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
                      plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
