@@ -36,6 +36,7 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
   ordered_json chosen = ordered_json::array();
   for (size_t l = 0; l < layers.size(); ++l) {
     ordered_json layer = {{"name", layers[l].name},
+                          {"parameters", layers[l].parameters},
                           {"experts", layers[l].shape.experts},
                           {"capacity", layers[l].shape.capacity()}};
     layer.update(choiceJson(eval.best.layers[l]));

@@ -366,7 +366,44 @@ struct Bar {
   const zenrt::Task *task = nullptr;  // schedule tasks only
   std::optional<cost::TimedStep> step;  // pipeline steps only
   int64_t stage = 0;
+  json moe;  // MoE layer phases only: degree, all-to-all, ep
 };
+
+/// One bar per MoE layer and phase on `row`, with the degree and all-to-all
+/// the plan chose (docs/plan-format.md "moe"): forward from the start of the
+/// layer's forward task, backward ending with the task that completes its
+/// experts' gradients. A layer whose tasks the schedule does not name gets none.
+void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vector<Bar> &bars) {
+  for (const json &layer : moe["layers"]) {
+    const std::string name = layer["name"].get<std::string>();
+    const auto parameters = layer["parameters"].get<std::vector<std::string>>();
+    const zenrt::Task *forward = nullptr, *backward = nullptr;
+    for (const zenrt::Task &task : plan.schedule) {
+      if (!forward && task.phase == zenrt::Phase::Forward && task.name == "fwd." + name)
+        forward = &task;
+      if (!backward && task.phase == zenrt::Phase::Backward &&
+          std::any_of(task.produces.begin(), task.produces.end(), [&](const std::string &t) {
+            return std::find(parameters.begin(), parameters.end(), t) != parameters.end();
+          }))
+        backward = &task;
+    }
+    for (const char *phase : {"forward", "backward"}) {
+      const zenrt::Task *task = phase == std::string("forward") ? forward : backward;
+      if (!task)
+        continue;
+      Bar bar;
+      bar.row = row;
+      bar.name = std::string("moe.") + (task == forward ? "fwd." : "bwd.") + name;
+      bar.category = "moe";
+      bar.color = "#c44e52";
+      bar.durationUs = layer[std::string(phase) + "_us"].get<double>();
+      bar.startUs = task == forward ? task->startUs
+                                    : std::max(0.0, task->startUs + task->durationUs - bar.durationUs);
+      bar.moe = {{"degree", layer[phase]}, {"all_to_all", layer["all_to_all"]}, {"ep", moe["ep"]}};
+      bars.push_back(bar);
+    }
+  }
+}
 
 /// What the trace and the picture show. A data-parallel plan: its schedule on
 /// the compute, host and communication rows. A large-model plan: one row per
@@ -435,6 +472,10 @@ Timeline timelineOf(const zenrt::Plan &plan) {
     bar.task = &task;
     timeline.bars.push_back(bar);
   }
+  if (const json moe = moeOf(plan); moe.is_object() && !parallel.is_object()) {
+    timeline.rows.push_back(fmt::format("MoE layers (ep {})", moe["ep"].get<int64_t>()));
+    addMoeBars(plan, moe, int64_t(timeline.rows.size()) - 1, timeline.bars);
+  }
   timeline.iterationUs = iterationUs(plan, parallel);
   for (const Interval &span : exposedCommunication(plan))
     timeline.exposed.push_back({span.begin + offset, span.end + offset});
@@ -459,6 +500,9 @@ std::string chromeTrace(const zenrt::Plan &plan) {
                        {"ts", bar.startUs}, {"dur", bar.durationUs}, {"pid", 0},
                        {"tid", bar.row}};
     ordered_json args;
+    if (!bar.moe.is_null())
+      for (const auto &[key, value] : bar.moe.items())
+        args[key] = value;
     if (bar.step) {
       args["stage"] = bar.stage;
       args["micro_batch"] = bar.step->step.microBatch;
@@ -576,10 +620,13 @@ std::string timelineSvg(const zenrt::Plan &plan) {
                        x(t), axisY, axisY + 5, axisY + 18, ms(t));
   // Legend.
   double legendY = axisY + 34, legendX = left;
-  for (auto [name, color] : std::initializer_list<std::pair<const char *, const char *>>{
-           {"forward", "#4c86c6"}, {"backward", "#55a868"}, {"optimizer", "#8c8c8c"},
-           {"next forward", "#9bbde3"}, {"collective", "#e8833a"},
-           {"compression", "#8e6cc0"}, {"exposed communication", "#d62728"}}) {
+  std::vector<std::pair<const char *, const char *>> legend = {
+      {"forward", "#4c86c6"},     {"backward", "#55a868"},   {"optimizer", "#8c8c8c"},
+      {"next forward", "#9bbde3"}, {"collective", "#e8833a"}, {"compression", "#8e6cc0"},
+      {"exposed communication", "#d62728"}};
+  if (!plan.moe.empty() && !parallel.is_object())
+    legend.push_back({"MoE layer (all-to-alls and experts)", "#c44e52"});
+  for (auto [name, color] : legend) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" "
                        "fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
                        legendX, legendY - 10, color, legendX + 16, legendY, name);

@@ -48,7 +48,12 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::s
                      "feeds one zen.moe_combine of the same gates";
       return;
     }
-    layers.push_back({dispatch, experts, combine, {name, shapeOf(dispatch, experts)}});
+    std::vector<std::string> parameters;
+    for (Value operand : experts->getOperands())
+      if (auto param = operand.getDefiningOp<ParamOp>())
+        parameters.push_back(param.getName().str());
+    layers.push_back(
+        {dispatch, experts, combine, {name, shapeOf(dispatch, experts), std::move(parameters)}});
   });
   if (!error.empty())
     return std::nullopt;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -536,6 +537,12 @@ private:
       const json &name = field(layers[l], at, "name");
       if (!name.is_string() || name.get<std::string>().empty())
         error(at + "/name", "must be a non-empty string");
+      const json &parameters = field(layers[l], at, "parameters");
+      if (!parameters.is_array() ||
+          !std::all_of(parameters.begin(), parameters.end(), [](const json &parameter) {
+            return parameter.is_string() && !parameter.get<std::string>().empty();
+          }))
+        error(at + "/parameters", "must be an array of parameter names");
       const int64_t experts = integer(layers[l], at, "experts", int64_t{1} << 40);
       if (experts % ep != 0)
         error(at + "/experts", "ep " + std::to_string(ep) + " does not divide the " +

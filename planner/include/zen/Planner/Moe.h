@@ -23,6 +23,8 @@ namespace zen::plan {
 struct MoeLayer {
   std::string name;
   cost::MoeShape shape;
+  /// The experts' weights and biases (their gradients carry these names).
+  std::vector<std::string> parameters;
 };
 
 struct MoeRequest {
