@@ -150,8 +150,9 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
   std::string problem = checkExpertParallel(shape, ep, dp.ranks);
   if (problem.empty())
     problem = checkExpertPlacement(ep, dp);
-  if (problem.empty() && (chunks < 1 || chunks > shape.capacity()))
-    problem = "the pipelining degree " + std::to_string(chunks) + " must be between 1 and the " +
+  // libzenrt cuts the capacity into equal pieces.
+  if (problem.empty() && (chunks < 1 || shape.capacity() % chunks != 0))
+    problem = "the pipelining degree " + std::to_string(chunks) + " must divide the " +
               std::to_string(shape.capacity()) + " capacity rows";
   if (!problem.empty())
     throw std::invalid_argument(problem);

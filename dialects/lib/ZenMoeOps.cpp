@@ -20,7 +20,7 @@ LogicalResult verifyMoeCommon(Operation *op, IntegerAttr flops, IntegerAttr byte
 }
 
 /// A schedule must fit the layer's `[experts, capacity, hidden]` buffer: ep
-/// experts' shards and pieces of at least one capacity row.
+/// experts' shards and equal pieces of the capacity rows.
 LogicalResult verifySchedule(Operation *op, MoeScheduleAttr schedule, RankedTensorType buffer) {
   if (!schedule || buffer.getRank() != 3)
     return success();
@@ -30,9 +30,9 @@ LogicalResult verifySchedule(Operation *op, MoeScheduleAttr schedule, RankedTens
            << schedule.getEp() << " must divide the " << experts << " experts";
   for (auto [phase, degree] : {std::pair{"forward", schedule.getForward()},
                                {"backward", schedule.getBackward()}})
-    if (degree > capacity)
+    if (capacity % degree != 0)
       return op->emitOpError("schedule ")
-             << phase << " degree " << degree << " exceeds the " << capacity
+             << phase << " degree " << degree << " does not divide the " << capacity
              << " capacity rows it splits";
   return success();
 }

@@ -123,7 +123,8 @@ const std::vector<std::string> &moeBaselineNames() {
 std::vector<int64_t> moeDegrees(const cost::MoeShape &shape) {
   std::vector<int64_t> degrees;
   for (int64_t r = 1; r <= 16 && r <= shape.capacity(); r *= 2)
-    degrees.push_back(r);
+    if (shape.capacity() % r == 0)
+      degrees.push_back(r);
   return degrees;
 }
 
@@ -148,7 +149,7 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
   std::optional<MoeStrategy> tutel;
   for (int64_t r : {1, 2, 4, 8}) {
     if (std::any_of(layers.begin(), layers.end(),
-                    [&](const MoeLayer &layer) { return r > layer.shape.capacity(); }))
+                    [&](const MoeLayer &layer) { return layer.shape.capacity() % r != 0; }))
       continue;
     for (AllToAllAlgorithm algorithm : kAlgorithms) {
       MoeStrategy candidate = strategyOf(layers, [&](const MoeLayer &layer) {

@@ -521,10 +521,11 @@ private:
     const json &layers = field(moe, "/moe", "layers");
     if (!layers.is_array() || layers.empty())
       error("/moe/layers", "must be a non-empty array of MoE layers");
-    // A layer's decisions: its degrees split the capacity rows.
+    // A layer's decisions: its degrees split the capacity rows into equal pieces.
     auto checkChoice = [&](const json &layer, const std::string &at, int64_t capacity) {
       for (const char *phase : {"forward", "backward"})
-        integer(layer, at, phase, capacity);
+        if (capacity % integer(layer, at, phase, capacity) != 0)
+          error(at + "/" + phase, "must divide the capacity " + std::to_string(capacity));
       const json &algorithm = field(layer, at, "all_to_all");
       if (algorithm != "flat" && algorithm != "2d")
         error(at + "/all_to_all", "must be \"flat\" or \"2d\"");

@@ -754,7 +754,7 @@ func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
 // -----
 
 func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>) {
-  // expected-error @+1 {{schedule backward degree 16 exceeds the 8 capacity rows it splits}}
+  // expected-error @+1 {{schedule backward degree 16 does not divide the 8 capacity rows it splits}}
   %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 8, backward = 16, all_to_all = "2d">} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
   return
 }
@@ -762,8 +762,8 @@ func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32x
 // -----
 
 func.func @f(%e: tensor<4x8x8xf32>, %g: tensor<16x2xf32>) {
-  // expected-error @+1 {{schedule forward degree 9 exceeds the 8 capacity rows it splits}}
-  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 4, forward = 9, backward = 1, all_to_all = "flat">} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  // expected-error @+1 {{schedule forward degree 3 does not divide the 8 capacity rows it splits}}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 4, forward = 3, backward = 1, all_to_all = "flat">} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
   return
 }
 

@@ -41,6 +41,8 @@ elif mutation == "moe_ep":
     plan["moe"]["ep"] = 3
 elif mutation == "moe_degree":
     plan["moe"]["layers"][0]["forward"] = plan["moe"]["layers"][0]["capacity"] + 1
+elif mutation == "moe_degree_divide":
+    plan["moe"]["layers"][0]["backward"] = 3
 elif mutation == "moe_all_to_all":
     plan["moe"]["baselines"]["tutel"]["layers"][0]["all_to_all"] = "ring"
 elif mutation == "moe_baseline":

@@ -36,11 +36,13 @@ MoeRequest requestOn(const cost::CostModel &model) {
 
 } // namespace
 
-TEST(MoePlanning, DegreesArePowersOfTwoUpToTheCapacity) {
+TEST(MoePlanning, DegreesArePowersOfTwoDividingTheCapacity) {
   MoeLayer layer = wideLayer("l");
   EXPECT_EQ(moeDegrees(layer.shape), (std::vector<int64_t>{1, 2, 4, 8, 16}));
-  layer.shape.capacityRows = 5;
-  EXPECT_EQ(moeDegrees(layer.shape), (std::vector<int64_t>{1, 2, 4}));
+  layer.shape.capacityRows = 40;
+  EXPECT_EQ(moeDegrees(layer.shape), (std::vector<int64_t>{1, 2, 4, 8}));
+  layer.shape.capacityRows = 6;
+  EXPECT_EQ(moeDegrees(layer.shape), (std::vector<int64_t>{1, 2}));
 }
 
 TEST(MoePlanning, WithoutExpertParallelismNothingIsAddedAndNothingIsPipelined) {

@@ -115,7 +115,7 @@ struct MoeLayerChoice {
 /// ep x busiestExpertRows / chunks rows each on the experts / ep local experts
 /// (the busiest expert paces the layer). Pieces pipeline by chunkPipelineUs.
 /// At ep 1 there is no all-to-all. Throws std::invalid_argument when the
-/// degree is below 1 or above the capacity, or checkExpertParallel,
+/// degree does not divide the capacity (libzenrt's pieces are equal), or checkExpertParallel,
 /// checkExpertPlacement or busiestExpertRows fails.
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,

@@ -22,7 +22,7 @@ def Zen_MoeActivationAttr : I32EnumAttr<"MoeActivation", "activation inside each
 
 // What every MoE op carries besides its operands: its forward cost, the ONNX
 // node of the layer and, once planned, the layer's schedule (its degrees must
-// leave every piece at least one capacity row, and ep must divide the experts).
+// divide the capacity rows into equal pieces, and ep must divide the experts).
 class Zen_MoeOp<string mnemonic, list<Trait> traits = []>
     : Zen_Op<mnemonic, !listconcat(traits, [Zen_MoeOpInterface])> {
   dag moeArgs = (ins I64Attr:$flops, I64Attr:$bytes, OptionalAttr<StrAttr>:$node,

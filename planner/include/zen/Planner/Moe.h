@@ -81,7 +81,8 @@ struct MoePlan {
 /// model finds best, the same in forward and backward, flat).
 const std::vector<std::string> &moeBaselineNames();
 
-/// The pipelining degrees tried for a layer: 1, 2, 4, 8, 16 up to its capacity.
+/// The pipelining degrees tried for a layer: those of 1, 2, 4, 8, 16 that
+/// divide its capacity (libzenrt cuts it into equal pieces).
 std::vector<int64_t> moeDegrees(const cost::MoeShape &shape);
 
 /// Why `ep` cannot run these layers on the request's dp group (it must divide
