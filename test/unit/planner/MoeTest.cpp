@@ -153,3 +153,38 @@ TEST(MoePlanning, ImbalanceSlowsTheExperts) {
   request.imbalance = 1.2;
   EXPECT_GT(evaluateMoe(layers, 8, model, request).best.moeUs, even);
 }
+
+TEST(MoePlanning, TutelKeepsOneChoiceForTheWholeModel) {
+  const cost::CostModel model = h100();
+  const MoeRequest request = requestOn(model);
+  // Two layers of different shapes: auto may pick apart, tutel may not.
+  MoeLayer small = wideLayer("small");
+  small.shape.tokens = 512;
+  const MoeEvaluation eval = evaluateMoe({wideLayer("wide"), small}, 64, model, request);
+  const MoeStrategy &tutel = eval.baselines.at("tutel");
+  const cost::MoeLayerChoice &first = tutel.layers.front().choice;
+  for (const MoeLayerTime &layer : tutel.layers) {
+    EXPECT_EQ(layer.choice.forward, first.forward);
+    EXPECT_EQ(layer.choice.backward, first.forward);
+    EXPECT_EQ(layer.choice.algorithm, first.algorithm);
+  }
+  // The best of its candidates (the degrees dividing both capacities, 640 and
+  // 20): none of them is faster.
+  for (int64_t r : {1, 2, 4})
+    for (cost::AllToAllAlgorithm algorithm :
+         {cost::AllToAllAlgorithm::Flat, cost::AllToAllAlgorithm::Hierarchical}) {
+      double us = 0;
+      for (const MoeLayer &layer : {wideLayer("wide"), small})
+        for (bool backward : {false, true})
+          us += cost::moePhaseUs(model, layer.shape, 64, request.dp, r, algorithm, backward, 1.0,
+                                 cost::DType::BF16);
+      EXPECT_LE(tutel.moeUs, us * (1 + 1e-12)) << "r " << r;
+    }
+  // auto chooses per layer and phase, so it differs from tutel's one choice here.
+  const MoeLayerTime &wide = eval.best.layers[0], &narrow = eval.best.layers[1];
+  EXPECT_TRUE(wide.choice.forward != narrow.choice.forward ||
+              wide.choice.backward != narrow.choice.backward ||
+              wide.choice.algorithm != narrow.choice.algorithm ||
+              wide.choice.forward != wide.choice.backward);
+  EXPECT_LT(eval.best.moeUs, tutel.moeUs);
+}
