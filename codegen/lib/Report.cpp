@@ -158,13 +158,18 @@ const char *colorOf(const zenrt::Task &task) {
   return "#8c8c8c";
 }
 
-/// The whole iteration: a large-model plan's schedule covers only the first
-/// stage's last micro-batch and its data-parallel sync.
-double iterationUs(const zenrt::Plan &plan, const json &parallel) {
-  return parallel.is_object() ? parallel["iteration_us"].get<double>() : plan.predictions.iterationUs;
-}
 json parallelOf(const zenrt::Plan &plan) {
   return plan.parallel.empty() ? json() : json::parse(plan.parallel);
+}
+json moeOf(const zenrt::Plan &plan) { return plan.moe.empty() ? json() : json::parse(plan.moe); }
+/// The whole iteration: a large-model plan's schedule covers only the first
+/// stage's last micro-batch and its data-parallel sync; an MoE plan's adds the
+/// MoE layers' all-to-alls and pipelining to its schedule.
+double iterationUs(const zenrt::Plan &plan, const json &parallel) {
+  if (parallel.is_object())
+    return parallel["iteration_us"].get<double>();
+  const json moe = moeOf(plan);
+  return moe.is_object() ? moe["iteration_us"].get<double>() : plan.predictions.iterationUs;
 }
 } // namespace
 
@@ -207,6 +212,21 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
                             "tensor_comm_us", "pipeline_comm_us", "data_comm_us"})
       json[key] = parallel[key];
     json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
+  }
+  if (const nlohmann::json moe = moeOf(plan); moe.is_object()) {
+    ordered_json section;
+    for (const char *key : {"ep", "imbalance", "moe_us", "expert_sync_us", "sync_saving_us"})
+      section[key] = moe[key];
+    ordered_json layers = ordered_json::array();
+    for (const nlohmann::json &layer : moe["layers"])
+      layers.push_back({{"name", layer["name"]},
+                        {"forward", layer["forward"]},
+                        {"backward", layer["backward"]},
+                        {"all_to_all", layer["all_to_all"]}});
+    section["layers"] = layers;
+    section["searched"] = moe["searched"];
+    section["memory"] = moe["memory"];
+    json["moe"] = section;
   }
   if (!plan.baselinesUncompressed.empty()) {
     ordered_json uncompressed = ordered_json::object();
@@ -256,6 +276,36 @@ std::string parallelText(const json &parallel) {
   out += "  first stage's last micro-batch and its data-parallel sync:\n";
   return out;
 }
+
+std::string moeText(const json &moe) {
+  std::string out;
+  out += fmt::format("  experts               ep {} (experts over {} ranks of the data-parallel "
+                     "group), imbalance {:g}\n",
+                     moe["ep"].get<int64_t>(), moe["ep"].get<int64_t>(),
+                     moe["imbalance"].get<double>());
+  for (const json &layer : moe["layers"])
+    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all ({:.3f} + {:.3f} "
+                       "ms)\n",
+                       layer["name"].get<std::string>(), layer["forward"].get<int64_t>(),
+                       layer["backward"].get<int64_t>(), layer["all_to_all"].get<std::string>(),
+                       layer["forward_us"].get<double>() / 1e3,
+                       layer["backward_us"].get<double>() / 1e3);
+  const json &memory = moe["memory"];
+  out += fmt::format("  expert memory         weights {:.1f} MB, gradients {:.1f} MB, optimizer "
+                     "{:.1f} MB, activations {:.1f} MB, dispatch buffers {:.1f} MB per GPU\n",
+                     memory["weights_bytes"].get<double>() / 1e6,
+                     memory["gradients_bytes"].get<double>() / 1e6,
+                     memory["optimizer_bytes"].get<double>() / 1e6,
+                     memory["activations_bytes"].get<double>() / 1e6,
+                     memory["buffers_bytes"].get<double>() / 1e6);
+  out += fmt::format("  MoE layers            {:10.3f} ms (expert gradient sync {:.3f} ms over "
+                     "dp / ep ranks)\n",
+                     moe["moe_us"].get<double>() / 1e3, moe["expert_sync_us"].get<double>() / 1e3);
+  out += fmt::format("  predicted iteration   {:10.3f} ms with the MoE decisions; the "
+                     "data-parallel schedule:\n",
+                     moe["iteration_us"].get<double>() / 1e3);
+  return out;
+}
 } // namespace
 
 std::string summaryText(const zenrt::Plan &plan) {
@@ -266,6 +316,8 @@ std::string summaryText(const zenrt::Plan &plan) {
                      plan.cluster.name, plan.cluster.worldSize, plan.strategy);
   if (parallel.is_object())
     out += parallelText(parallel);
+  if (const json moe = moeOf(plan); moe.is_object())
+    out += moeText(moe);
   out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
                      plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
@@ -314,7 +366,44 @@ struct Bar {
   const zenrt::Task *task = nullptr;  // schedule tasks only
   std::optional<cost::TimedStep> step;  // pipeline steps only
   int64_t stage = 0;
+  json moe;  // MoE layer phases only: degree, all-to-all, ep
 };
+
+/// One bar per MoE layer and phase on `row`, with the degree and all-to-all
+/// the plan chose (docs/plan-format.md "moe"): forward from the start of the
+/// layer's forward task, backward ending with the task that completes its
+/// experts' gradients. A layer whose tasks the schedule does not name gets none.
+void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vector<Bar> &bars) {
+  for (const json &layer : moe["layers"]) {
+    const std::string name = layer["name"].get<std::string>();
+    const auto parameters = layer["parameters"].get<std::vector<std::string>>();
+    const zenrt::Task *forward = nullptr, *backward = nullptr;
+    for (const zenrt::Task &task : plan.schedule) {
+      if (!forward && task.phase == zenrt::Phase::Forward && task.name == "fwd." + name)
+        forward = &task;
+      if (!backward && task.phase == zenrt::Phase::Backward &&
+          std::any_of(task.produces.begin(), task.produces.end(), [&](const std::string &t) {
+            return std::find(parameters.begin(), parameters.end(), t) != parameters.end();
+          }))
+        backward = &task;
+    }
+    for (const char *phase : {"forward", "backward"}) {
+      const zenrt::Task *task = phase == std::string("forward") ? forward : backward;
+      if (!task)
+        continue;
+      Bar bar;
+      bar.row = row;
+      bar.name = std::string("moe.") + (task == forward ? "fwd." : "bwd.") + name;
+      bar.category = "moe";
+      bar.color = "#c44e52";
+      bar.durationUs = layer[std::string(phase) + "_us"].get<double>();
+      bar.startUs = task == forward ? task->startUs
+                                    : std::max(0.0, task->startUs + task->durationUs - bar.durationUs);
+      bar.moe = {{"degree", layer[phase]}, {"all_to_all", layer["all_to_all"]}, {"ep", moe["ep"]}};
+      bars.push_back(bar);
+    }
+  }
+}
 
 /// What the trace and the picture show. A data-parallel plan: its schedule on
 /// the compute, host and communication rows. A large-model plan: one row per
@@ -383,6 +472,10 @@ Timeline timelineOf(const zenrt::Plan &plan) {
     bar.task = &task;
     timeline.bars.push_back(bar);
   }
+  if (const json moe = moeOf(plan); moe.is_object() && !parallel.is_object()) {
+    timeline.rows.push_back(fmt::format("MoE layers (ep {})", moe["ep"].get<int64_t>()));
+    addMoeBars(plan, moe, int64_t(timeline.rows.size()) - 1, timeline.bars);
+  }
   timeline.iterationUs = iterationUs(plan, parallel);
   for (const Interval &span : exposedCommunication(plan))
     timeline.exposed.push_back({span.begin + offset, span.end + offset});
@@ -408,6 +501,9 @@ std::string chromeTrace(const zenrt::Plan &plan) {
                        {"ts", bar.startUs}, {"dur", bar.durationUs}, {"pid", 0},
                        {"tid", bar.row}};
     ordered_json args;
+    if (!bar.moe.is_null())
+      for (const auto &[key, value] : bar.moe.items())
+        args[key] = value;
     if (bar.step) {
       args["stage"] = bar.stage;
       args["micro_batch"] = bar.step->step.microBatch;
@@ -529,10 +625,13 @@ std::string timelineSvg(const zenrt::Plan &plan) {
                        x(t), axisY, axisY + 5, axisY + 18, ms(t));
   // Legend.
   double legendY = axisY + 34, legendX = left;
-  for (auto [name, color] : std::initializer_list<std::pair<const char *, const char *>>{
-           {"forward", "#4c86c6"}, {"backward", "#55a868"}, {"optimizer", "#8c8c8c"},
-           {"next forward", "#9bbde3"}, {"collective", "#e8833a"},
-           {"compression", "#8e6cc0"}, {"exposed communication", "#d62728"}}) {
+  std::vector<std::pair<const char *, const char *>> legend = {
+      {"forward", "#4c86c6"},     {"backward", "#55a868"},   {"optimizer", "#8c8c8c"},
+      {"next forward", "#9bbde3"}, {"collective", "#e8833a"}, {"compression", "#8e6cc0"},
+      {"exposed communication", "#d62728"}};
+  if (!plan.moe.empty() && !parallel.is_object())
+    legend.push_back({"MoE layer (all-to-alls and experts)", "#c44e52"});
+  for (auto [name, color] : legend) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" "
                        "fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
                        legendX, legendY - 10, color, legendX + 16, legendY, name);

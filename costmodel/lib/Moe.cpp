@@ -1,6 +1,7 @@
 //===- Moe.cpp - Mixture-of-Experts costs and memory ----------------------===//
 #include "zen/CostModel/Moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -22,6 +23,8 @@ int64_t rowsOfFirstGemm(const MoeShape &shape) {
 } // namespace
 
 int64_t MoeShape::capacity() const {
+  if (capacityRows > 0)
+    return capacityRows;
   if (experts <= 0)
     return 0;
   double rows = std::ceil(capacityFactor * double(topK) * double(tokens) / double(experts));
@@ -85,11 +88,15 @@ AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
   time.intraUs =
       model.collective(CollectiveKind::AllToAll, bytes, Group{perNode, 1}, Algorithm::Direct)
           .timeUs;
-  // The node's perNode groups run at once over its NICs: one group moving
-  // perNode times the bytes has the same bandwidth term and one group's
+  // The node's perNode groups run at once, one rank of each per node. A rank
+  // drives one NIC, so with a NIC per group each moves its bytes at one NIC's
+  // rate; with fewer NICs, perNode / nics groups share each: one group moving
+  // that many times the bytes has the same bandwidth term and one group's
   // latencies.
+  const double sharing =
+      std::max(1.0, double(perNode) / double(std::max<int64_t>(model.cluster().nicsPerNode, 1)));
   time.interUs = model
-                     .collective(CollectiveKind::AllToAll, bytes * double(perNode),
+                     .collective(CollectiveKind::AllToAll, bytes * sharing,
                                  Group{group.nodes, group.nodes}, Algorithm::Direct)
                      .timeUs;
   // Two swaps, each reading and writing the buffer (Tutel, section 3.3).
@@ -115,6 +122,49 @@ double expertBackwardUs(const CostModel &model, const MoeShape &shape, double ro
          gemmUs(model, hidden, fc1, rows, experts, dtype) +
          gemmUs(model, rows, ffn, hidden, experts, dtype) +
          gemmUs(model, ffn, hidden, rows, experts, dtype);
+}
+
+std::string checkExpertPlacement(int64_t ep, Group dp) {
+  const int64_t perNode = dp.ranks / std::max<int64_t>(dp.nodes, 1);
+  if (ep < 1 || dp.ranks % ep != 0)
+    return "ep " + std::to_string(ep) + " does not divide dp " + std::to_string(dp.ranks);
+  if (ep <= perNode ? perNode % ep != 0 : ep % perNode != 0)
+    return "ep " + std::to_string(ep) + " neither divides nor is a multiple of the " +
+           std::to_string(perNode) + " data-parallel ranks per node";
+  return "";
+}
+
+Group expertGroup(int64_t ep, Group dp) {
+  const int64_t perNode = dp.ranks / std::max<int64_t>(dp.nodes, 1);
+  return Group{ep, ep <= perNode ? 1 : ep / perNode};
+}
+
+Group expertReplicaGroup(int64_t ep, Group dp) {
+  const int64_t replicas = dp.ranks / ep;
+  return Group{replicas, std::min(dp.nodes, replicas)};
+}
+
+double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
+                  int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
+                  DType dtype) {
+  std::string problem = checkExpertParallel(shape, ep, dp.ranks);
+  if (problem.empty())
+    problem = checkExpertPlacement(ep, dp);
+  // libzenrt cuts the capacity into equal pieces.
+  if (problem.empty() && (chunks < 1 || shape.capacity() % chunks != 0))
+    problem = "the pipelining degree " + std::to_string(chunks) + " must divide the " +
+              std::to_string(shape.capacity()) + " capacity rows";
+  if (!problem.empty())
+    throw std::invalid_argument(problem);
+  const double rows = double(ep) * busiestExpertRows(shape, imbalance) / double(chunks);
+  const int64_t localExperts = shape.experts / ep;
+  const double computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
+                                    : expertForwardUs(model, shape, rows, localExperts, dtype);
+  const double bytes = dispatchBytes(shape, dtype) / double(chunks);
+  const double allToAll = allToAllUs(model, bytes, expertGroup(ep, dp), algorithm, dtype).timeUs;
+  // Dispatch and combine of a piece (in backward: their gradients) share the
+  // network, so they form the communication stage together.
+  return chunkPipelineUs(computeUs, 2 * allToAll, chunks, model.overlapSlowdown());
 }
 
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,

@@ -192,6 +192,12 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
   return "";
 }
 
+double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks, double slowdown) {
+  const double step = std::max(chunkComputeUs, chunkCommUs) +
+                      (slowdown - 1.0) * std::min(chunkComputeUs, chunkCommUs);
+  return chunkComputeUs + chunkCommUs + double(chunks - 1) * step;
+}
+
 double gemmUs(const CostModel &model, double m, double n, double k, double batch, DType dtype) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return 0;
@@ -403,10 +409,8 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
     const double chunkComm = collectiveUs(model, pair.kind, activationBytes / pair.chunks, groups.tensor);
     const double gemms = pair.chunks * chunkGemm;
     double exposed = chunkComm;
-    if (pair.chunks > 1) {
-      double step = std::max(chunkGemm, chunkComm) + (slowdown - 1.0) * std::min(chunkGemm, chunkComm);
-      exposed = chunkGemm + chunkComm + (pair.chunks - 1) * step - gemms;
-    }
+    if (pair.chunks > 1)
+      exposed = chunkPipelineUs(chunkGemm, chunkComm, pair.chunks, slowdown) - gemms;
     (pair.forward ? cost.forwardUs : cost.backwardUs) += gemms - whole;
     (pair.forward ? cost.tensorCommForwardUs : cost.tensorCommBackwardUs) += exposed;
   }

@@ -193,3 +193,19 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, Sh
     return emitError() << "shard dim must be non-negative, got " << dim;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// MoeScheduleAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t ep,
+                                      int64_t forward, int64_t backward, StringRef allToAll) {
+  for (auto [name, degree] :
+       {std::pair{"ep", ep}, {"forward", forward}, {"backward", backward}})
+    if (degree < 1)
+      return emitError() << "moe_schedule " << name << " must be at least 1, got " << degree;
+  if (allToAll != "flat" && allToAll != "2d")
+    return emitError() << "moe_schedule all_to_all must be \"flat\" or \"2d\", got \""
+                       << allToAll << "\"";
+  return success();
+}

@@ -19,6 +19,24 @@ LogicalResult verifyMoeCommon(Operation *op, IntegerAttr flops, IntegerAttr byte
   return success();
 }
 
+/// A schedule must fit the layer's `[experts, capacity, hidden]` buffer: ep
+/// experts' shards and equal pieces of the capacity rows.
+LogicalResult verifySchedule(Operation *op, MoeScheduleAttr schedule, RankedTensorType buffer) {
+  if (!schedule || buffer.getRank() != 3)
+    return success();
+  const int64_t experts = buffer.getDimSize(0), capacity = buffer.getDimSize(1);
+  if (experts % schedule.getEp() != 0)
+    return op->emitOpError("schedule ep ")
+           << schedule.getEp() << " must divide the " << experts << " experts";
+  for (auto [phase, degree] : {std::pair{"forward", schedule.getForward()},
+                               {"backward", schedule.getBackward()}})
+    if (capacity % degree != 0)
+      return op->emitOpError("schedule ")
+             << phase << " degree " << degree << " does not divide the " << capacity
+             << " capacity rows it splits";
+  return success();
+}
+
 /// Tokens of a `[tokens, hidden]` or `[batch, sequence, hidden]` activation; -1 for
 /// another rank.
 int64_t tokensOf(RankedTensorType type) {
@@ -56,7 +74,7 @@ LogicalResult MoeDispatchOp::verify() {
            << experts << ", capacity >= 1, hidden = " << hidden << "], got " << dispatched;
   if (!hasShape(gates, {tokens, k}))
     return emitOpError("gates must be [tokens = ") << tokens << ", k = " << k << "], got " << gates;
-  return success();
+  return verifySchedule(*this, getScheduleAttr(), dispatched);
 }
 
 LogicalResult MoeExpertsOp::verify() {
@@ -90,7 +108,7 @@ LogicalResult MoeExpertsOp::verify() {
   if (getResult().getType() != dispatched)
     return emitOpError("result must have the dispatched type ")
            << dispatched << ", got " << getResult().getType();
-  return success();
+  return verifySchedule(*this, getScheduleAttr(), dispatched);
 }
 
 LogicalResult MoeCombineOp::verify() {
@@ -109,5 +127,5 @@ LogicalResult MoeCombineOp::verify() {
     return emitOpError("result must hold ")
            << gates.getDimSize(0) << " tokens of hidden size " << output.getDimSize(2)
            << " ([tokens, hidden] or [batch, sequence, hidden]), got " << result;
-  return success();
+  return verifySchedule(*this, getScheduleAttr(), output);
 }

@@ -178,17 +178,20 @@ private:
     mlir::StringAttr name = builder.getStringAttr(node.name);
     auto dispatch = builder.create<MoeDispatchOp>(
         loc, dispatchedType, gatesType, input, operand(1), i64(layer.topK), i64(dispatchFlops),
-        i64(bytesOf(0) + bytesOf(1) + dispatchedBytes + gatesBytes), name);
+        i64(bytesOf(0) + bytesOf(1) + dispatchedBytes + gatesBytes), name,
+        /*schedule=*/nullptr);
     // describeMoe admits only the enum's spellings.
     MoeActivation activation =
         symbolizeMoeActivation(layer.activation).value_or(MoeActivation::identity);
     auto experts = builder.create<MoeExpertsOp>(
         loc, dispatchedType, MoeActivationAttr::get(&context, activation), dispatch.getDispatched(),
         operand(2), operand(3), operand(4), operand(5), i64(expertFlops),
-        i64(2 * dispatchedBytes + bytesOf(2) + bytesOf(3) + bytesOf(4) + bytesOf(5)), name);
+        i64(2 * dispatchedBytes + bytesOf(2) + bytesOf(3) + bytesOf(4) + bytesOf(5)), name,
+        /*schedule=*/nullptr);
     auto combine = builder.create<MoeCombineOp>(loc, typeOf(node.outputs[0]), experts.getResult(),
                                                 dispatch.getGates(), i64(combineFlops),
-                                                i64(dispatchedBytes + gatesBytes + output), name);
+                                                i64(dispatchedBytes + gatesBytes + output), name,
+                                                /*schedule=*/nullptr);
     values[node.outputs[0]] = combine.getResult();
   }
 

@@ -17,6 +17,13 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   autotune.horovodCycleTimeMs = options.horovodCycleTimeMs;
   autotune.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   pm.addPass(createAutotune(autotune));
+  PlanMoeOptions moe;
+  moe.cluster = options.cluster;
+  moe.nodes = options.nodes;
+  moe.dp = options.dp;
+  moe.ep = options.ep;
+  moe.imbalance = options.moeImbalance;
+  pm.addPass(createPlanMoe(moe));
 }
 
 void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options) {

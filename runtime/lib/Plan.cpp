@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -299,6 +300,8 @@ Plan decodePlan(const Node &root) {
         plan.baselinesUncompressed[name] = value.asNumber();
     if (auto parallel = n.optionalField("parallel"))
       plan.parallel = parallel->asObjectText();
+    if (auto moe = n.optionalField("moe"))
+      plan.moe = moe->asObjectText();
   });
   return plan;
 }
@@ -327,6 +330,8 @@ public:
     }
     if (!plan.parallel.empty())
       checkParallel();
+    if (!plan.moe.empty())
+      checkMoe();
     nonEmpty("/strategy", plan.strategy);
     nonEmpty("/compressor", plan.compressor);
     static const std::set<std::string> computeDtypes = {"fp32", "tf32", "bf16", "fp16"};
@@ -472,6 +477,102 @@ private:
       for (const char *key : {"forward_us", "backward_us", "tensor_comm_us", "p2p_us", "zero_comm_us"})
         amount(stages[s], at, key);
     }
+  }
+
+  /// The MoE decisions the runtime would run each layer with and every field
+  /// the summaries read: one ep dividing every layer's experts, degrees from 1
+  /// to the layer's capacity, a known all-to-all, each baseline's layers.
+  void checkMoe() {
+    const json moe = json::parse(plan.moe, nullptr, /*allow_exceptions=*/false);
+    if (!moe.is_object())
+      error("/moe", "must be a JSON object");
+    static const std::set<std::string> keys = {
+        "ep",     "imbalance",  "iteration_us", "moe_us",   "local_us", "expert_sync_us",
+        "sync_saving_us", "layers", "baselines", "searched", "memory"};
+    for (const auto &[key, value] : moe.items())
+      if (!keys.count(key))
+        error("/moe/" + key, "unknown field");
+    auto field = [&](const json &object, const std::string &at, const char *key) -> const json & {
+      if (!object.is_object())
+        error(at, "must be a JSON object");
+      if (!object.contains(key))
+        error(at + "/" + key, "is missing");
+      return object[key];
+    };
+    auto integer = [&](const json &object, const std::string &at, const char *key, int64_t most) {
+      const json &value = field(object, at, key);
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > most)
+        error(at + "/" + key, "must be an integer from 1 to " + std::to_string(most));
+      return value.get<int64_t>();
+    };
+    auto amount = [&](const json &object, const std::string &at, const char *key) {
+      const json &value = field(object, at, key);
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+        error(at + "/" + key, "must be a finite number >= 0");
+    };
+    const int64_t ep = integer(moe, "/moe", "ep", plan.cluster.worldSize);
+    const json &imbalance = field(moe, "/moe", "imbalance");
+    if (!imbalance.is_number() || !std::isfinite(imbalance.get<double>()) ||
+        imbalance.get<double>() < 1)
+      error("/moe/imbalance", "must be a finite number >= 1");
+    for (const char *key :
+         {"iteration_us", "moe_us", "local_us", "expert_sync_us", "sync_saving_us"})
+      amount(moe, "/moe", key);
+    const json &layers = field(moe, "/moe", "layers");
+    if (!layers.is_array() || layers.empty())
+      error("/moe/layers", "must be a non-empty array of MoE layers");
+    // A layer's decisions: its degrees split the capacity rows into equal pieces.
+    auto checkChoice = [&](const json &layer, const std::string &at, int64_t capacity) {
+      for (const char *phase : {"forward", "backward"})
+        if (capacity % integer(layer, at, phase, capacity) != 0)
+          error(at + "/" + phase, "must divide the capacity " + std::to_string(capacity));
+      const json &algorithm = field(layer, at, "all_to_all");
+      if (algorithm != "flat" && algorithm != "2d")
+        error(at + "/all_to_all", "must be \"flat\" or \"2d\"");
+      for (const char *key : {"forward_us", "backward_us"})
+        amount(layer, at, key);
+    };
+    std::vector<int64_t> capacities;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const std::string at = "/moe/layers/" + std::to_string(l);
+      const json &name = field(layers[l], at, "name");
+      if (!name.is_string() || name.get<std::string>().empty())
+        error(at + "/name", "must be a non-empty string");
+      const json &parameters = field(layers[l], at, "parameters");
+      if (!parameters.is_array() ||
+          !std::all_of(parameters.begin(), parameters.end(), [](const json &parameter) {
+            return parameter.is_string() && !parameter.get<std::string>().empty();
+          }))
+        error(at + "/parameters", "must be an array of parameter names");
+      const int64_t experts = integer(layers[l], at, "experts", int64_t{1} << 40);
+      if (experts % ep != 0)
+        error(at + "/experts", "ep " + std::to_string(ep) + " does not divide the " +
+                                   std::to_string(experts) + " experts");
+      capacities.push_back(integer(layers[l], at, "capacity", int64_t{1} << 40));
+      checkChoice(layers[l], at, capacities.back());
+    }
+    const json &baselines = field(moe, "/moe", "baselines");
+    for (const char *name : {"moe-nopipe", "tutel", "pipemoe"}) {
+      const std::string at = std::string("/moe/baselines/") + name;
+      const json &baseline = field(baselines, "/moe/baselines", name);
+      for (const char *key : {"iteration_us", "moe_us"})
+        amount(baseline, at, key);
+      const json &chosen = field(baseline, at, "layers");
+      if (!chosen.is_array() || chosen.size() != layers.size())
+        error(at + "/layers", "must hold one choice per MoE layer");
+      for (size_t l = 0; l < chosen.size(); ++l)
+        checkChoice(chosen[l], at + "/layers/" + std::to_string(l), capacities[l]);
+    }
+    const json &searched = field(moe, "/moe", "searched");
+    if (!searched.is_object() || searched.empty())
+      error("/moe/searched", "must map every ep tried to its iteration_us");
+    for (const auto &[key, us] : searched.items())
+      if (!us.is_number() || !std::isfinite(us.get<double>()) || us.get<double>() < 0)
+        error("/moe/searched/" + key, "must be a finite number >= 0");
+    const json &memory = field(moe, "/moe", "memory");
+    for (const char *key : {"weights_bytes", "gradients_bytes", "optimizer_bytes",
+                            "activations_bytes", "buffers_bytes"})
+      amount(memory, "/moe/memory", key);
   }
 
   void checkTensors() {
@@ -804,6 +905,8 @@ ordered_json encodePlan(const Plan &plan) {
   }
   if (!plan.parallel.empty())
     root["parallel"] = json::parse(plan.parallel);
+  if (!plan.moe.empty())
+    root["moe"] = json::parse(plan.moe);
   return root;
 }
 

@@ -741,3 +741,44 @@ func.func @f(%e: tensor<4x8x8xf32>, %g: tensor<16x2xf32>) {
   %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<2x4x8xf32>
   return
 }
+
+// -----
+// A planned MoE layer's schedule (#zen.moe_schedule, written by zen-plan-moe).
+
+func.func @f(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{schedule ep 3 must divide the 4 experts}}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 3, forward = 1, backward = 1, all_to_all = "flat">} : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{schedule backward degree 16 does not divide the 8 capacity rows it splits}}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 8, backward = 16, all_to_all = "2d">} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%e: tensor<4x8x8xf32>, %g: tensor<16x2xf32>) {
+  // expected-error @+1 {{schedule forward degree 3 does not divide the 8 capacity rows it splits}}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 4, forward = 3, backward = 1, all_to_all = "flat">} : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{moe_schedule forward must be at least 1, got 0}}
+  %0 = zen.param "w" {s = #zen.moe_schedule<ep = 1, forward = 0, backward = 1, all_to_all = "flat">} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{moe_schedule all_to_all must be "flat" or "2d", got "ring"}}
+  %0 = zen.param "w" {s = #zen.moe_schedule<ep = 1, forward = 1, backward = 1, all_to_all = "ring">} : tensor<4xf32>
+  return
+}

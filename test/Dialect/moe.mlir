@@ -42,3 +42,20 @@ func.func @swiglu_3d(%x: tensor<2x8x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x
       : tensor<4x4x8xf32>, tensor<16x1xf32> -> tensor<2x8x8xf32>
   return %y : tensor<2x8x8xf32>
 }
+
+// A planned layer: every op carries the layer's #zen.moe_schedule.
+// CHECK-LABEL: func.func @planned
+// CHECK-SAME: (%[[X:.*]]: tensor<16x8xf32>, %[[R:.*]]: tensor<16x4xf32>, %[[W1:.*]]: tensor<4x32x8xf32>, %[[W2:.*]]: tensor<4x8x32xf32>)
+func.func @planned(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x32x8xf32>,
+                   %w2: tensor<4x8x32xf32>) -> tensor<16x8xf32> {
+  // CHECK: %[[D:.*]], %[[G:.*]] = zen.moe_dispatch %[[X]], %[[R]] top 2 {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+      : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  // CHECK: %[[E:.*]] = zen.moe_experts relu %[[D]], %[[W1]], %[[W2]] {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+      : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  // CHECK: zen.moe_combine %[[E]], %[[G]] {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+  %y = zen.moe_combine %e, %g {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "2d">}
+      : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
+  return %y : tensor<16x8xf32>
+}

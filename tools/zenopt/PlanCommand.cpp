@@ -7,12 +7,14 @@
 #include "CliChecks.h"
 #include "Command.h"
 
+#include "zen/Codegen/MoePlan.h"
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Importer/ZenImporter.h"
 #include "zen/Passes/IRPlan.h"
+#include "zen/Passes/Moe.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Passes/Transformer.h"
 #include "zen/Planner/ParallelSearch.h"
@@ -68,6 +70,9 @@ struct PlanOptions {
   std::string schedule;
   std::string optimizer;
   int64_t tpChunks = 0;
+  // Mixture of Experts (docs/design.md "Mixture of Experts"): 0 = searched / not given.
+  int64_t ep = 0;
+  double moeImbalance = 0;
 
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
@@ -302,6 +307,40 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   return plan;
 }
 
+double moeImbalanceOf(const PlanOptions &options) {
+  return options.moeImbalance > 0 ? options.moeImbalance : 1.0;
+}
+
+/// The model's MoE layers, after checking --ep and --moe-imbalance against
+/// them: both need MoE layers, and a forced ep must divide every layer's
+/// experts and the data-parallel group and be placeable on its nodes.
+std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::ModuleOp module,
+                                            cost::Group dp) {
+  std::string error;
+  std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
+  if (!layers)
+    throw CommandError(ExitDataError, options.model + ": " + error);
+  std::vector<plan::MoeLayer> shapes;
+  for (const MoeLayerOps &ops : *layers)
+    shapes.push_back(ops.layer);
+  const bool moeFlags = options.ep > 0 || options.moeImbalance > 0;
+  if (moeFlags && shapes.empty())
+    throw CommandError(ExitDataError, options.model + ": --ep and --moe-imbalance need a model "
+                                                      "with Mixture-of-Experts layers; it has none");
+  if (moeFlags && options.largeModelFlags())
+    throw CommandError(ExitUsage, "--ep and --moe-imbalance plan MoE models in data parallelism; "
+                                  "they do not combine with --tp/--pp/--zero and the other "
+                                  "large-model options yet");
+  if (options.ep > 0) {
+    plan::MoeRequest request;
+    request.dp = dp;
+    if (std::string problem = plan::checkMoeParallel(shapes, options.ep, request); !problem.empty())
+      throw CommandError(ExitDataError, "--ep " + std::to_string(options.ep) + ": " + options.model +
+                                            ": " + problem);
+  }
+  return shapes;
+}
+
 int runPlan(const PlanOptions &options) {
   if (options.model.empty())
     throw CommandError(ExitUsage, "no model given; run zenopt --help for usage");
@@ -338,6 +377,7 @@ int runPlan(const PlanOptions &options) {
                                       cluster.name + "' has only " +
                                       std::to_string(cluster.worldSize()) + " GPUs");
   cost::CostModel model(cluster);
+  const cost::Group dpGroup = model.groupOf(options.dp > 0 ? options.dp : cluster.worldSize());
 
   mlir::MLIRContext context;
   DiagnosticCollector diagnostics(context);
@@ -350,6 +390,7 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
+  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, dpGroup);
   if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics))
     return report(options, *plan, *module);
 
@@ -363,6 +404,8 @@ int runPlan(const PlanOptions &options) {
   pipelineOptions.buckets = options.buckets;
   pipelineOptions.horovodCycleTimeMs = options.horovodCycleTimeMs;
   pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
+  pipelineOptions.ep = options.ep;
+  pipelineOptions.moeImbalance = moeImbalanceOf(options);
   mlir::PassManager pipeline(&context);
   buildPlanPipeline(pipeline, pipelineOptions);
   {
@@ -374,6 +417,14 @@ int runPlan(const PlanOptions &options) {
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitPlan(*module, model, options.compressor);
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+  if (!moeLayers.empty()) {
+    // zen-plan-moe recorded the same decisions on the IR's MoE ops.
+    const zen::plan::MoeRequest request =
+        moeRequestOf(*module, dpGroup, options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
+                     moeImbalanceOf(options));
+    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, request),
+                       request.imbalance);
+  }
 
   return report(options, *plan, *module);
 }
@@ -451,6 +502,13 @@ CommandRegistration registration(
           ->check(wholeNumber(1, 1 << 20));
       app.add_option("--optimizer", options->optimizer, "Optimizer whose state is kept: adam, sgd (default adam)")
           ->check(CLI::IsMember({"adam", "sgd"}));
+      app.add_option("--ep", options->ep,
+                     "MoE models: experts spread over this many ranks of the data-parallel group; "
+                     "must divide the experts and the dp size (default: searched)")
+          ->check(wholeNumber(1));
+      app.add_option("--moe-imbalance", options->moeImbalance,
+                     "MoE models: the busiest expert gets X times the mean load (X >= 1, default 1)")
+          ->check(realNumber(1, 1e6));
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
       return [options] { return runPlan(*options); };
     });

@@ -7,22 +7,31 @@
 // a row delivered to the wrong rank, expert or slot, or a chunk mixed up, fails. The
 // reference shares no code with the runtime; it adds in the same order.
 //
+// With --time N it then times N forwards per r and algorithm (the slowest rank's, median),
+// and with --predict-on CLUSTER prints the cost model's forward time of the same layer
+// (cost::moePhaseUs, flat) next to it: issue 15's measured-against-predicted degree
+// (bench/moe/degree.py).
+//
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
 #include "MpiCheck.h"
 #include "DeterministicValues.h"
 #include "ExitCodes.h"
+#include "zen/CostModel/Cluster.h"
+#include "zen/CostModel/Moe.h"
 #include "zenrt/Moe.h"
 #include "zenrt/Runtime.h"
 
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,7 +45,26 @@ struct Options {
   std::vector<std::string> algorithms{"flat", "2d"};
   uint64_t seed = 1;
   double timeout = 60;
+  int64_t timed = 0;     // forwards timed per r and algorithm (0: none)
+  std::string predictOn; // cluster whose cost model predicts each r (flat)
 };
+
+/// The cost model's forward of this layer on `size` ranks of `cluster`, flat
+/// all-to-all, every capacity row computed (as the runtime does).
+double predictedUs(const Options &o, int size, int64_t chunks) {
+  const zen::cost::CostModel model(zen::cost::loadCluster(o.predictOn));
+  zen::cost::MoeShape shape;
+  shape.experts = o.experts;
+  shape.hidden = o.hidden;
+  shape.ffn = o.ffn;
+  shape.capacityRows = o.capacity;
+  shape.topK = 1;
+  shape.tokens = o.capacity * o.experts; // the mean load fills the capacity
+  const zen::cost::Group ranks{size, 1};
+  return zen::cost::moePhaseUs(model, shape, size, ranks, chunks,
+                               zen::cost::AllToAllAlgorithm::Flat, false, 1.0,
+                               zen::cost::DType::F32);
+}
 
 /// Expert e on one row: fc2 relu(fc1 x + b1) + b2, bias first, then in index order.
 void reference(const Options &o, const std::vector<float> &fc1, const std::vector<float> &b1,
@@ -129,7 +157,40 @@ int run(const Options &o, int rank, int size) {
     }
   if (!ok)
     std::fprintf(stderr, "%s", report.str().c_str());
-  return zen::cli::agreeOnEveryRank(ok, rank, "moe") ? 0 : 1;
+  if (!zen::cli::agreeOnEveryRank(ok, rank, "moe"))
+    return 1;
+  for (const std::string &name : o.algorithms)
+    for (int64_t chunks : o.chunks) {
+      if (o.timed < 1)
+        break;
+      auto algorithm =
+          name == "2d" ? zenrt::moe::AllToAll::Hierarchical : zenrt::moe::AllToAll::Flat;
+      forward(chunks, algorithm); // warm-up
+      std::vector<double> slowest;
+      for (int64_t i = 0; i < o.timed; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double start = MPI_Wtime();
+        forward(chunks, algorithm);
+        double seconds = MPI_Wtime() - start, most = 0;
+        MPI_Allreduce(&seconds, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        slowest.push_back(most);
+      }
+      std::sort(slowest.begin(), slowest.end());
+      if (rank == 0)
+        std::printf("time %s r=%lld: measured %.1f us\n", name.c_str(),
+                    static_cast<long long>(chunks), 1e6 * slowest[slowest.size() / 2]);
+    }
+  if (rank == 0 && !o.predictOn.empty())
+    for (int64_t chunks : o.chunks) {
+      try {
+        std::printf("predicted flat r=%lld on %s: %.1f us\n", static_cast<long long>(chunks),
+                    o.predictOn.c_str(), predictedUs(o, size, chunks));
+      } catch (const std::invalid_argument &error) {
+        std::fprintf(stderr, "zenrt-moe-check: error: --predict-on: %s\n", error.what());
+        return zen::cli::ExitUsage;
+      }
+    }
+  return 0;
 }
 
 } // namespace
@@ -156,6 +217,18 @@ int main(int argc, char **argv) {
   app.add_option("--seed", o.seed, "Seed of the inputs and weights");
   app.add_option("--timeout", o.timeout, "Seconds any wait may take")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--time", o.timed, "After the checks, time this many forwards per r")
+      ->check(zen::cli::wholeNumber(0, 1 << 20));
+  app.add_option("--predict-on", o.predictOn,
+                 "Print the cost model's forward time per r on this cluster preset or file")
+      ->check([](const std::string &cluster) -> std::string {
+        try {
+          zen::cost::loadCluster(cluster);
+          return "";
+        } catch (const zen::cost::ClusterError &error) {
+          return error.what();
+        }
+      });
   return zen::cli::runMpiCheck(app, "zenrt-moe-check", argc, argv,
                                [&](int rank, int size) { return run(o, rank, size); });
 }

@@ -169,6 +169,11 @@ struct Plan {
   /// The schedule above is then the first stage's last micro-batch and its
   /// data-parallel gradient sync.
   std::string parallel;
+  /// MoE plans (docs/plan-format.md "moe"): the expert-parallel degree, each
+  /// MoE layer's pipelining degrees and all-to-all algorithm, and the MoE
+  /// baselines, as JSON object text; empty when the model has no MoE layers
+  /// (optional in the file).
+  std::string moe;
 };
 
 /// Parses and validates plan text. `source` names the text in messages

@@ -37,6 +37,20 @@ elif mutation == "parallel_decomposition":
     plan["parallel"]["decomposition"]["mlp"]["backward"] = 0
 elif mutation == "parallel_not_object":
     plan["parallel"] = [1]
+elif mutation == "moe_ep":
+    plan["moe"]["ep"] = 3
+elif mutation == "moe_degree":
+    plan["moe"]["layers"][0]["forward"] = plan["moe"]["layers"][0]["capacity"] + 1
+elif mutation == "moe_degree_divide":
+    plan["moe"]["layers"][0]["backward"] = 3
+elif mutation == "moe_all_to_all":
+    plan["moe"]["baselines"]["tutel"]["layers"][0]["all_to_all"] = "ring"
+elif mutation == "moe_baseline":
+    del plan["moe"]["baselines"]["pipemoe"]
+elif mutation == "moe_imbalance":
+    plan["moe"]["imbalance"] = 0.5
+elif mutation == "moe_unknown":
+    plan["moe"]["degree"] = 2
 else:
     raise SystemExit("unknown mutation " + mutation)
 with open(target, "w") as f:

@@ -124,9 +124,17 @@ TEST(Moe, HierarchicalAllToAllAddsItsPhases) {
   EXPECT_DOUBLE_EQ(
       twoD.intraUs,
       model.collective(CollectiveKind::AllToAll, bytes, Group{8, 1}, Algorithm::Direct).timeUs);
+  // 8 NICs per node: each local index's group drives its own NIC.
   EXPECT_DOUBLE_EQ(
       twoD.interUs,
-      model.collective(CollectiveKind::AllToAll, 8 * bytes, Group{8, 8}, Algorithm::Direct).timeUs);
+      model.collective(CollectiveKind::AllToAll, bytes, Group{8, 8}, Algorithm::Direct).timeUs);
+  // Half the NICs: two groups share each.
+  Cluster halved = loadCluster("a100x64");
+  halved.nicsPerNode = 4;
+  CostModel fewer(halved);
+  EXPECT_DOUBLE_EQ(
+      allToAllUs(fewer, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical, DType::BF16).interUs,
+      fewer.collective(CollectiveKind::AllToAll, 2 * bytes, Group{8, 8}, Algorithm::Direct).timeUs);
   EXPECT_DOUBLE_EQ(twoD.layoutUs, model.computeUs(0, 4 * bytes, DType::BF16));
   EXPECT_DOUBLE_EQ(twoD.timeUs, twoD.intraUs + twoD.interUs + twoD.layoutUs);
 
@@ -227,4 +235,69 @@ TEST(Moe, ExpertMemoryUnderExpertParallelismAndZero) {
   EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 4, 1, bf16Adam()), std::invalid_argument);
   EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 0, 0.5, bf16Adam()), std::invalid_argument);
   EXPECT_DOUBLE_EQ(moeMemoryPerGpu(shape, 0, ep, dp, 0, 1, bf16Adam()).buffersBytes, 0);
+}
+
+TEST(Moe, ExpertRanksSitInsideANodeOrOverWholeNodes) {
+  const Group dp{64, 8}; // 8 nodes of 8
+  EXPECT_EQ(checkExpertPlacement(4, dp), "");
+  EXPECT_EQ(checkExpertPlacement(16, dp), "");
+  EXPECT_EQ(checkExpertPlacement(3, dp), "ep 3 does not divide dp 64");
+  EXPECT_EQ(checkExpertPlacement(4, Group{24, 4}),
+            "ep 4 neither divides nor is a multiple of the 6 data-parallel ranks per node");
+  EXPECT_EQ(expertGroup(4, dp).ranks, 4);
+  EXPECT_EQ(expertGroup(4, dp).nodes, 1);
+  EXPECT_EQ(expertGroup(16, dp).nodes, 2);
+  // Replicas of an expert: every ep-th rank, 2 per node for ep 4, one per node
+  // on 4 nodes for ep 16.
+  EXPECT_EQ(expertReplicaGroup(4, dp).ranks, 16);
+  EXPECT_EQ(expertReplicaGroup(4, dp).nodes, 8);
+  EXPECT_EQ(expertReplicaGroup(16, dp).ranks, 4);
+  EXPECT_EQ(expertReplicaGroup(16, dp).nodes, 4);
+}
+
+// A phase in r pieces: chunkPipelineUs of a piece's experts and its two
+// all-to-alls, which share the network; one piece is their sum.
+TEST(Moe, PhasePipelinesPiecesOfExpertsAndAllToAlls) {
+  CostModel model(loadCluster("a100x64"));
+  const MoeShape shape = switchLayer(); // capacity 320, busiest expert 256 rows at imbalance 1
+  const Group dp = model.worldGroup();
+  const double bytes = dispatchBytes(shape, DType::BF16);
+  // 8 experts over the 8 ranks of a node: one local expert receiving 8 x 256 rows.
+  auto expected = [&](int64_t r, bool backward) {
+    const double rows = 8.0 * 256 / double(r);
+    const double compute = backward ? expertBackwardUs(model, shape, rows, 1, DType::BF16)
+                                    : expertForwardUs(model, shape, rows, 1, DType::BF16);
+    const double comm =
+        allToAllUs(model, bytes / double(r), Group{8, 1}, AllToAllAlgorithm::Flat, DType::BF16)
+            .timeUs;
+    return chunkPipelineUs(compute, 2 * comm, r, model.overlapSlowdown());
+  };
+  for (int64_t r : {1, 4})
+    for (bool backward : {false, true})
+      EXPECT_DOUBLE_EQ(
+          moePhaseUs(model, shape, 8, dp, r, AllToAllAlgorithm::Flat, backward, 1.0, DType::BF16),
+          expected(r, backward));
+  EXPECT_DOUBLE_EQ(expected(1, false),
+                   expertForwardUs(model, shape, 8.0 * 256, 1, DType::BF16) +
+                       2 * allToAllUs(model, bytes, Group{8, 1}, AllToAllAlgorithm::Flat,
+                                      DType::BF16)
+                               .timeUs);
+  // Pieces overlap: 4 of them take less than 4 x (experts + all-to-alls) of a piece.
+  EXPECT_LT(expected(4, false), 4 * (expertForwardUs(model, shape, 512, 1, DType::BF16) +
+                                     2 * allToAllUs(model, bytes / 4, Group{8, 1},
+                                                    AllToAllAlgorithm::Flat, DType::BF16)
+                                             .timeUs));
+  // Without expert parallelism no all-to-all.
+  EXPECT_DOUBLE_EQ(
+      moePhaseUs(model, shape, 1, dp, 1, AllToAllAlgorithm::Flat, false, 1.0, DType::BF16),
+      expertForwardUs(model, shape, 256, 8, DType::BF16));
+  EXPECT_THROW(moePhaseUs(model, shape, 8, dp, 0, AllToAllAlgorithm::Flat, false, 1.0,
+                          DType::BF16),
+               std::invalid_argument);
+  EXPECT_THROW(moePhaseUs(model, shape, 8, dp, 3, AllToAllAlgorithm::Flat, false, 1.0,
+                          DType::BF16),
+               std::invalid_argument); // 3 does not divide the 320 capacity rows
+  EXPECT_THROW(moePhaseUs(model, shape, 3, dp, 1, AllToAllAlgorithm::Flat, false, 1.0,
+                          DType::BF16),
+               std::invalid_argument);
 }

@@ -28,10 +28,13 @@ struct MoeShape {
   int64_t topK = 1;
   double capacityFactor = 1.0;
   bool biases = true;
+  /// The dispatch buffer's rows per expert when the model fixes them (an
+  /// imported layer's buffer); 0: derived from the capacity factor.
+  int64_t capacityRows = 0;
 
-  /// Rows an expert's dispatch buffer holds per source rank:
-  /// ceil(capacityFactor x topK x tokens / experts), at least 1 (GShard,
-  /// Switch).
+  /// Rows an expert's dispatch buffer holds per source rank: capacityRows when
+  /// set, else ceil(capacityFactor x topK x tokens / experts), at least 1
+  /// (GShard, Switch).
   int64_t capacity() const;
   /// Parameters of one expert: both weights and, with `biases`, both biases.
   double expertParams() const;
@@ -68,9 +71,10 @@ struct AllToAllTime {
 /// of the node's NICs, concurrently, one issue latency per peer.
 /// Hierarchical (Tutel's 2DH): an all-to-all of the whole buffer among the g
 /// ranks of a node, then among the N ranks of the same local index (one per
-/// node), the node's g such groups sharing its NICs (priced as one group moving
-/// g times the bytes); g - 1 + N - 1 peers instead of n - 1, and two layout
-/// swaps (a read and a write of the buffer each) between them. A group inside
+/// node), the node's g such groups sharing its NICs (a rank drives one NIC:
+/// with fewer NICs than g, priced as one group moving g / NICs times the
+/// bytes); g - 1 + N - 1 peers instead of n - 1, and two layout swaps (a read
+/// and a write of the buffer each) between them. A group inside
 /// one node or with one rank per node has nothing to split: flat.
 AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
                         AllToAllAlgorithm algorithm, DType dtype);
@@ -85,6 +89,37 @@ double expertForwardUs(const CostModel &model, const MoeShape &shape, double row
 /// gradient ([in x rows] x [rows x out], whose inner dimension is the rows).
 double expertBackwardUs(const CostModel &model, const MoeShape &shape, double rows,
                         int64_t localExperts, DType dtype);
+
+/// Where a layer's ep ranks sit in a data-parallel group `dp` (equal ranks per
+/// node): ep consecutive ranks, inside one node when ep divides a node's ranks,
+/// else over whole nodes. "" when ep can be placed so, else the reason.
+std::string checkExpertPlacement(int64_t ep, Group dp);
+/// The ep ranks of one all-to-all (checkExpertPlacement must pass).
+Group expertGroup(int64_t ep, Group dp);
+/// The dp / ep ranks holding the same experts (every ep-th rank), over which
+/// the experts' gradients synchronise.
+Group expertReplicaGroup(int64_t ep, Group dp);
+
+/// How one MoE layer runs: the pipelining degree of dispatch -> experts ->
+/// combine in forward and in backward, and the all-to-all algorithm.
+struct MoeLayerChoice {
+  int64_t forward = 1;
+  int64_t backward = 1;
+  AllToAllAlgorithm algorithm = AllToAllAlgorithm::Flat;
+};
+
+/// One phase (forward, or backward with `backward`) of one MoE layer on a rank
+/// of a dp group `dp` with experts over `ep` ranks, in `chunks` pieces along the
+/// capacity. A piece's dispatch and combine all-to-alls (dispatchBytes / chunks
+/// each, over expertGroup) share the network; its experts compute
+/// ep x busiestExpertRows / chunks rows each on the experts / ep local experts
+/// (the busiest expert paces the layer). Pieces pipeline by chunkPipelineUs.
+/// At ep 1 there is no all-to-all. Throws std::invalid_argument when the
+/// degree does not divide the capacity (libzenrt's pieces are equal), or checkExpertParallel,
+/// checkExpertPlacement or busiestExpertRows fails.
+double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
+                  int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
+                  DType dtype);
 
 /// One GPU's memory for a model's MoE layers, in MemoryBreakdown's categories.
 struct MoeMemory {

@@ -143,6 +143,12 @@ MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig
 /// tiles spread over the SMs in waves, the last wave partly idle.
 double gemmUs(const CostModel &model, double m, double n, double k, double batch, DType dtype);
 
+/// `chunks` > 1 pieces of compute `chunkComputeUs` and communication
+/// `chunkCommUs` each, piece i's communication running while piece i + 1
+/// computes (Flux, PipeMoE): c + m + (chunks - 1)(max(c, m) + (s - 1) min(c, m)),
+/// overlapped compute running `slowdown` (s) times slower.
+double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks, double slowdown);
+
 /// Where the GPUs of a configuration sit (Megatron's rank order: tensor
 /// parallel innermost, then data parallel, then pipeline stages).
 struct ParallelGroups {

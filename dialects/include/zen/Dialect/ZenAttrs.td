@@ -175,4 +175,25 @@ def Zen_ShardAttr : Zen_Attr<"Shard", "shard"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_MoeScheduleAttr : Zen_Attr<"MoeSchedule", "moe_schedule"> {
+  let summary = "How a Mixture-of-Experts layer runs under expert parallelism";
+  let description = [{
+    The layer's experts spread over `ep` ranks of the data-parallel group;
+    dispatch -> experts -> combine run in `forward` pieces along the capacity
+    in forward and `backward` pieces in backward, piece i's all-to-alls in
+    flight while piece i + 1's experts compute; `all_to_all` is `"flat"` (one
+    exchange among the ep ranks) or `"2d"` (Tutel's hierarchical exchange:
+    inside each node, then between the ranks of one local index, then a
+    layout swap). zen-plan-moe writes it on every op of the layer.
+
+    ```mlir
+    #zen.moe_schedule<ep = 8, forward = 4, backward = 2, all_to_all = "2d">
+    ```
+  }];
+  let parameters = (ins "int64_t":$ep, "int64_t":$forward, "int64_t":$backward,
+                        StringRefParameter<"flat or 2d">:$all_to_all);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // ZEN_ATTRS_TD

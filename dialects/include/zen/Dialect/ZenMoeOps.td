@@ -20,11 +20,13 @@ def Zen_MoeActivationAttr : I32EnumAttr<"MoeActivation", "activation inside each
   let cppNamespace = "::zen";
 }
 
-// What every MoE op carries besides its operands: its forward cost and the ONNX
-// node of the layer.
+// What every MoE op carries besides its operands: its forward cost, the ONNX
+// node of the layer and, once planned, the layer's schedule (its degrees must
+// divide the capacity rows into equal pieces, and ep must divide the experts).
 class Zen_MoeOp<string mnemonic, list<Trait> traits = []>
     : Zen_Op<mnemonic, !listconcat(traits, [Zen_MoeOpInterface])> {
-  dag moeArgs = (ins I64Attr:$flops, I64Attr:$bytes, OptionalAttr<StrAttr>:$node);
+  dag moeArgs = (ins I64Attr:$flops, I64Attr:$bytes, OptionalAttr<StrAttr>:$node,
+                     OptionalAttr<Zen_MoeScheduleAttr>:$schedule);
 }
 
 def Zen_MoeDispatchOp : Zen_MoeOp<"moe_dispatch"> {

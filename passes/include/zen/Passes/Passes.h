@@ -45,9 +45,16 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
       *this, "horovod-fusion-threshold-mb",
       llvm::cl::desc("Horovod baseline: fusion threshold in MiB (0 = no fusion)"),
       llvm::cl::init(128)};
+  Option<int64_t> ep{*this, "ep",
+                     llvm::cl::desc("MoE expert-parallel ranks (0 = searched)"),
+                     llvm::cl::init(0)};
+  Option<double> moeImbalance{*this, "moe-imbalance",
+                              llvm::cl::desc("MoE: the busiest expert's load over the mean"),
+                              llvm::cl::init(1.0)};
 };
 
-/// Adds the planning pipeline to `pm` (a module pass manager).
+/// Adds the planning pipeline to `pm` (a module pass manager): zen-autotune,
+/// then zen-plan-moe (which leaves a module without MoE layers unchanged).
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options);
 /// Registers zen-plan-pipeline for zenopt-opt.
 void registerPlanPipeline();

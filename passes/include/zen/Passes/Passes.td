@@ -256,6 +256,30 @@ def AssignPipelineStages : Pass<"zen-assign-pipeline-stages", "mlir::ModuleOp"> 
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def PlanMoe : Pass<"zen-plan-moe", "mlir::ModuleOp"> {
+  let summary = "Choose expert parallelism, pipelining degrees and all-to-all per MoE layer";
+  let description = [{
+    Plans the module's Mixture-of-Experts layers (zen.moe_dispatch ->
+    zen.moe_experts -> zen.moe_combine) over the data-parallel group: the
+    expert-parallel degree `ep` (searched over the divisors of the experts
+    that divide dp when 0), and per layer the pipelining degree of forward
+    and of backward and the all-to-all algorithm, priced by the cost model
+    (plan::planMoe, docs/design.md "Mixture of Experts"). Writes a
+    `#zen.moe_schedule` as `schedule` on the layer's three ops. Runs after
+    zen-autotune, whose `zen.predicted` exposed communication bounds what
+    syncing expert gradients over fewer ranks saves. A module without MoE
+    ops is left unchanged. Example: `--zen-plan-moe="ep=8 imbalance=1.2"`.
+  }];
+  let options = [
+    clusterOption, nodesOption, dpOption,
+    Option<"ep", "ep", "int64_t", "0",
+           "Expert-parallel ranks; must divide the experts and dp (0 = searched)">,
+    Option<"imbalance", "imbalance", "double", "1.0",
+           "The busiest expert's load as a multiple of the mean (at least 1)">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 def ShardZero : Pass<"zen-shard-zero", "mlir::ModuleOp"> {
   let summary = "Shard gradients and parameters over the data-parallel group (ZeRO)";
   let description = [{

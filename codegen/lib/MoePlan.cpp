@@ -1,0 +1,77 @@
+//===- MoePlan.cpp - the plan file's MoE section --------------------------===//
+#include "zen/Codegen/MoePlan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace zen::codegen {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+ordered_json choiceJson(const plan::MoeLayerTime &time) {
+  return {{"forward", time.choice.forward},
+          {"backward", time.choice.backward},
+          {"all_to_all", cost::toString(time.choice.algorithm)},
+          {"forward_us", time.forwardUs},
+          {"backward_us", time.backwardUs}};
+}
+
+} // namespace
+
+void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
+               const plan::MoePlan &planned, double imbalance) {
+  const plan::MoeEvaluation &eval = planned.chosen;
+  const double dataParallelUs = plan.predictions.iterationUs;
+  ordered_json section;
+  section["ep"] = eval.ep;
+  section["imbalance"] = imbalance;
+  section["iteration_us"] = dataParallelUs + eval.extraUs(eval.best);
+  section["moe_us"] = eval.best.moeUs;
+  section["local_us"] = eval.localUs;
+  section["expert_sync_us"] = eval.expertSyncUs;
+  section["sync_saving_us"] = eval.syncSavingUs;
+  ordered_json chosen = ordered_json::array();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    ordered_json layer = {{"name", layers[l].name},
+                          {"parameters", layers[l].parameters},
+                          {"experts", layers[l].shape.experts},
+                          {"capacity", layers[l].shape.capacity()}};
+    layer.update(choiceJson(eval.best.layers[l]));
+    chosen.push_back(layer);
+  }
+  section["layers"] = chosen;
+  ordered_json baselines = ordered_json::object();
+  for (const std::string &name : plan::moeBaselineNames()) {
+    const plan::MoeStrategy &strategy = eval.baselines.at(name);
+    ordered_json baseline = {{"iteration_us", dataParallelUs + eval.extraUs(strategy)},
+                             {"moe_us", strategy.moeUs},
+                             {"layers", ordered_json::array()}};
+    for (const plan::MoeLayerTime &time : strategy.layers)
+      baseline["layers"].push_back(choiceJson(time));
+    baselines[name] = baseline;
+  }
+  section["baselines"] = baselines;
+  ordered_json searched = ordered_json::object();
+  for (const auto &[ep, extraUs] : planned.searched)
+    searched[std::to_string(ep)] = dataParallelUs + extraUs;
+  section["searched"] = searched;
+  section["memory"] = {{"weights_bytes", eval.memory.weightsBytes},
+                       {"gradients_bytes", eval.memory.gradientsBytes},
+                       {"optimizer_bytes", eval.memory.optimizerBytes},
+                       {"activations_bytes", eval.memory.activationsBytes},
+                       {"buffers_bytes", eval.memory.buffersBytes}};
+  plan.moe = section.dump();
+
+  const double autoExtraUs = eval.extraUs(eval.best);
+  for (auto &[name, us] : plan.baselines)
+    us += autoExtraUs;
+  for (auto &[name, us] : plan.baselinesUncompressed)
+    us += autoExtraUs;
+  for (const std::string &name : plan::moeBaselineNames())
+    plan.baselines[name] = baselines[name]["iteration_us"].get<double>();
+}
+
+} // namespace zen::codegen

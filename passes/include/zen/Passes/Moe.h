@@ -1,0 +1,45 @@
+//===- Moe.h - the MoE layers of imported IR --------------------*- C++ -*-===//
+//
+// Reads a module's Mixture-of-Experts layers (zen.moe_dispatch ->
+// zen.moe_experts -> zen.moe_combine) into the planner's shapes, and the
+// request zen-plan-moe plans them with (docs/design.md "Mixture of Experts").
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_PASSES_MOE_H
+#define ZEN_PASSES_MOE_H
+
+#include "zen/Dialect/ZenDialect.h"
+#include "zen/Planner/Moe.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zen {
+
+/// One layer's three ops and its shape.
+struct MoeLayerOps {
+  MoeDispatchOp dispatch;
+  MoeExpertsOp experts;
+  MoeCombineOp combine;
+  plan::MoeLayer layer;
+};
+
+/// The module's MoE layers in op order, one per zen.moe_dispatch, named by its
+/// `node` (else "moe<i>"). A dispatch whose buffer does not feed exactly one
+/// zen.moe_experts, whose result feeds exactly one zen.moe_combine reading
+/// the dispatch's gates, is reported in `error` (nullopt is returned).
+std::optional<std::vector<MoeLayerOps>> collectMoeLayers(mlir::ModuleOp module,
+                                                         std::string &error);
+
+/// What zen-plan-moe plans with on the data-parallel group `dp`: the module's
+/// compute precision (zen.compute_dtype, fp32 when absent) and the exposed
+/// communication of its zen.predicted (0 when absent).
+plan::MoeRequest moeRequestOf(mlir::ModuleOp module, cost::Group dp, std::optional<int64_t> ep,
+                              double imbalance);
+
+} // namespace zen
+
+#endif // ZEN_PASSES_MOE_H

@@ -1,0 +1,79 @@
+//===- Moe.cpp - the MoE layers of imported IR ----------------------------===//
+#include "zen/Passes/Moe.h"
+
+#include "zen/Planner/Planning.h"
+
+using namespace mlir;
+
+namespace zen {
+namespace {
+
+/// The only user of `value` when it is an `Op`, else null.
+template <typename Op> Op soleUser(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return dyn_cast<Op>(*value.getUsers().begin());
+}
+
+cost::MoeShape shapeOf(MoeDispatchOp dispatch, MoeExpertsOp experts) {
+  auto buffer = cast<RankedTensorType>(dispatch.getDispatched().getType());
+  auto gates = cast<RankedTensorType>(dispatch.getGates().getType());
+  auto fc1 = cast<RankedTensorType>(experts.getFc1Weight().getType());
+  auto fc2 = cast<RankedTensorType>(experts.getFc2Weight().getType());
+  cost::MoeShape shape;
+  shape.tokens = gates.getDimSize(0);
+  shape.topK = gates.getDimSize(1);
+  shape.experts = buffer.getDimSize(0);
+  shape.capacityRows = buffer.getDimSize(1);
+  shape.hidden = buffer.getDimSize(2);
+  shape.ffn = fc2.getDimSize(2);
+  shape.fc1Rows = fc1.getDimSize(1);
+  shape.biases = experts.getFc1Bias() || experts.getFc2Bias();
+  return shape;
+}
+
+} // namespace
+
+std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::string &error) {
+  std::vector<MoeLayerOps> layers;
+  module.walk([&](MoeDispatchOp dispatch) {
+    if (!error.empty())
+      return;
+    MoeExpertsOp experts = soleUser<MoeExpertsOp>(dispatch.getDispatched());
+    MoeCombineOp combine = experts ? soleUser<MoeCombineOp>(experts.getResult()) : nullptr;
+    const std::string name = dispatch.getNode() ? dispatch.getNode()->str()
+                                                : "moe" + std::to_string(layers.size());
+    if (!combine || combine.getGates() != dispatch.getGates()) {
+      error = name + ": the dispatched buffer must feed one zen.moe_experts whose result "
+                     "feeds one zen.moe_combine of the same gates";
+      return;
+    }
+    std::vector<std::string> parameters;
+    for (Value operand : experts->getOperands())
+      if (auto param = operand.getDefiningOp<ParamOp>())
+        parameters.push_back(param.getName().str());
+    layers.push_back(
+        {dispatch, experts, combine, {name, shapeOf(dispatch, experts), std::move(parameters)}});
+  });
+  if (!error.empty())
+    return std::nullopt;
+  return layers;
+}
+
+plan::MoeRequest moeRequestOf(ModuleOp module, cost::Group dp, std::optional<int64_t> ep,
+                              double imbalance) {
+  plan::MoeRequest request;
+  request.dp = dp;
+  request.ep = ep;
+  request.imbalance = imbalance;
+  request.setup.computeDtype = cost::DType::F32;
+  if (auto name = module->getAttrOfType<StringAttr>(
+          ZenDialect::ComputeDtypeAttrHelper::getNameStr()))
+    request.setup.computeDtype = plan::parseComputeDtype(name.str()).value_or(cost::DType::F32);
+  if (auto predicted = module->getAttrOfType<PredictionAttr>(
+          ZenDialect::PredictedAttrHelper::getNameStr()))
+    request.exposedCommUs = predicted.getExposedCommUs().getValueAsDouble();
+  return request;
+}
+
+} // namespace zen

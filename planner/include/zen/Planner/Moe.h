@@ -1,0 +1,110 @@
+//===- Moe.h - expert parallelism and MoE pipelining decisions --*- C++ -*-===//
+//
+// Plans a model's Mixture-of-Experts layers on top of its data-parallel plan
+// (docs/design.md "Mixture of Experts"): the expert-parallel degree ep, and per
+// layer the pipelining degrees of dispatch -> experts -> combine in forward and
+// backward and the all-to-all algorithm, all priced by cost::moePhaseUs; with
+// the baselines moe-nopipe, tutel and pipemoe on the same ep. No MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_PLANNER_MOE_H
+#define ZEN_PLANNER_MOE_H
+
+#include "zen/CostModel/Moe.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zen::plan {
+
+/// One MoE layer of the model, as one rank runs it per iteration.
+struct MoeLayer {
+  std::string name;
+  cost::MoeShape shape;
+  /// The experts' weights and biases (their gradients carry these names).
+  std::vector<std::string> parameters;
+};
+
+struct MoeRequest {
+  cost::Group dp;            // the data-parallel ranks
+  std::optional<int64_t> ep; // nullopt: searched
+  double imbalance = 1.0;    // the busiest expert's load over the mean (>= 1)
+  cost::TrainingSetup setup; // compute precision and optimizer (memory)
+  /// The data-parallel plan's exposed communication: the most that
+  /// synchronising the expert gradients over fewer ranks can take off.
+  double exposedCommUs = 0;
+};
+
+struct MoeLayerTime {
+  cost::MoeLayerChoice choice;
+  double forwardUs = 0;
+  double backwardUs = 0;
+};
+
+/// Every layer's choice and time under one rule.
+struct MoeStrategy {
+  std::vector<MoeLayerTime> layers;
+  double moeUs = 0; // the layers' forward and backward, summed
+};
+
+/// The layers under one ep: auto's choices and the baselines'.
+struct MoeEvaluation {
+  int64_t ep = 1;
+  MoeStrategy best; // auto: per layer the fastest degrees and algorithm
+  std::map<std::string, MoeStrategy> baselines;
+  /// The layers at ep 1 and degree 1: what the data-parallel plan prices.
+  double localUs = 0;
+  /// The experts' gradient all-reduce per iteration over their dp / ep
+  /// replicas (expertReplicaGroup), and what that saves over syncing every
+  /// expert over the dp group, at most the exposed communication.
+  double expertSyncUs = 0;
+  double syncSavingUs = 0;
+  cost::MoeMemory memory; // ZeRO 0, one micro-batch in flight
+
+  /// What `strategy` adds to the data-parallel plan's iteration.
+  double extraUs(const MoeStrategy &strategy) const {
+    return strategy.moeUs - localUs - syncSavingUs;
+  }
+};
+
+struct MoePlan {
+  MoeEvaluation chosen;
+  /// auto's extraUs under every ep tried, in increasing ep.
+  std::map<int64_t, double> searched;
+};
+
+/// The baselines, in report order: moe-nopipe (degree 1, flat all-to-all:
+/// DeepSpeed-MoE), tutel (one degree from {1, 2, 4, 8} and one algorithm for
+/// the whole model, the fastest), pipemoe (per layer the degree a linear cost
+/// model finds best, the same in forward and backward, flat).
+const std::vector<std::string> &moeBaselineNames();
+
+/// The pipelining degrees tried for a layer: those of 1, 2, 4, 8, 16 that
+/// divide its capacity (libzenrt cuts it into equal pieces).
+std::vector<int64_t> moeDegrees(const cost::MoeShape &shape);
+
+/// Why `ep` cannot run these layers on the request's dp group (it must divide
+/// every layer's experts and dp, and be placeable, cost::checkExpertPlacement);
+/// "" when it can.
+std::string checkMoeParallel(const std::vector<MoeLayer> &layers, int64_t ep,
+                             const MoeRequest &request);
+
+/// The layers under `ep` (checkMoeParallel must pass): auto per layer (every
+/// degree in forward and backward apart, both algorithms) and the baselines,
+/// which auto's choices include, so auto is never slower than one by
+/// construction.
+MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
+                          const cost::CostModel &model, const MoeRequest &request);
+
+/// The forced ep, or the one with the least extraUs among the divisors of the
+/// experts that checkMoeParallel accepts (the smaller on ties). Throws
+/// std::invalid_argument naming the reason for no layers, a bad imbalance or a
+/// forced ep that checkMoeParallel refuses.
+MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,
+                const MoeRequest &request);
+
+} // namespace zen::plan
+
+#endif // ZEN_PLANNER_MOE_H

@@ -1,0 +1,221 @@
+//===- Moe.cpp - expert parallelism and MoE pipelining decisions ----------===//
+#include "zen/Planner/Moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <stdexcept>
+
+namespace zen::plan {
+namespace {
+
+using cost::AllToAllAlgorithm;
+using cost::MoeLayerChoice;
+
+constexpr AllToAllAlgorithm kAlgorithms[] = {AllToAllAlgorithm::Flat,
+                                             AllToAllAlgorithm::Hierarchical};
+
+/// Prices layers under one ep.
+struct LayerPricer {
+  const cost::CostModel &model;
+  const MoeRequest &request;
+  int64_t ep;
+
+  double phaseUs(const MoeLayer &layer, int64_t chunks, AllToAllAlgorithm algorithm,
+                 bool backward) const {
+    return cost::moePhaseUs(model, layer.shape, ep, request.dp, chunks, algorithm, backward,
+                            request.imbalance, request.setup.computeDtype);
+  }
+  MoeLayerTime time(const MoeLayer &layer, const MoeLayerChoice &choice) const {
+    return {choice, phaseUs(layer, choice.forward, choice.algorithm, false),
+            phaseUs(layer, choice.backward, choice.algorithm, true)};
+  }
+  /// The fastest degree of one phase (the smaller on ties).
+  std::pair<int64_t, double> bestDegree(const MoeLayer &layer, AllToAllAlgorithm algorithm,
+                                        bool backward) const {
+    std::pair<int64_t, double> best{1, phaseUs(layer, 1, algorithm, backward)};
+    for (int64_t r : moeDegrees(layer.shape))
+      if (double us = phaseUs(layer, r, algorithm, backward); us < best.second)
+        best = {r, us};
+    return best;
+  }
+  /// auto: each phase's fastest degree under each algorithm, the faster
+  /// algorithm (flat on ties).
+  MoeLayerTime best(const MoeLayer &layer) const {
+    std::optional<MoeLayerTime> best;
+    for (AllToAllAlgorithm algorithm : kAlgorithms) {
+      auto [forward, forwardUs] = bestDegree(layer, algorithm, false);
+      auto [backward, backwardUs] = bestDegree(layer, algorithm, true);
+      MoeLayerTime time{{forward, backward, algorithm}, forwardUs, backwardUs};
+      if (!best || time.forwardUs + time.backwardUs < best->forwardUs + best->backwardUs)
+        best = time;
+    }
+    return *best;
+  }
+  /// PipeMoE's rule: the time of each stage linear in its size, fitted through
+  /// the whole and an eighth of the buffer (flat all-to-all, forward), no
+  /// overlap slowdown; the degree minimising that model's pipeline.
+  int64_t linearModelDegree(const MoeLayer &layer) const {
+    const cost::MoeShape &shape = layer.shape;
+    const cost::DType dtype = request.setup.computeDtype;
+    const double rows = double(ep) * cost::busiestExpertRows(shape, request.imbalance);
+    const double bytes = cost::dispatchBytes(shape, dtype);
+    auto line = [](const std::function<double(double)> &f, double whole) {
+      const double small = f(whole / 8), large = f(whole);
+      const double slope = (large - small) / (whole - whole / 8);
+      return [=](double x) { return small + slope * (x - whole / 8); };
+    };
+    auto compute = line(
+        [&](double x) {
+          return cost::expertForwardUs(model, shape, x, shape.experts / ep, dtype);
+        },
+        rows);
+    auto comm = line(
+        [&](double x) {
+          return cost::allToAllUs(model, x, cost::expertGroup(ep, request.dp),
+                                  AllToAllAlgorithm::Flat, dtype)
+              .timeUs;
+        },
+        bytes);
+    std::pair<int64_t, double> best{1, 0};
+    for (int64_t r : moeDegrees(shape)) {
+      const double us = cost::chunkPipelineUs(compute(rows / double(r)),
+                                              2 * comm(bytes / double(r)), r, 1.0);
+      if (r == 1 || us < best.second)
+        best = {r, us};
+    }
+    return best.first;
+  }
+};
+
+MoeStrategy strategyOf(const std::vector<MoeLayer> &layers,
+                       const std::function<MoeLayerTime(const MoeLayer &)> &rule) {
+  MoeStrategy strategy;
+  for (const MoeLayer &layer : layers) {
+    strategy.layers.push_back(rule(layer));
+    strategy.moeUs += strategy.layers.back().forwardUs + strategy.layers.back().backwardUs;
+  }
+  return strategy;
+}
+
+/// The expert gradients' all-reduce over their replicas, every layer in turn.
+double expertSyncUs(const std::vector<MoeLayer> &layers, int64_t ep,
+                    const cost::CostModel &model, cost::Group dp) {
+  double us = 0;
+  for (const MoeLayer &layer : layers) {
+    // Gradients stay fp32 on the wire (zenrt's buckets).
+    const double bytes = double(layer.shape.experts / ep) * layer.shape.expertParams() * 4.0;
+    const cost::Group replicas = cost::expertReplicaGroup(ep, dp);
+    if (replicas.ranks > 1)
+      us += model.collective(cost::CollectiveKind::AllReduce, bytes, replicas).timeUs;
+  }
+  return us;
+}
+
+} // namespace
+
+const std::vector<std::string> &moeBaselineNames() {
+  static const std::vector<std::string> names = {"moe-nopipe", "tutel", "pipemoe"};
+  return names;
+}
+
+std::vector<int64_t> moeDegrees(const cost::MoeShape &shape) {
+  std::vector<int64_t> degrees;
+  for (int64_t r = 1; r <= 16 && r <= shape.capacity(); r *= 2)
+    if (shape.capacity() % r == 0)
+      degrees.push_back(r);
+  return degrees;
+}
+
+std::string checkMoeParallel(const std::vector<MoeLayer> &layers, int64_t ep,
+                             const MoeRequest &request) {
+  for (const MoeLayer &layer : layers)
+    if (std::string problem = cost::checkExpertParallel(layer.shape, ep, request.dp.ranks);
+        !problem.empty())
+      return layer.name + ": " + problem;
+  return cost::checkExpertPlacement(ep, request.dp);
+}
+
+MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
+                          const cost::CostModel &model, const MoeRequest &request) {
+  const LayerPricer pricer{model, request, ep};
+  MoeEvaluation eval;
+  eval.ep = ep;
+  eval.best = strategyOf(layers, [&](const MoeLayer &layer) { return pricer.best(layer); });
+  eval.baselines["moe-nopipe"] = strategyOf(layers, [&](const MoeLayer &layer) {
+    return pricer.time(layer, MoeLayerChoice{});
+  });
+  std::optional<MoeStrategy> tutel;
+  for (int64_t r : {1, 2, 4, 8}) {
+    if (std::any_of(layers.begin(), layers.end(),
+                    [&](const MoeLayer &layer) { return layer.shape.capacity() % r != 0; }))
+      continue;
+    for (AllToAllAlgorithm algorithm : kAlgorithms) {
+      MoeStrategy candidate = strategyOf(layers, [&](const MoeLayer &layer) {
+        return pricer.time(layer, MoeLayerChoice{r, r, algorithm});
+      });
+      if (!tutel || candidate.moeUs < tutel->moeUs)
+        tutel = std::move(candidate);
+    }
+  }
+  eval.baselines["tutel"] = *tutel;
+  eval.baselines["pipemoe"] = strategyOf(layers, [&](const MoeLayer &layer) {
+    const int64_t r = pricer.linearModelDegree(layer);
+    return pricer.time(layer, MoeLayerChoice{r, r, AllToAllAlgorithm::Flat});
+  });
+
+  const LayerPricer local{model, request, 1};
+  eval.localUs = strategyOf(layers, [&](const MoeLayer &layer) {
+                   return local.time(layer, MoeLayerChoice{});
+                 }).moeUs;
+  eval.expertSyncUs = expertSyncUs(layers, ep, model, request.dp);
+  const double saving = expertSyncUs(layers, 1, model, request.dp) - eval.expertSyncUs;
+  eval.syncSavingUs = std::clamp(saving, 0.0, std::max(request.exposedCommUs, 0.0));
+
+  for (const MoeLayer &layer : layers) {
+    cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,
+                                                request.setup);
+    eval.memory.weightsBytes += one.weightsBytes;
+    eval.memory.gradientsBytes += one.gradientsBytes;
+    eval.memory.optimizerBytes += one.optimizerBytes;
+    eval.memory.activationsBytes += one.activationsBytes;
+    // The layers run one at a time and reuse one pair of buffers.
+    eval.memory.buffersBytes = std::max(eval.memory.buffersBytes, one.buffersBytes);
+  }
+  return eval;
+}
+
+MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,
+                const MoeRequest &request) {
+  if (layers.empty())
+    throw std::invalid_argument("the model has no MoE layers");
+  if (!std::isfinite(request.imbalance) || request.imbalance < 1)
+    throw std::invalid_argument("the MoE imbalance factor must be finite and at least 1");
+  if (request.ep) {
+    if (std::string problem = checkMoeParallel(layers, *request.ep, request); !problem.empty())
+      throw std::invalid_argument(problem);
+    MoePlan plan{evaluateMoe(layers, *request.ep, model, request), {}};
+    plan.searched[*request.ep] = plan.chosen.extraUs(plan.chosen.best);
+    return plan;
+  }
+  int64_t experts = 0;
+  for (const MoeLayer &layer : layers)
+    experts = std::gcd(experts, layer.shape.experts);
+  std::optional<MoePlan> plan;
+  std::map<int64_t, double> searched;
+  for (int64_t ep = 1; ep <= experts; ++ep) {
+    if (experts % ep != 0 || !checkMoeParallel(layers, ep, request).empty())
+      continue;
+    MoeEvaluation eval = evaluateMoe(layers, ep, model, request);
+    searched[ep] = eval.extraUs(eval.best);
+    if (!plan || searched[ep] < plan->chosen.extraUs(plan->chosen.best))
+      plan = MoePlan{std::move(eval), {}};
+  }
+  if (!plan) // ep 1 fits every dp group: only a malformed layer gets here
+    throw std::invalid_argument(checkMoeParallel(layers, 1, request));
+  plan->searched = std::move(searched);
+  return *plan;
+}
+
+} // namespace zen::plan

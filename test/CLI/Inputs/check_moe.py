@@ -1,0 +1,49 @@
+"""Checks an MoE `zenopt --json` summary against its plan file: the summary's
+`moe` keys, every layer's degrees and algorithm as the plan's `moe` section has
+them, the chosen ep the fastest of those searched, the whole iteration the
+data-parallel one moved by the MoE decisions, and the MoE baselines present.
+Prints ep, each layer's decisions and the baselines' names.
+With MODEL.mlir (`zenopt --emit mlir`), also checks that each layer's three
+MoE ops carry the plan's #zen.moe_schedule.
+Usage: check_moe.py SUMMARY.json PLAN.json [MODEL.mlir]"""
+import json
+import re
+import sys
+
+summary = json.load(open(sys.argv[1]))
+plan = json.load(open(sys.argv[2]))
+moe, section = summary["moe"], plan["moe"]
+assert sorted(moe) == sorted(["ep", "imbalance", "moe_us", "expert_sync_us", "sync_saving_us",
+                              "layers", "searched", "memory"]), sorted(moe)
+assert moe["ep"] == section["ep"]
+assert [l["name"] for l in moe["layers"]] == [l["name"] for l in section["layers"]]
+for mine, theirs in zip(moe["layers"], section["layers"]):
+    for key in ["forward", "backward", "all_to_all"]:
+        assert mine[key] == theirs[key], (key, mine, theirs)
+    assert 1 <= mine["forward"] <= theirs["capacity"] and 1 <= mine["backward"] <= theirs["capacity"]
+    assert theirs["experts"] % moe["ep"] == 0
+# The chosen ep has the least predicted iteration of every ep tried.
+assert section["searched"][str(moe["ep"])] == min(section["searched"].values()), section["searched"]
+assert summary["iteration_us"] == section["iteration_us"]
+extra = section["moe_us"] - section["local_us"] - section["sync_saving_us"]
+assert abs(section["iteration_us"] - (plan["predictions"]["iteration_us"] + extra)) <= \
+    1e-9 * section["iteration_us"], section
+assert 0 <= section["sync_saving_us"] <= plan["predictions"]["exposed_comm_us"] + 1e-9
+for name in ["moe-nopipe", "tutel", "pipemoe"]:
+    assert summary["baselines"][name] == section["baselines"][name]["iteration_us"], name
+print("ep", moe["ep"], "searched", " ".join(sorted(section["searched"], key=int)))
+for layer in moe["layers"]:
+    print("layer {name} forward {forward} backward {backward} all_to_all {all_to_all}".format(**layer))
+for name in ["moe-nopipe", "tutel", "pipemoe"]:
+    layers = section["baselines"][name]["layers"]
+    print(name, " ".join("{}/{}/{}".format(l["forward"], l["backward"], l["all_to_all"])
+                         for l in layers))
+if len(sys.argv) > 3:
+    found = re.findall(r"zen\.moe_(?:dispatch|experts|combine) .*schedule = (#zen\.moe_schedule<[^>]*>)",
+                       open(sys.argv[3]).read())
+    expected = []
+    for layer in section["layers"]:
+        expected += ['#zen.moe_schedule<ep = {}, forward = {}, backward = {}, all_to_all = "{}">'.format(
+            section["ep"], layer["forward"], layer["backward"], layer["all_to_all"])] * 3
+    assert found == expected, (found, expected)
+    print("schedules on", len(found), "MoE ops agree with the plan")
