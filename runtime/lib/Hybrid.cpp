@@ -9,6 +9,7 @@
 
 #include "MpiSupport.h"
 #include "Mutation.h"
+#include "RowProduct.h"
 #include "zenrt/Runtime.h"
 
 #include <Eigen/Core>
@@ -28,7 +29,7 @@ namespace zenrt::hybrid {
 namespace {
 
 using json = nlohmann::json;
-using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Mat = detail::RowMajorMatrix;
 using ConstMap = Eigen::Map<const Mat>;
 using Map = Eigen::Map<Mat>;
 /// Row ranges (first row, count) of a [tokens x width] matrix that one chunk covers.
@@ -635,13 +636,13 @@ struct Executor::Impl {
     inner.resize(tokens, column.rows());
     gatherTokens(
         x, k, input,
-        [&](const Segments &rows) { scatterRows(rowsOf(input, rows) * column.transpose(), rows, inner); },
+        [&](const Segments &rows) { scatterRows(detail::rowProduct(rowsOf(input, rows), column.transpose()), rows, inner); },
         what);
     const Mat &z = core();
     Mat out;
     reduceTokens(
         k, config.model.hidden,
-        [&](const Segments &rows, Mat &partial) { partial.noalias() = rowsOf(z, rows) * row.transpose(); },
+        [&](const Segments &rows, Mat &partial) { partial = detail::rowProduct(rowsOf(z, rows), row.transpose()); },
         out, what);
     return out;
   }
@@ -656,13 +657,13 @@ struct Executor::Impl {
     Mat dyFull, dz(tokens, row.cols());
     gatherTokens(
         dy, k, dyFull,
-        [&](const Segments &rows) { scatterRows(rowsOf(dyFull, rows) * row, rows, dz); }, what);
+        [&](const Segments &rows) { scatterRows(detail::rowProduct(rowsOf(dyFull, rows), row), rows, dz); }, what);
     Map(rowGradient, row.rows(), row.cols()).noalias() += dyFull.transpose() * z;
     const Mat dInner = coreBackward(dz);
     Mat dx;
     reduceTokens(
         k, config.model.hidden,
-        [&](const Segments &rows, Mat &partial) { partial.noalias() = rowsOf(dInner, rows) * column; },
+        [&](const Segments &rows, Mat &partial) { partial = detail::rowProduct(rowsOf(dInner, rows), column); },
         dx, what);
     Map(columnGradient, column.rows(), column.cols()).noalias() += dInner.transpose() * input;
     return dx;

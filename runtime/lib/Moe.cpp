@@ -1,10 +1,16 @@
 //===- Moe.cpp - pipelined Mixture-of-Experts layer over MPI ---------------===//
+// Built for the host CPU like Hybrid.cpp (runtime/CMakeLists.txt): Eigen instantiated with
+// its own index type so that the linker never mixes its kernels with the other files'.
+#define EIGEN_DEFAULT_DENSE_INDEX_TYPE int
+
 #include "zenrt/Moe.h"
 
 #include "zenrt/Runtime.h"
 
 #include "MpiSupport.h"
+#include "RowProduct.h"
 
+#include <Eigen/Core>
 #include <mpi.h>
 
 #include <cstring>
@@ -111,24 +117,21 @@ private:
   MPI_Comm flat = MPI_COMM_NULL, node = MPI_COMM_NULL, peers = MPI_COMM_NULL;
 };
 
-/// Expert `expert` of the rank on one row, in a fixed order of additions: a row's result
-/// is the same in whatever chunk it travels.
-void runExpert(const Layer &layer, int64_t expert, const float *x, float *hiddenUnits, float *y) {
+using RowMajor = detail::RowMajorMatrix;
+using ConstMap = Eigen::Map<const RowMajor>;
+using ConstVector = Eigen::Map<const Eigen::RowVectorXf>;
+
+/// Expert `expert` of the rank on `count` consecutive rows, as GEMMs whose rows do not depend on
+/// each other: a row's result is the same in whatever chunk it travels.
+void runExpert(const Layer &layer, int64_t expert, const float *x, int64_t count, float *y) {
   const int64_t h = layer.hidden, f = layer.ffn;
-  const float *fc1 = layer.fc1 + expert * f * h, *fc1Bias = layer.fc1Bias + expert * f;
-  const float *fc2 = layer.fc2 + expert * h * f, *fc2Bias = layer.fc2Bias + expert * h;
-  for (int64_t u = 0; u < f; ++u) {
-    float sum = fc1Bias[u];
-    for (int64_t k = 0; k < h; ++k)
-      sum += fc1[u * h + k] * x[k];
-    hiddenUnits[u] = sum > 0 ? sum : 0.0f;
-  }
-  for (int64_t o = 0; o < h; ++o) {
-    float sum = fc2Bias[o];
-    for (int64_t u = 0; u < f; ++u)
-      sum += fc2[o * f + u] * hiddenUnits[u];
-    y[o] = sum;
-  }
+  const ConstMap fc1(layer.fc1 + expert * f * h, f, h), fc2(layer.fc2 + expert * h * f, h, f);
+  const ConstVector fc1Bias(layer.fc1Bias + expert * f, f), fc2Bias(layer.fc2Bias + expert * h, h);
+  RowMajor units = detail::rowProduct(ConstMap(x, count, h), fc1.transpose());
+  units = (units.rowwise() + fc1Bias).cwiseMax(0.0f);
+  Eigen::Map<RowMajor> out(y, count, h);
+  out = detail::rowProduct(units, fc2.transpose());
+  out.rowwise() += fc2Bias;
 }
 
 } // namespace
@@ -184,7 +187,6 @@ void forward(const Layer &layer, const Schedule &schedule, const float *dispatch
     exchange.start(&send[c * chunkFloats], &recv[c * chunkFloats], block, dispatches[c]);
   };
 
-  std::vector<float> hiddenUnits(size_t(layer.ffn));
   startDispatch(0);
   for (size_t c = 0; c < chunks; ++c) {
     exchange.finish(dispatches[c], block, "dispatch", int64_t(c));
@@ -192,9 +194,7 @@ void forward(const Layer &layer, const Schedule &schedule, const float *dispatch
       startDispatch(c + 1); // in flight while this chunk computes
     for (int64_t s = 0; s < size; ++s)
       for (int64_t l = 0; l < local; ++l)
-        for (int64_t i = 0; i < rows; ++i)
-          runExpert(layer, l, &recv[chunkRow(c, s, l, i)], hiddenUnits.data(),
-                    &out[chunkRow(c, s, l, i)]);
+        runExpert(layer, l, &recv[chunkRow(c, s, l, 0)], rows, &out[chunkRow(c, s, l, 0)]);
     exchange.start(&out[c * chunkFloats], &back[c * chunkFloats], block, combines[c]);
   }
   for (size_t c = 0; c < chunks; ++c) {
