@@ -1135,9 +1135,10 @@ def render(ctx, raw, build_s):
     os.makedirs(ctx.out, exist_ok=True)
     results = os.path.join(ctx.out, "RESULTS.md")
     text = rep.text()
-    pytorch = kept_pytorch_section(results)
-    if pytorch:
-        text = text.rstrip("\n") + "\n\n" + pytorch + "\n"
+    for start_marker, end_marker in KEPT_SECTIONS:
+        kept = kept_section(results, start_marker, end_marker)
+        if kept:
+            text = text.rstrip("\n") + "\n\n" + kept + "\n"
     with open(results + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(results + ".tmp", results)
@@ -1148,18 +1149,20 @@ def render(ctx, raw, build_s):
 
 
 README_START, README_END = "<!-- bench/run: headline -->", "<!-- bench/run: end -->"
-# bench/pytorch/run writes its own section of RESULTS.md; a bench/run keeps it.
-PYTORCH_START, PYTORCH_END = "<!-- bench/pytorch: start -->", "<!-- bench/pytorch: end -->"
+# bench/pytorch/run and the scripts under bench/largemodel and bench/moe write their own
+# sections of RESULTS.md between these markers; a bench/run keeps them.
+KEPT_SECTIONS = [("<!-- bench/pytorch: start -->", "<!-- bench/pytorch: end -->"),
+                 ("<!-- bench/scripts: start -->", "<!-- bench/scripts: end -->")]
 
 
-def kept_pytorch_section(results):
-    """The PyTorch section of an existing RESULTS.md, or None."""
+def kept_section(results, start_marker, end_marker):
+    """The marked section of an existing RESULTS.md, or None."""
     if not os.path.exists(results):
         return None
     with open(results, encoding="utf-8") as f:
         text = f.read()
-    start, end = text.find(PYTORCH_START), text.find(PYTORCH_END)
-    return text[start:end + len(PYTORCH_END)] if 0 <= start < end else None
+    start, end = text.find(start_marker), text.find(end_marker)
+    return text[start:end + len(end_marker)] if 0 <= start < end else None
 
 
 def update_readme(ctx, summary):
