@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -187,7 +188,7 @@ private:
       types[info.name()] = &info.type();
     for (const auto &info : g.output())
       types[info.name()] = &info.type();
-    std::unordered_set<std::string> initializerNames;
+    std::unordered_set<std::string_view> initializerNames;
     for (const auto &init : g.initializer())
       initializerNames.insert(init.name());
     for (const auto &info : g.input())
@@ -654,8 +655,9 @@ private:
   LoadedModel &loaded;
   ModelGraph &graph;
   const std::set<std::string> &frozen;
-  std::unordered_map<std::string, const onnx::TypeProto *> types;
-  std::unordered_map<std::string, int> ids;
+  // Keyed by views of the model's own names (it outlives the builder): no name is copied.
+  std::unordered_map<std::string_view, const onnx::TypeProto *> types;
+  std::unordered_map<std::string_view, int> ids;
   std::vector<const onnx::OpSchema *> schemas;
   std::vector<std::vector<std::pair<int, size_t>>> consumers;
   std::vector<bool> receivesGrad;

@@ -236,11 +236,17 @@ public:
     bool fused = false;
     // Each fusion rewrites the node list; start over until no pattern is left.
     for (bool again = true; again;) {
-      index();
       again = false;
+      // The index reads the whole graph: built only once a candidate is seen (most models
+      // route nothing through TopK).
+      bool indexed = false;
       for (int n = 0; n < graph.node_size() && !again; ++n)
-        if (isOnnx(graph.node(n), "TopK"))
+        if (isOnnx(graph.node(n), "TopK")) {
+          if (!indexed)
+            index();
+          indexed = true;
           again = tryFuse(n);
+        }
       fused |= again;
     }
     if (!fused)

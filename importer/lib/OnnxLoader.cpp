@@ -374,6 +374,12 @@ public:
 
   /// Completes missing Slice/Reshape output shapes; returns how many it filled.
   int completeShapes() {
+    // Only Slice and Reshape outputs are completed: without them there is nothing to
+    // evaluate (an MLP of 100 000 tensors would index every value for nothing).
+    if (std::none_of(graph.node().begin(), graph.node().end(), [](const onnx::NodeProto &node) {
+          return node.op_type() == "Slice" || node.op_type() == "Reshape";
+        }))
+      return 0;
     collectTypes();
     collectInitializerValues();
     int completed = 0;
@@ -441,23 +447,37 @@ private:
     }
   }
 
-  std::optional<Values> staticDims(const std::string &name) const {
-    if (auto it = initializerDims.find(name); it != initializerDims.end())
-      return it->second;
+  /// Whether every dim of `name` is known; passes them in order to `visit` (which may have
+  /// seen a prefix when the answer is no).
+  template <typename Visit> bool visitStaticDims(const std::string &name, Visit visit) const {
+    if (auto it = initializerDims.find(name); it != initializerDims.end()) {
+      for (int64_t dim : it->second)
+        visit(dim);
+      return true;
+    }
     auto it = types.find(name);
     if (it == types.end() || !it->second->has_tensor_type() ||
         !it->second->tensor_type().has_shape())
-      return std::nullopt;
-    Values dims;
+      return false;
     for (const auto &dim : it->second->tensor_type().shape().dim()) {
       if (!dim.has_dim_value())
-        return std::nullopt;
-      dims.push_back(dim.dim_value());
+        return false;
+      visit(dim.dim_value());
     }
+    return true;
+  }
+
+  std::optional<Values> staticDims(const std::string &name) const {
+    Values dims;
+    if (!visitStaticDims(name, [&](int64_t dim) { dims.push_back(dim); }))
+      return std::nullopt;
     return dims;
   }
 
-  bool isStatic(const std::string &name) const { return staticDims(name).has_value(); }
+  // Asked of every node's output: no dims are copied.
+  bool isStatic(const std::string &name) const {
+    return visitStaticDims(name, [](int64_t) {});
+  }
 
   const Values *known(const onnx::NodeProto &node, int index) const {
     if (index >= node.input_size() || node.input(index).empty())

@@ -245,10 +245,20 @@ FailureOr<std::vector<BucketOps>> readBuckets(const TrainingFunction &training,
   return chains;
 }
 
+void forEachFunction(ModuleOp module, function_ref<void(func::FuncOp)> visit) {
+  module->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (auto func = dyn_cast<func::FuncOp>(op)) {
+      visit(func);
+      return WalkResult::skip();
+    }
+    return WalkResult::advance();
+  });
+}
+
 FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostModel &model,
                                             std::optional<int64_t> stage) {
   SmallVector<func::FuncOp> candidates;
-  module.walk([&](func::FuncOp func) {
+  forEachFunction(module, [&](func::FuncOp func) {
     if (!func.getBody().empty() && !func.getBody().getOps<GradientOp>().empty())
       candidates.push_back(func);
   });

@@ -1,6 +1,8 @@
 //===- Transformer.cpp - recognising transformer blocks in imported IR ----===//
 #include "zen/Passes/Transformer.h"
 
+#include "zen/Passes/IRPlan.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -127,7 +129,7 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     return std::nullopt;
   };
   TransformerStructure structure;
-  module.walk([&](func::FuncOp func) {
+  plan::forEachFunction(module, [&](func::FuncOp func) {
     if (!structure.func && !func.getBody().empty() && !func.getBody().getOps<ParamOp>().empty())
       structure.func = func;
   });

@@ -609,8 +609,11 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     // As reported: each allowed compressor on every bucket, the best kept.
     std::string error;
     std::vector<BaselineResult> candidates;
-    std::optional<BaselineResult> reported = bestBaseline(
-        name, problem_, model_, options_.baseline, options_.compressors, error, &candidates);
+    // With the search's prices: a baseline of one bucket per tensor prices a collective per
+    // tensor in every evaluation, most of them of sizes seen before.
+    std::optional<BaselineResult> reported =
+        bestBaseline(name, problem_, model_, options_.baseline, options_.compressors, error,
+                     &candidates, &prices_);
     if (!reported)
       continue;
     result.baselineUs[name] = reported->evaluation.iterationUs;
@@ -628,7 +631,7 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
     if (!choice)
       continue;
-    Evaluation evaluation = evaluate(problem_, *choice, model_);
+    Evaluation evaluation = evaluate(problem_, *choice, model_, &prices_);
     ++evaluations_;
     result.baselineUncompressedUs[name] = evaluation.iterationUs;
     // A baseline's user may always switch compression off: it is reported at its best.
@@ -892,7 +895,8 @@ AutotuneResult Searcher::run() {
   result.best = best.choice;
   result.best.strategy = "auto";
   // The condensed problem simulates like the full one up to rounding; report the full one's score.
-  result.bestEval = best.exact ? best.evaluation : evaluate(problem_, result.best, model_);
+  result.bestEval =
+      best.exact ? best.evaluation : evaluate(problem_, result.best, model_, &prices_);
   result.evaluations = evaluations_;
   return result;
 }

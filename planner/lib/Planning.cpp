@@ -510,7 +510,8 @@ std::optional<BaselineResult> bestBaseline(const std::string &name, const Proble
                                            const BaselineOptions &options,
                                            const std::vector<CompressionSpec> &allowed,
                                            std::string &error,
-                                           std::vector<BaselineResult> *candidates) {
+                                           std::vector<BaselineResult> *candidates,
+                                           cost::CollectiveCostCache *cache) {
   std::vector<std::optional<CompressionSpec>> compressions(allowed.begin(), allowed.end());
   if (compressions.empty())
     compressions.push_back(std::nullopt);
@@ -521,7 +522,7 @@ std::optional<BaselineResult> bestBaseline(const std::string &name, const Proble
     std::optional<PlanChoice> choice = baselineChoice(name, problem, model, applied, error);
     if (!choice)
       return std::nullopt;
-    Evaluation evaluation = evaluate(problem, *choice, model);
+    Evaluation evaluation = evaluate(problem, *choice, model, cache);
     if (candidates)
       candidates->push_back(BaselineResult{*choice, evaluation});
     if (!best || evaluation.iterationUs < best->evaluation.iterationUs)

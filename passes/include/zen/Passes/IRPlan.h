@@ -25,6 +25,9 @@ namespace zen::plan {
 int64_t elementBytes(mlir::RankedTensorType type);
 /// True for an optimizer-phase zen.compute.
 bool isOptimizer(mlir::Operation *op);
+/// Calls `visit` on every func.func of `module` without walking their bodies:
+/// finding the training function costs the functions, not their ops.
+void forEachFunction(mlir::ModuleOp module, llvm::function_ref<void(mlir::func::FuncOp)> visit);
 
 /// The training function with its problem; `gradients` parallels problem.gradients.
 struct TrainingFunction {

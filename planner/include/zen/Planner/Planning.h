@@ -190,13 +190,14 @@ struct BaselineResult {
 /// baseline is never judged by a compressor that does not suit the model.
 /// Replaces options.compression; runs one evaluation per allowed compressor
 /// (one when none is). `candidates`, when given, receives every plan it
-/// scored, in `allowed` order. Errors as baselineChoice.
+/// scored, in `allowed` order. Errors as baselineChoice. `cache` as for evaluate.
 std::optional<BaselineResult> bestBaseline(const std::string &name, const Problem &problem,
                                            const cost::CostModel &model,
                                            const BaselineOptions &options,
                                            const std::vector<cost::CompressionSpec> &allowed,
                                            std::string &error,
-                                           std::vector<BaselineResult> *candidates = nullptr);
+                                           std::vector<BaselineResult> *candidates = nullptr,
+                                           cost::CollectiveCostCache *cache = nullptr);
 
 /// Sets chunks to the cost model's fastest chunk count for each bucket.
 void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model);
