@@ -15,6 +15,7 @@ ordered_json choiceJson(const plan::MoeLayerTime &time) {
   return {{"forward", time.choice.forward},
           {"backward", time.choice.backward},
           {"all_to_all", cost::toString(time.choice.algorithm)},
+          {"token_compression", cost::toString(time.choice.tokens)},
           {"forward_us", time.forwardUs},
           {"backward_us", time.backwardUs}};
 }

@@ -162,6 +162,10 @@ json parallelOf(const zenrt::Plan &plan) {
   return plan.parallel.empty() ? json() : json::parse(plan.parallel);
 }
 json moeOf(const zenrt::Plan &plan) { return plan.moe.empty() ? json() : json::parse(plan.moe); }
+/// An MoE layer's token compression; plans may leave out "none".
+std::string tokenCompressionOf(const json &layer) {
+  return layer.value("token_compression", std::string("none"));
+}
 /// The whole iteration: a large-model plan's schedule covers only the first
 /// stage's last micro-batch and its data-parallel sync; an MoE plan's adds the
 /// MoE layers' all-to-alls and pipelining to its schedule.
@@ -222,7 +226,8 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
       layers.push_back({{"name", layer["name"]},
                         {"forward", layer["forward"]},
                         {"backward", layer["backward"]},
-                        {"all_to_all", layer["all_to_all"]}});
+                        {"all_to_all", layer["all_to_all"]},
+                        {"token_compression", tokenCompressionOf(layer)}});
     section["layers"] = layers;
     section["searched"] = moe["searched"];
     section["memory"] = moe["memory"];
@@ -283,13 +288,16 @@ std::string moeText(const json &moe) {
                      "group), imbalance {:g}\n",
                      moe["ep"].get<int64_t>(), moe["ep"].get<int64_t>(),
                      moe["imbalance"].get<double>());
-  for (const json &layer : moe["layers"])
-    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all ({:.3f} + {:.3f} "
+  for (const json &layer : moe["layers"]) {
+    const std::string tokens = tokenCompressionOf(layer);
+    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all{} ({:.3f} + {:.3f} "
                        "ms)\n",
                        layer["name"].get<std::string>(), layer["forward"].get<int64_t>(),
                        layer["backward"].get<int64_t>(), layer["all_to_all"].get<std::string>(),
+                       tokens == "none" ? "" : ", tokens " + tokens,
                        layer["forward_us"].get<double>() / 1e3,
                        layer["backward_us"].get<double>() / 1e3);
+  }
   const json &memory = moe["memory"];
   out += fmt::format("  expert memory         weights {:.1f} MB, gradients {:.1f} MB, optimizer "
                      "{:.1f} MB, activations {:.1f} MB, dispatch buffers {:.1f} MB per GPU\n",
@@ -399,7 +407,10 @@ void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vect
       bar.durationUs = layer[std::string(phase) + "_us"].get<double>();
       bar.startUs = task == forward ? task->startUs
                                     : std::max(0.0, task->startUs + task->durationUs - bar.durationUs);
-      bar.moe = {{"degree", layer[phase]}, {"all_to_all", layer["all_to_all"]}, {"ep", moe["ep"]}};
+      bar.moe = {{"degree", layer[phase]},
+                 {"all_to_all", layer["all_to_all"]},
+                 {"token_compression", tokenCompressionOf(layer)},
+                 {"ep", moe["ep"]}};
       bars.push_back(bar);
     }
   }

@@ -104,14 +104,14 @@ double CostModel::wireBytesLowerBound(const CompressionSpec &spec, double elemen
 }
 
 CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elements,
-                                       int64_t payloads) const {
+                                       int64_t payloads, double elementBytes) const {
   CompressionCost cost;
   cost.wireBytes = wireBytes(spec, elements);
   if (spec.method == CompressionMethod::None || elements <= 0)
     return cost;
   double e = static_cast<double>(elements);
   double p = static_cast<double>(std::max<int64_t>(payloads, 1));
-  double dense = kFloatBytes * e;
+  double dense = elementBytes * e;
   double kept = static_cast<double>(keptElements(spec, elements));
 
   KernelWork encode, between, decode;

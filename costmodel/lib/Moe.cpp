@@ -67,6 +67,30 @@ double dispatchBytes(const MoeShape &shape, DType dtype) {
          activationBytes(dtype);
 }
 
+bool compressesTokens(CompressionMethod method, DType dtype) {
+  switch (method) {
+  case CompressionMethod::FP16:
+  case CompressionMethod::BF16:
+    return activationBytes(dtype) > 2;
+  case CompressionMethod::Int8:
+    return true;
+  default:
+    return false;
+  }
+}
+
+double dispatchWireBytes(const MoeShape &shape, DType dtype, CompressionMethod method) {
+  if (method == CompressionMethod::None)
+    return dispatchBytes(shape, dtype);
+  if (!compressesTokens(method, dtype))
+    throw std::invalid_argument(std::string(toString(method)) +
+                                " does not compress the dispatched tokens of a " +
+                                toString(dtype) + " model");
+  const double rows = double(shape.experts) * double(shape.capacity());
+  const double hidden = double(shape.hidden);
+  return method == CompressionMethod::Int8 ? rows * (hidden + 4.0) : rows * hidden * 2.0;
+}
+
 const char *toString(AllToAllAlgorithm algorithm) {
   return algorithm == AllToAllAlgorithm::Flat ? "flat" : "2d";
 }
@@ -146,7 +170,7 @@ Group expertReplicaGroup(int64_t ep, Group dp) {
 
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
-                  DType dtype) {
+                  DType dtype, CompressionMethod tokens) {
   std::string problem = checkExpertParallel(shape, ep, dp.ranks);
   if (problem.empty())
     problem = checkExpertPlacement(ep, dp);
@@ -158,10 +182,20 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
     throw std::invalid_argument(problem);
   const double rows = double(ep) * busiestExpertRows(shape, imbalance) / double(chunks);
   const int64_t localExperts = shape.experts / ep;
-  const double computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
-                                    : expertForwardUs(model, shape, rows, localExperts, dtype);
-  const double bytes = dispatchBytes(shape, dtype) / double(chunks);
+  double computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
+                              : expertForwardUs(model, shape, rows, localExperts, dtype);
+  const double bytes = dispatchWireBytes(shape, dtype, tokens) / double(chunks);
   const double allToAll = allToAllUs(model, bytes, expertGroup(ep, dp), algorithm, dtype).timeUs;
+  if (tokens != CompressionMethod::None && ep > 1) {
+    // A piece's send buffer and the buffer it receives are the same size.
+    const double elements =
+        double(shape.experts) * double(shape.capacity() / chunks) * double(shape.hidden);
+    CompressionSpec spec;
+    spec.method = tokens;
+    const CompressionCost codec =
+        model.compression(spec, static_cast<int64_t>(elements), 1, activationBytes(dtype));
+    computeUs += 2 * (codec.encodeUs + codec.decodeUs);
+  }
   // Dispatch and combine of a piece (in backward: their gradients) share the
   // network, so they form the communication stage together.
   return chunkPipelineUs(computeUs, 2 * allToAll, chunks, model.overlapSlowdown());

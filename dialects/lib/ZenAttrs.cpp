@@ -199,7 +199,8 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, Sh
 //===----------------------------------------------------------------------===//
 
 LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t ep,
-                                      int64_t forward, int64_t backward, StringRef allToAll) {
+                                      int64_t forward, int64_t backward, StringRef allToAll,
+                                      StringRef tokens) {
   for (auto [name, degree] :
        {std::pair{"ep", ep}, {"forward", forward}, {"backward", backward}})
     if (degree < 1)
@@ -207,5 +208,9 @@ LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   if (allToAll != "flat" && allToAll != "2d")
     return emitError() << "moe_schedule all_to_all must be \"flat\" or \"2d\", got \""
                        << allToAll << "\"";
+  if (!llvm::is_contained({"none", "fp16", "bf16", "int8"}, tokens))
+    return emitError() << "moe_schedule tokens must be \"none\", \"fp16\", \"bf16\" or "
+                          "\"int8\", got \""
+                       << tokens << "\"";
   return success();
 }

@@ -61,11 +61,15 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::s
 }
 
 plan::MoeRequest moeRequestOf(ModuleOp module, cost::Group dp, std::optional<int64_t> ep,
-                              double imbalance) {
+                              double imbalance,
+                              const std::vector<cost::CompressionSpec> &compressors) {
   plan::MoeRequest request;
   request.dp = dp;
   request.ep = ep;
   request.imbalance = imbalance;
+  for (const cost::CompressionSpec &spec : compressors)
+    if (!(spec.deviceFixed && spec.device == cost::Device::CPU))
+      request.compressors.push_back(spec.method);
   request.setup.computeDtype = cost::DType::F32;
   if (auto name = module->getAttrOfType<StringAttr>(
           ZenDialect::ComputeDtypeAttrHelper::getNameStr()))

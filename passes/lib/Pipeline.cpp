@@ -23,6 +23,7 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   moe.dp = options.dp;
   moe.ep = options.ep;
   moe.imbalance = options.moeImbalance;
+  moe.compressor = options.compressor;
   pm.addPass(createPlanMoe(moe));
 }
 

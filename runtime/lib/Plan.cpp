@@ -529,6 +529,11 @@ private:
       const json &algorithm = field(layer, at, "all_to_all");
       if (algorithm != "flat" && algorithm != "2d")
         error(at + "/all_to_all", "must be \"flat\" or \"2d\"");
+      if (layer.contains("token_compression")) {
+        const json &tokens = layer["token_compression"];
+        if (tokens != "none" && tokens != "fp16" && tokens != "bf16" && tokens != "int8")
+          error(at + "/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
+      }
       for (const char *key : {"forward_us", "backward_us"})
         amount(layer, at, key);
     };

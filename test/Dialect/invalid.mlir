@@ -782,3 +782,11 @@ func.func @f() {
   %0 = zen.param "w" {s = #zen.moe_schedule<ep = 1, forward = 1, backward = 1, all_to_all = "ring">} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{moe_schedule tokens must be "none", "fp16", "bf16" or "int8", got "topk"}}
+  %0 = zen.param "w" {s = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "flat", tokens = "topk">} : tensor<4xf32>
+  return
+}

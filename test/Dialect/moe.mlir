@@ -59,3 +59,17 @@ func.func @planned(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x32x
       : tensor<4x8x8xf32>, tensor<16x2xf32> -> tensor<16x8xf32>
   return %y : tensor<16x8xf32>
 }
+
+// The tokens' compression round-trips; "none", the default, is left out.
+// CHECK-LABEL: func.func @compressed
+// CHECK-SAME: (%[[X:.*]]: tensor<16x8xf32>, %[[R:.*]]: tensor<16x4xf32>)
+func.func @compressed(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) -> tensor<4x8x8xf32> {
+  // CHECK: %[[D:.*]], %{{.*}} = zen.moe_dispatch %[[X]], %[[R]] top 2 {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "flat", tokens = "int8">}
+  %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "flat", tokens = "int8">}
+      : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  // CHECK: zen.moe_dispatch %[[X]], %[[R]] top 2 {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "2d">}
+  %d2, %g2 = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "2d", tokens = "none">}
+      : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  // CHECK: return %[[D]]
+  return %d : tensor<4x8x8xf32>
+}

@@ -18,6 +18,22 @@
 // SEARCH: zen.moe_experts {{.*}}schedule = [[S]]}
 // SEARCH: zen.moe_combine {{.*}}schedule = [[S]]}
 
+// Token compression: only an allowed method that shrinks the fp32 tokens, not one
+// fixed to the host; int8 (a byte per element) where it pays, and over 10 GbE it does.
+// RUN: zenopt-opt %S/Inputs/moe.mlir --zen-autotune="cluster=v100x16-10gbe" --zen-plan-moe="ep=8 compressor=fp16@cpu,bf16" | FileCheck %s --check-prefix=TOKENS
+// TOKENS-LABEL: func.func @train_step
+// TOKENS: %[[D:.*]], %[[G:.*]] = zen.moe_dispatch {{.*}}schedule = [[S:#zen.moe_schedule<ep = 8, forward = [0-9]+, backward = [0-9]+, all_to_all = "flat", tokens = "bf16">]]}
+// TOKENS: %[[E:.*]] = zen.moe_experts relu %[[D]], {{.*}}schedule = [[S]]}
+// TOKENS: zen.moe_combine %[[E]], %[[G]] {{.*}}schedule = [[S]]}
+// RUN: zenopt-opt %S/Inputs/moe.mlir --zen-autotune="cluster=v100x16-10gbe" --zen-plan-moe="ep=8 compressor=fp16@cpu,int8" | FileCheck %s --check-prefix=INT8
+// INT8-LABEL: func.func @train_step
+// INT8-COUNT-3: tokens = "int8">
+// RUN: zenopt-opt %S/Inputs/moe.mlir --zen-autotune="cluster=v100x16-10gbe" --zen-plan-moe="ep=8 compressor=fp16@cpu" | FileCheck %s --check-prefix=HOST
+// HOST-LABEL: func.func @train_step
+// HOST-NOT: tokens =
+// RUN: not zenopt-opt %S/Inputs/moe.mlir --zen-plan-moe="compressor=bogus" 2>&1 | FileCheck %s --check-prefix=BOGUS
+// BOGUS: error: invalid compressor option: invalid compressor "bogus"
+
 // A module without MoE layers is left unchanged.
 // RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-plan-moe | FileCheck %s --check-prefix=NONE
 // NONE-LABEL: func.func @train_step

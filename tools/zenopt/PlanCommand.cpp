@@ -425,9 +425,13 @@ int runPlan(const PlanOptions &options) {
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
   if (!moeLayers.empty()) {
     // zen-plan-moe recorded the same decisions on the IR's MoE ops.
+    std::string error;
+    // zen-autotune has accepted the same spelling.
+    const std::vector<cost::CompressionSpec> compressors =
+        plan::parseCompressors(options.compressor, error).value_or(std::vector<cost::CompressionSpec>{});
     const zen::plan::MoeRequest request =
         moeRequestOf(*module, dpGroup, options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
-                     moeImbalanceOf(options));
+                     moeImbalanceOf(options), compressors);
     codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, request),
                        request.imbalance);
   }

@@ -43,6 +43,10 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
         module, cluster, nodes, getAnalysis<CostModelAnalysis>(), dp.getValue(), std::nullopt);
     if (failed(state))
       return signalPassFailure();
+    std::optional<std::vector<cost::CompressionSpec>> compressors =
+        detail::compressorsOption(module, compressor);
+    if (!compressors)
+      return signalPassFailure();
     std::vector<plan::MoeLayer> shapes;
     for (const MoeLayerOps &ops : *layers)
       shapes.push_back(ops.layer);
@@ -51,7 +55,7 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
       planned = plan::planMoe(
           shapes, *state->model,
           moeRequestOf(module, state->group, ep ? std::optional<int64_t>(ep) : std::nullopt,
-                       imbalance));
+                       imbalance, *compressors));
     } catch (const std::invalid_argument &problem) {
       module.emitError("zen-plan-moe: ") << problem.what();
       return signalPassFailure();
@@ -59,8 +63,9 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
     MLIRContext *context = &getContext();
     for (size_t i = 0; i < layers->size(); ++i) {
       const cost::MoeLayerChoice &choice = planned.chosen.best.layers[i].choice;
-      auto schedule = MoeScheduleAttr::get(context, planned.chosen.ep, choice.forward,
-                                           choice.backward, cost::toString(choice.algorithm));
+      auto schedule =
+          MoeScheduleAttr::get(context, planned.chosen.ep, choice.forward, choice.backward,
+                               cost::toString(choice.algorithm), cost::toString(choice.tokens));
       MoeLayerOps &ops = (*layers)[i];
       for (Operation *op : {ops.dispatch.getOperation(), ops.experts.getOperation(),
                             ops.combine.getOperation()})

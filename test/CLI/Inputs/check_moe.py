@@ -1,6 +1,6 @@
 """Checks an MoE `zenopt --json` summary against its plan file: the summary's
-`moe` keys, every layer's degrees and algorithm as the plan's `moe` section has
-them, the chosen ep the fastest of those searched, the whole iteration the
+`moe` keys, every layer's degrees, algorithm and token compression as the plan's
+`moe` section has them (the baselines never compress), the chosen ep the fastest of those searched, the whole iteration the
 data-parallel one moved by the MoE decisions, and the MoE baselines present.
 Prints ep, each layer's decisions and the baselines' names.
 With MODEL.mlir (`zenopt --emit mlir`), also checks that each layer's three
@@ -18,7 +18,7 @@ assert sorted(moe) == sorted(["ep", "imbalance", "moe_us", "expert_sync_us", "sy
 assert moe["ep"] == section["ep"]
 assert [l["name"] for l in moe["layers"]] == [l["name"] for l in section["layers"]]
 for mine, theirs in zip(moe["layers"], section["layers"]):
-    for key in ["forward", "backward", "all_to_all"]:
+    for key in ["forward", "backward", "all_to_all", "token_compression"]:
         assert mine[key] == theirs[key], (key, mine, theirs)
     assert 1 <= mine["forward"] <= theirs["capacity"] and 1 <= mine["backward"] <= theirs["capacity"]
     assert theirs["experts"] % moe["ep"] == 0
@@ -31,9 +31,11 @@ assert abs(section["iteration_us"] - (plan["predictions"]["iteration_us"] + extr
 assert 0 <= section["sync_saving_us"] <= plan["predictions"]["exposed_comm_us"] + 1e-9
 for name in ["moe-nopipe", "tutel", "pipemoe"]:
     assert summary["baselines"][name] == section["baselines"][name]["iteration_us"], name
+    assert all(l["token_compression"] == "none" for l in section["baselines"][name]["layers"])
 print("ep", moe["ep"], "searched", " ".join(sorted(section["searched"], key=int)))
 for layer in moe["layers"]:
-    print("layer {name} forward {forward} backward {backward} all_to_all {all_to_all}".format(**layer))
+    print("layer {name} forward {forward} backward {backward} all_to_all {all_to_all} "
+          "tokens {token_compression}".format(**layer))
 for name in ["moe-nopipe", "tutel", "pipemoe"]:
     layers = section["baselines"][name]["layers"]
     print(name, " ".join("{}/{}/{}".format(l["forward"], l["backward"], l["all_to_all"])
@@ -43,7 +45,9 @@ if len(sys.argv) > 3:
                        open(sys.argv[3]).read())
     expected = []
     for layer in section["layers"]:
-        expected += ['#zen.moe_schedule<ep = {}, forward = {}, backward = {}, all_to_all = "{}">'.format(
-            section["ep"], layer["forward"], layer["backward"], layer["all_to_all"])] * 3
+        tokens = layer["token_compression"]
+        expected += ['#zen.moe_schedule<ep = {}, forward = {}, backward = {}, all_to_all = "{}"{}>'.format(
+            section["ep"], layer["forward"], layer["backward"], layer["all_to_all"],
+            "" if tokens == "none" else ', tokens = "{}"'.format(tokens))] * 3
     assert found == expected, (found, expected)
     print("schedules on", len(found), "MoE ops agree with the plan")

@@ -47,6 +47,8 @@ elif mutation == "moe_all_to_all":
     plan["moe"]["baselines"]["tutel"]["layers"][0]["all_to_all"] = "ring"
 elif mutation == "moe_baseline":
     del plan["moe"]["baselines"]["pipemoe"]
+elif mutation == "moe_tokens":
+    plan["moe"]["layers"][0]["token_compression"] = "topk"
 elif mutation == "moe_imbalance":
     plan["moe"]["imbalance"] = 0.5
 elif mutation == "moe_unknown":

@@ -301,3 +301,61 @@ TEST(Moe, PhasePipelinesPiecesOfExpertsAndAllToAlls) {
                           DType::BF16),
                std::invalid_argument);
 }
+
+// Token compression (ScheMoE): only casts narrower than the activations shrink
+// the all-to-alls; int8 sends a byte per element and an fp32 scale per row.
+TEST(Moe, TokenCompressionShrinksOnlyWiderActivations) {
+  EXPECT_TRUE(compressesTokens(CompressionMethod::FP16, DType::F32));
+  EXPECT_TRUE(compressesTokens(CompressionMethod::BF16, DType::F32));
+  EXPECT_FALSE(compressesTokens(CompressionMethod::FP16, DType::BF16));
+  EXPECT_FALSE(compressesTokens(CompressionMethod::BF16, DType::F16));
+  EXPECT_TRUE(compressesTokens(CompressionMethod::Int8, DType::BF16));
+  for (CompressionMethod method : {CompressionMethod::None, CompressionMethod::TopK,
+                                   CompressionMethod::Sign, CompressionMethod::PowerSGD})
+    EXPECT_FALSE(compressesTokens(method, DType::F32));
+
+  const MoeShape shape = switchLayer(); // 8 experts x 320 rows x 1024
+  const double rows = 8.0 * 320;
+  EXPECT_DOUBLE_EQ(dispatchWireBytes(shape, DType::BF16, CompressionMethod::None),
+                   dispatchBytes(shape, DType::BF16));
+  EXPECT_DOUBLE_EQ(dispatchWireBytes(shape, DType::BF16, CompressionMethod::Int8),
+                   rows * (1024 + 4));
+  EXPECT_DOUBLE_EQ(dispatchWireBytes(shape, DType::F32, CompressionMethod::FP16),
+                   dispatchBytes(shape, DType::F32) / 2);
+  EXPECT_THROW(dispatchWireBytes(shape, DType::BF16, CompressionMethod::FP16),
+               std::invalid_argument);
+}
+
+// A compressed piece moves fewer bytes and its compute stage encodes and
+// decodes both all-to-alls' buffers: over the network between nodes int8 pays,
+// within a node's NVLink the kernels cost more than they save.
+TEST(Moe, CompressedPhaseTradesKernelsForBytes) {
+  CostModel model(loadCluster("h100x256"));
+  MoeShape shape = switchLayer();
+  shape.experts = 64;
+  const Group dp = model.worldGroup();
+  auto phase = [&](int64_t ep, CompressionMethod tokens) {
+    return moePhaseUs(model, shape, ep, dp, 1, AllToAllAlgorithm::Flat, false, 1.0, DType::BF16,
+                      tokens);
+  };
+  // One piece: the sum of its stages, so the difference is exactly bytes and kernels.
+  const Group across = expertGroup(64, dp);
+  const double elements = 64.0 * double(shape.capacity()) * 1024;
+  CompressionSpec int8;
+  int8.method = CompressionMethod::Int8;
+  const CompressionCost codec = model.compression(int8, int64_t(elements), 1, 2);
+  const auto a2a = [&](CompressionMethod tokens) {
+    return allToAllUs(model, dispatchWireBytes(shape, DType::BF16, tokens), across,
+                      AllToAllAlgorithm::Flat, DType::BF16)
+        .timeUs;
+  };
+  EXPECT_NEAR(phase(64, CompressionMethod::Int8) - phase(64, CompressionMethod::None),
+              2 * (codec.encodeUs + codec.decodeUs) + 2 * (a2a(CompressionMethod::Int8) -
+                                                           a2a(CompressionMethod::None)),
+              1e-6 * phase(64, CompressionMethod::None));
+  EXPECT_LT(phase(64, CompressionMethod::Int8), phase(64, CompressionMethod::None));
+  EXPECT_GT(phase(8, CompressionMethod::Int8), phase(8, CompressionMethod::None));
+  // Without an all-to-all there is nothing to compress.
+  EXPECT_DOUBLE_EQ(phase(1, CompressionMethod::Int8), phase(1, CompressionMethod::None));
+  EXPECT_THROW(phase(64, CompressionMethod::FP16), std::invalid_argument);
+}

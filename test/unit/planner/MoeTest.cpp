@@ -188,3 +188,26 @@ TEST(MoePlanning, TutelKeepsOneChoiceForTheWholeModel) {
               wide.choice.forward != wide.choice.backward);
   EXPECT_LT(eval.best.moeUs, tutel.moeUs);
 }
+
+TEST(MoePlanning, TokensAreCompressedOnlyWhenAllowedAndWhereItPays) {
+  const cost::CostModel model = h100();
+  MoeRequest request = requestOn(model);
+  const std::vector<MoeLayer> layers = {wideLayer("a")};
+  auto tokensAt = [&](int64_t ep) {
+    return evaluateMoe(layers, ep, model, request).best.layers.front().choice.tokens;
+  };
+  // Not allowed: never.
+  EXPECT_EQ(tokensAt(64), cost::CompressionMethod::None);
+  // fp16 cannot shrink bf16 activations; int8 halves what crosses the NICs.
+  request.compressors = {cost::CompressionMethod::FP16, cost::CompressionMethod::Int8};
+  EXPECT_EQ(tokensAt(64), cost::CompressionMethod::Int8);
+  const MoeEvaluation eval = evaluateMoe(layers, 64, model, request);
+  for (const auto &[name, strategy] : eval.baselines)
+    EXPECT_EQ(strategy.layers.front().choice.tokens, cost::CompressionMethod::None) << name;
+  // Inside a node (NVLink) the encode and decode kernels cost more than the
+  // bytes they save; with no all-to-all there is nothing to compress.
+  EXPECT_EQ(tokensAt(8), cost::CompressionMethod::None);
+  EXPECT_EQ(tokensAt(1), cost::CompressionMethod::None);
+  request.compressors = {cost::CompressionMethod::FP16};
+  EXPECT_EQ(tokensAt(64), cost::CompressionMethod::None);
+}

@@ -101,8 +101,10 @@ public:
   /// Encode/decode cost and wire size of compressing `elements` fp32 values.
   /// `payloads` is how many compressed payloads one decode consumes: 1 after an
   /// allreduce, the group size after an all-gather of sparse or sign payloads.
+  /// `elementBytes` is the width of the uncompressed values the kernels read
+  /// and write (2 for 16-bit activations); the wire size stays wireBytes'.
   CompressionCost compression(const CompressionSpec &spec, int64_t elements,
-                              int64_t payloads = 1) const;
+                              int64_t payloads = 1, double elementBytes = 4) const;
   /// Bytes one rank sends for `elements` fp32 values under `spec`.
   static double wireBytes(const CompressionSpec &spec, int64_t elements);
   /// A lower bound on the bytes one rank sends for `elements` fp32 values under

@@ -55,6 +55,18 @@ double busiestExpertRows(const MoeShape &shape, double imbalance);
 /// per expert, [experts, capacity, hidden], at `dtype`'s activation width.
 double dispatchBytes(const MoeShape &shape, DType dtype);
 
+/// Whether compressing the dispatched tokens with `method` shrinks the
+/// all-to-alls of a model computing at `dtype`: fp16 and bf16 halve fp32
+/// activations, int8 shrinks 32- and 16-bit ones; no other method suits
+/// activations (ScheMoE compresses them so).
+bool compressesTokens(CompressionMethod method, DType dtype);
+
+/// dispatchBytes with the tokens compressed by `method` (None: dispatchBytes):
+/// 2 bytes per element for fp16 and bf16, one for int8 plus an fp32 scale per
+/// row (each row is quantised on its own, so a row's encoding does not depend
+/// on the piece it travels in). `method` must be None or compressesTokens.
+double dispatchWireBytes(const MoeShape &shape, DType dtype, CompressionMethod method);
+
 enum class AllToAllAlgorithm { Flat, Hierarchical };
 const char *toString(AllToAllAlgorithm algorithm); // "flat", "2d"
 
@@ -101,11 +113,13 @@ Group expertGroup(int64_t ep, Group dp);
 Group expertReplicaGroup(int64_t ep, Group dp);
 
 /// How one MoE layer runs: the pipelining degree of dispatch -> experts ->
-/// combine in forward and in backward, and the all-to-all algorithm.
+/// combine in forward and in backward, the all-to-all algorithm and the
+/// compression of the tokens (and in backward their gradients) on the wire.
 struct MoeLayerChoice {
   int64_t forward = 1;
   int64_t backward = 1;
   AllToAllAlgorithm algorithm = AllToAllAlgorithm::Flat;
+  CompressionMethod tokens = CompressionMethod::None;
 };
 
 /// One phase (forward, or backward with `backward`) of one MoE layer on a rank
@@ -114,12 +128,17 @@ struct MoeLayerChoice {
 /// each, over expertGroup) share the network; its experts compute
 /// ep x busiestExpertRows / chunks rows each on the experts / ep local experts
 /// (the busiest expert paces the layer). Pieces pipeline by chunkPipelineUs.
-/// At ep 1 there is no all-to-all. Throws std::invalid_argument when the
-/// degree does not divide the capacity (libzenrt's pieces are equal), or checkExpertParallel,
+/// At ep 1 there is no all-to-all. With `tokens` compression each all-to-all
+/// moves dispatchWireBytes / chunks, and the compute stage also encodes what a
+/// piece sends and decodes what it receives, in dispatch and in combine
+/// (CostModel::compression's kernels over the activations' width).
+/// Throws std::invalid_argument when the
+/// degree does not divide the capacity (libzenrt's pieces are equal), `tokens`
+/// compresses nothing at `dtype`, or checkExpertParallel,
 /// checkExpertPlacement or busiestExpertRows fails.
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
-                  DType dtype);
+                  DType dtype, CompressionMethod tokens = CompressionMethod::None);
 
 /// One GPU's memory for a model's MoE layers, in MemoryBreakdown's categories.
 struct MoeMemory {

@@ -184,14 +184,19 @@ def Zen_MoeScheduleAttr : Zen_Attr<"MoeSchedule", "moe_schedule"> {
     flight while piece i + 1's experts compute; `all_to_all` is `"flat"` (one
     exchange among the ep ranks) or `"2d"` (Tutel's hierarchical exchange:
     inside each node, then between the ranks of one local index, then a
-    layout swap). zen-plan-moe writes it on every op of the layer.
+    layout swap). `tokens` is how the all-to-alls carry the tokens (and in
+    backward their gradients): `"none"` (the default, left out when printed),
+    `"fp16"`, `"bf16"` or `"int8"` (a scale per row). zen-plan-moe writes it on
+    every op of the layer.
 
     ```mlir
     #zen.moe_schedule<ep = 8, forward = 4, backward = 2, all_to_all = "2d">
+    #zen.moe_schedule<ep = 8, forward = 2, backward = 2, all_to_all = "flat", tokens = "int8">
     ```
   }];
   let parameters = (ins "int64_t":$ep, "int64_t":$forward, "int64_t":$backward,
-                        StringRefParameter<"flat or 2d">:$all_to_all);
+                        StringRefParameter<"flat or 2d">:$all_to_all,
+                        StringRefParameter<"none, fp16, bf16 or int8", "\"none\"">:$tokens);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

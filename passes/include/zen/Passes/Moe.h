@@ -35,10 +35,12 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(mlir::ModuleOp module,
                                                          std::string &error);
 
 /// What zen-plan-moe plans with on the data-parallel group `dp`: the module's
-/// compute precision (zen.compute_dtype, fp32 when absent) and the exposed
-/// communication of its zen.predicted (0 when absent).
+/// compute precision (zen.compute_dtype, fp32 when absent), the exposed
+/// communication of its zen.predicted (0 when absent) and the allowed
+/// compressors that can run where the tokens are (not those fixed @cpu).
 plan::MoeRequest moeRequestOf(mlir::ModuleOp module, cost::Group dp, std::optional<int64_t> ep,
-                              double imbalance);
+                              double imbalance,
+                              const std::vector<cost::CompressionSpec> &compressors);
 
 } // namespace zen
 

@@ -267,15 +267,22 @@ def PlanMoe : Pass<"zen-plan-moe", "mlir::ModuleOp"> {
     (plan::planMoe, docs/design.md "Mixture of Experts"). Writes a
     `#zen.moe_schedule` as `schedule` on the layer's three ops. Runs after
     zen-autotune, whose `zen.predicted` exposed communication bounds what
-    syncing expert gradients over fewer ranks saves. A module without MoE
-    ops is left unchanged. Example: `--zen-plan-moe="ep=8 imbalance=1.2"`.
+    syncing expert gradients over fewer ranks saves. Of the allowed
+    `compressor` methods, those that shrink the model's activations (fp16 and
+    bf16 for fp32 compute, int8) are tried on each layer's dispatched tokens
+    and their gradients, and the schedule's `tokens` names the one chosen.
+    A module without MoE ops is left unchanged. Example:
+    `--zen-plan-moe="ep=8 imbalance=1.2 compressor=int8"`.
   }];
   let options = [
     clusterOption, nodesOption, dpOption,
     Option<"ep", "ep", "int64_t", "0",
            "Expert-parallel ranks; must divide the experts and dp (0 = searched)">,
     Option<"imbalance", "imbalance", "double", "1.0",
-           "The busiest expert's load as a multiple of the mean (at least 1)">
+           "The busiest expert's load as a multiple of the mean (at least 1)">,
+    Option<"compressor", "compressor", "std::string", "\"\"",
+           "Allowed compression methods, comma-separated (as zen-autotune's); fp16, bf16 and "
+           "int8 may compress the dispatched tokens">
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }

@@ -32,6 +32,9 @@ struct MoeRequest {
   std::optional<int64_t> ep; // nullopt: searched
   double imbalance = 1.0;    // the busiest expert's load over the mean (>= 1)
   cost::TrainingSetup setup; // compute precision and optimizer (memory)
+  /// Compressors the user allows (--compressor, in its order); those that
+  /// shrink the dispatched tokens (cost::compressesTokens) are tried on them.
+  std::vector<cost::CompressionMethod> compressors;
   /// The data-parallel plan's exposed communication: the most that
   /// synchronising the expert gradients over fewer ranks can take off.
   double exposedCommUs = 0;
