@@ -23,12 +23,12 @@ ordered_json choiceJson(const plan::MoeLayerTime &time) {
 } // namespace
 
 void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
-               const plan::MoePlan &planned, double imbalance) {
+               const plan::MoePlan &planned, const plan::MoeRequest &request) {
   const plan::MoeEvaluation &eval = planned.chosen;
   const double dataParallelUs = plan.predictions.iterationUs;
   ordered_json section;
   section["ep"] = eval.ep;
-  section["imbalance"] = imbalance;
+  section["imbalance"] = request.imbalance;
   section["iteration_us"] = dataParallelUs + eval.extraUs(eval.best);
   section["moe_us"] = eval.best.moeUs;
   section["local_us"] = eval.localUs;
@@ -59,11 +59,23 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
   for (const auto &[ep, extraUs] : planned.searched)
     searched[std::to_string(ep)] = dataParallelUs + extraUs;
   section["searched"] = searched;
-  section["memory"] = {{"weights_bytes", eval.memory.weightsBytes},
-                       {"gradients_bytes", eval.memory.gradientsBytes},
-                       {"optimizer_bytes", eval.memory.optimizerBytes},
-                       {"activations_bytes", eval.memory.activationsBytes},
-                       {"buffers_bytes", eval.memory.buffersBytes}};
+  ordered_json notFitting = ordered_json::object();
+  for (const auto &[ep, bytes] : planned.notFitting)
+    notFitting[std::to_string(ep)] = bytes;
+  section["not_fitting"] = notFitting;
+  const cost::MemoryBreakdown whole = plan::moeModelMemory(eval, request);
+  const cost::MemoryBreakdown &dense = request.dense;
+  section["memory"] = {
+      {"weights_bytes", eval.memory.weightsBytes},
+      {"gradients_bytes", eval.memory.gradientsBytes},
+      {"optimizer_bytes", eval.memory.optimizerBytes},
+      {"activations_bytes", eval.memory.activationsBytes},
+      {"buffers_bytes", eval.memory.buffersBytes},
+      {"other_parameters_bytes",
+       dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes},
+      {"reserve_bytes", dense.reserveBytes},
+      {"per_gpu_bytes", whole.perGpuBytes()},
+      {"capacity_bytes", whole.capacityBytes}};
   plan.moe = section.dump();
 
   const double autoExtraUs = eval.extraUs(eval.best);

@@ -230,6 +230,7 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
                         {"token_compression", tokenCompressionOf(layer)}});
     section["layers"] = layers;
     section["searched"] = moe["searched"];
+    section["not_fitting"] = moe.value("not_fitting", json::object());
     section["memory"] = moe["memory"];
     json["moe"] = section;
   }
@@ -306,6 +307,18 @@ std::string moeText(const json &moe) {
                      memory["optimizer_bytes"].get<double>() / 1e6,
                      memory["activations_bytes"].get<double>() / 1e6,
                      memory["buffers_bytes"].get<double>() / 1e6);
+  if (memory.contains("per_gpu_bytes"))
+    out += fmt::format("  memory per GPU        {:.1f} GB{} (experts, the other parameters' "
+                       "weights, gradients and optimizer state, reserve; not the other "
+                       "activations)\n",
+                       memory["per_gpu_bytes"].get<double>() / 1e9,
+                       memory["capacity_bytes"].get<double>() > 0
+                           ? fmt::format(" of {:.1f} GB", memory["capacity_bytes"].get<double>() / 1e9)
+                           : std::string());
+  const json notFitting = moe.value("not_fitting", json::object());
+  for (const auto &[ep, bytes] : notFitting.items())
+    out += fmt::format("  ep {:<18} does not fit: {:.1f} GB per GPU\n", ep,
+                       bytes.get<double>() / 1e9);
   out += fmt::format("  MoE layers            {:10.3f} ms (expert gradient sync {:.3f} ms over "
                      "dp / ep ranks)\n",
                      moe["moe_us"].get<double>() / 1e3, moe["expert_sync_us"].get<double>() / 1e3);

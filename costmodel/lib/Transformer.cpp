@@ -245,6 +245,10 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
 
 namespace {
 
+/// The CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on A100/H100)
+/// and 5% of the device for the caching allocator's fragmentation.
+double reserveBytes(double capacity) { return capacity > 0 ? 1e9 + 0.05 * capacity : 0; }
+
 /// Memory of one GPU of `stage` holding `layers` blocks.
 MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig &config,
                             const TrainingSetup &setup, const CostModel &model, int64_t stage,
@@ -294,13 +298,23 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   if (config.tp > 1)
     buffers += tokens * shape.hidden * elementBytes;
   memory.buffersBytes = buffers;
-  // Reserve: the CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on
-  // A100/H100) and 5% of the device for the caching allocator's fragmentation.
-  memory.reserveBytes = capacity > 0 ? 1e9 + 0.05 * capacity : 0;
+  memory.reserveBytes = reserveBytes(capacity);
   return memory;
 }
 
 } // namespace
+
+MemoryBreakdown replicatedParameterMemory(double params, const TrainingSetup &setup,
+                                          const CostModel &model) {
+  const BytesPerParameter perParam = bytesPerParameter(setup);
+  MemoryBreakdown memory;
+  memory.capacityBytes = model.cluster().gpu.memoryGB * 1e9;
+  memory.weightsBytes = params * perParam.weights;
+  memory.gradientsBytes = params * perParam.gradients;
+  memory.optimizerBytes = params * perParam.optimizer;
+  memory.reserveBytes = reserveBytes(memory.capacityBytes);
+  return memory;
+}
 
 MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
                              const TrainingSetup &setup, const CostModel &model) {

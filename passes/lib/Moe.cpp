@@ -3,6 +3,8 @@
 
 #include "zen/Planner/Planning.h"
 
+#include "llvm/ADT/StringSet.h"
+
 using namespace mlir;
 
 namespace zen {
@@ -60,8 +62,9 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::s
   return layers;
 }
 
-plan::MoeRequest moeRequestOf(ModuleOp module, cost::Group dp, std::optional<int64_t> ep,
-                              double imbalance,
+plan::MoeRequest moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
+                              const cost::CostModel &model, cost::Group dp,
+                              std::optional<int64_t> ep, double imbalance,
                               const std::vector<cost::CompressionSpec> &compressors) {
   plan::MoeRequest request;
   request.dp = dp;
@@ -77,6 +80,15 @@ plan::MoeRequest moeRequestOf(ModuleOp module, cost::Group dp, std::optional<int
   if (auto predicted = module->getAttrOfType<PredictionAttr>(
           ZenDialect::PredictedAttrHelper::getNameStr()))
     request.exposedCommUs = predicted.getExposedCommUs().getValueAsDouble();
+  llvm::StringSet<> expertParameters;
+  for (const plan::MoeLayer &layer : layers)
+    expertParameters.insert(layer.parameters.begin(), layer.parameters.end());
+  double denseParams = 0;
+  module.walk([&](ParamOp param) {
+    if (!expertParameters.contains(param.getName()))
+      denseParams += double(cast<ShapedType>(param.getType()).getNumElements());
+  });
+  request.dense = cost::replicatedParameterMemory(denseParams, request.setup, model);
   return request;
 }
 

@@ -1,6 +1,8 @@
 //===- Moe.cpp - expert parallelism and MoE pipelining decisions ----------===//
 #include "zen/Planner/Moe.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -198,6 +200,32 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
   return eval;
 }
 
+cost::MemoryBreakdown moeModelMemory(const MoeEvaluation &eval, const MoeRequest &request) {
+  return cost::withMoeMemory(request.dense, eval.memory);
+}
+
+namespace {
+
+/// Why `eval`'s ep does not fit, with where the bytes go.
+std::string memoryText(const MoeEvaluation &eval, const MoeRequest &request) {
+  const cost::MemoryBreakdown total = moeModelMemory(eval, request);
+  const cost::MoeMemory &experts = eval.memory;
+  const cost::MemoryBreakdown &dense = request.dense;
+  return fmt::format(
+      "ep {} needs {:.1f} GB per GPU of {:.1f} GB: experts {:.1f} (weights, gradients and "
+      "optimizer state {:.1f}, activations {:.1f}, dispatch buffers {:.1f}), the other "
+      "parameters {:.1f}, reserve {:.1f}",
+      eval.ep, total.perGpuBytes() / 1e9, total.capacityBytes / 1e9,
+      (experts.weightsBytes + experts.gradientsBytes + experts.optimizerBytes +
+       experts.activationsBytes + experts.buffersBytes) / 1e9,
+      (experts.weightsBytes + experts.gradientsBytes + experts.optimizerBytes) / 1e9,
+      experts.activationsBytes / 1e9, experts.buffersBytes / 1e9,
+      (dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes) / 1e9,
+      dense.reserveBytes / 1e9);
+}
+
+} // namespace
+
 MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,
                 const MoeRequest &request) {
   if (layers.empty())
@@ -207,7 +235,9 @@ MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &mode
   if (request.ep) {
     if (std::string problem = checkMoeParallel(layers, *request.ep, request); !problem.empty())
       throw std::invalid_argument(problem);
-    MoePlan plan{evaluateMoe(layers, *request.ep, model, request), {}};
+    MoePlan plan{evaluateMoe(layers, *request.ep, model, request), {}, {}};
+    if (!moeModelMemory(plan.chosen, request).fits())
+      throw std::invalid_argument(memoryText(plan.chosen, request));
     plan.searched[*request.ep] = plan.chosen.extraUs(plan.chosen.best);
     return plan;
   }
@@ -215,18 +245,30 @@ MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &mode
   for (const MoeLayer &layer : layers)
     experts = std::gcd(experts, layer.shape.experts);
   std::optional<MoePlan> plan;
-  std::map<int64_t, double> searched;
+  std::optional<MoeEvaluation> leastMemory;
+  std::map<int64_t, double> searched, notFitting;
   for (int64_t ep = 1; ep <= experts; ++ep) {
     if (experts % ep != 0 || !checkMoeParallel(layers, ep, request).empty())
       continue;
     MoeEvaluation eval = evaluateMoe(layers, ep, model, request);
+    const cost::MemoryBreakdown memory = moeModelMemory(eval, request);
+    if (!memory.fits()) {
+      notFitting[ep] = memory.perGpuBytes();
+      if (!leastMemory || memory.perGpuBytes() < notFitting[leastMemory->ep])
+        leastMemory = std::move(eval);
+      continue;
+    }
     searched[ep] = eval.extraUs(eval.best);
     if (!plan || searched[ep] < plan->chosen.extraUs(plan->chosen.best))
-      plan = MoePlan{std::move(eval), {}};
+      plan = MoePlan{std::move(eval), {}, {}};
   }
+  if (!plan && leastMemory)
+    throw std::invalid_argument("no expert-parallel degree fits in memory; the smallest: " +
+                                memoryText(*leastMemory, request));
   if (!plan) // ep 1 fits every dp group: only a malformed layer gets here
     throw std::invalid_argument(checkMoeParallel(layers, 1, request));
   plan->searched = std::move(searched);
+  plan->notFitting = std::move(notFitting);
   return *plan;
 }
 

@@ -488,7 +488,7 @@ private:
       error("/moe", "must be a JSON object");
     static const std::set<std::string> keys = {
         "ep",     "imbalance",  "iteration_us", "moe_us",   "local_us", "expert_sync_us",
-        "sync_saving_us", "layers", "baselines", "searched", "memory"};
+        "sync_saving_us", "layers", "baselines", "searched", "not_fitting", "memory"};
     for (const auto &[key, value] : moe.items())
       if (!keys.count(key))
         error("/moe/" + key, "unknown field");
@@ -574,10 +574,22 @@ private:
     for (const auto &[key, us] : searched.items())
       if (!us.is_number() || !std::isfinite(us.get<double>()) || us.get<double>() < 0)
         error("/moe/searched/" + key, "must be a finite number >= 0");
+    if (moe.contains("not_fitting")) {
+      const json &notFitting = moe["not_fitting"];
+      if (!notFitting.is_object())
+        error("/moe/not_fitting", "must map every ep that does not fit to its bytes per GPU");
+      for (const auto &[key, bytes] : notFitting.items())
+        amount(notFitting, "/moe/not_fitting", key.c_str());
+    }
     const json &memory = field(moe, "/moe", "memory");
     for (const char *key : {"weights_bytes", "gradients_bytes", "optimizer_bytes",
                             "activations_bytes", "buffers_bytes"})
       amount(memory, "/moe/memory", key);
+    // Plans written before the whole-model memory check have only the experts'.
+    for (const char *key :
+         {"other_parameters_bytes", "reserve_bytes", "per_gpu_bytes", "capacity_bytes"})
+      if (memory.contains(key))
+        amount(memory, "/moe/memory", key);
   }
 
   void checkTensors() {

@@ -313,9 +313,10 @@ double moeImbalanceOf(const PlanOptions &options) {
 
 /// The model's MoE layers, after checking --ep and --moe-imbalance against
 /// them: both need MoE layers, and a forced ep must divide every layer's
-/// experts and the data-parallel group and be placeable on its nodes.
+/// experts and the data-parallel group, be placeable on its nodes and fit in
+/// memory; without --ep some ep must fit.
 std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::ModuleOp module,
-                                            cost::Group dp) {
+                                            const cost::CostModel &model, cost::Group dp) {
   std::string error;
   std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
   if (!layers)
@@ -331,12 +332,17 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
     throw CommandError(ExitUsage, "--ep and --moe-imbalance plan MoE models in data parallelism; "
                                   "they do not combine with --tp/--pp/--zero and the other "
                                   "large-model options yet");
-  if (options.ep > 0) {
-    plan::MoeRequest request;
-    request.dp = dp;
-    if (std::string problem = plan::checkMoeParallel(shapes, options.ep, request); !problem.empty())
-      throw CommandError(ExitDataError, "--ep " + std::to_string(options.ep) + ": " + options.model +
-                                            ": " + problem);
+  if (shapes.empty())
+    return shapes;
+  const std::optional<int64_t> ep =
+      options.ep > 0 ? std::optional<int64_t>(options.ep) : std::nullopt;
+  try {
+    // Neither the parallelism nor the memory depends on the gradient plan,
+    // which is not made yet.
+    plan::planMoe(shapes, model, moeRequestOf(module, shapes, model, dp, ep, 1.0, {}));
+  } catch (const std::invalid_argument &problem) {
+    throw CommandError(ExitDataError, (ep ? "--ep " + std::to_string(*ep) + ": " : "") +
+                                          options.model + ": " + problem.what());
   }
   return shapes;
 }
@@ -390,7 +396,7 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
-  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, dpGroup);
+  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, model, dpGroup);
   if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics))
     return report(options, *plan, *module);
 
@@ -430,10 +436,10 @@ int runPlan(const PlanOptions &options) {
     const std::vector<cost::CompressionSpec> compressors =
         plan::parseCompressors(options.compressor, error).value_or(std::vector<cost::CompressionSpec>{});
     const zen::plan::MoeRequest request =
-        moeRequestOf(*module, dpGroup, options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
+        moeRequestOf(*module, moeLayers, model, dpGroup,
+                     options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
                      moeImbalanceOf(options), compressors);
-    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, request),
-                       request.imbalance);
+    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, request), request);
   }
 
   return report(options, *plan, *module);

@@ -54,8 +54,8 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
     try {
       planned = plan::planMoe(
           shapes, *state->model,
-          moeRequestOf(module, state->group, ep ? std::optional<int64_t>(ep) : std::nullopt,
-                       imbalance, *compressors));
+          moeRequestOf(module, shapes, *state->model, state->group,
+                       ep ? std::optional<int64_t>(ep) : std::nullopt, imbalance, *compressors));
     } catch (const std::invalid_argument &problem) {
       module.emitError("zen-plan-moe: ") << problem.what();
       return signalPassFailure();

@@ -211,3 +211,44 @@ TEST(MoePlanning, TokensAreCompressedOnlyWhenAllowedAndWhereItPays) {
   request.compressors = {cost::CompressionMethod::FP16};
   EXPECT_EQ(tokensAt(64), cost::CompressionMethod::None);
 }
+
+TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
+  const cost::CostModel model = h100(); // 80 GB per GPU
+  MoeRequest request = requestOn(model);
+  request.dense = cost::replicatedParameterMemory(0, request.setup, model);
+  // 64 experts of 117M parameters at 16 bytes each (bf16 with Adam): 120 GB on one rank.
+  const std::vector<MoeLayer> layers = {wideLayer("a")};
+  const MoePlan plan = planMoe(layers, model, request);
+  ASSERT_EQ(plan.notFitting.count(1), 1u);
+  EXPECT_GT(plan.notFitting.at(1), 80e9);
+  EXPECT_EQ(plan.searched.count(1), 0u);
+  EXPECT_EQ(plan.searched.count(2), 1u);
+  EXPECT_GE(plan.chosen.ep, 2);
+  EXPECT_TRUE(moeModelMemory(plan.chosen, request).fits());
+  // The whole model counts: the other parameters' state and the reserve.
+  const cost::MemoryBreakdown whole = moeModelMemory(plan.chosen, request);
+  EXPECT_DOUBLE_EQ(whole.perGpuBytes(),
+                   request.dense.reserveBytes + plan.chosen.memory.weightsBytes +
+                       plan.chosen.memory.gradientsBytes + plan.chosen.memory.optimizerBytes +
+                       plan.chosen.memory.activationsBytes + plan.chosen.memory.buffersBytes);
+
+  request.ep = 1;
+  try {
+    planMoe(layers, model, request);
+    FAIL() << "ep 1 does not fit";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_NE(std::string(error.what()).find("ep 1 needs"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("of 80.0 GB"), std::string::npos) << error.what();
+  }
+  // 10 billion other parameters at 16 bytes fit under no ep.
+  request.ep.reset();
+  request.dense = cost::replicatedParameterMemory(1e10, request.setup, model);
+  try {
+    planMoe(layers, model, request);
+    FAIL() << "nothing fits";
+  } catch (const std::invalid_argument &error) {
+    EXPECT_NE(std::string(error.what()).find("no expert-parallel degree fits in memory"),
+              std::string::npos)
+        << error.what();
+  }
+}

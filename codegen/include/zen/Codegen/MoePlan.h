@@ -15,13 +15,13 @@
 namespace zen::codegen {
 
 /// Sets `plan`'s moe section for `planned` (the layers of `layers`, planned
-/// with `imbalance`) on top of its data-parallel schedule, whose predicted
+/// for `request`) on top of its data-parallel schedule, whose predicted
 /// iteration the MoE decisions change by MoeEvaluation::extraUs. Adds
 /// moe-nopipe, tutel and pipemoe to the baselines and moves every other
 /// baseline by auto's extraUs: the gradient-sync baselines run with auto's MoE
 /// decisions, so the comparison stays like with like.
 void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
-               const plan::MoePlan &planned, double imbalance);
+               const plan::MoePlan &planned, const plan::MoeRequest &request);
 
 } // namespace zen::codegen
 

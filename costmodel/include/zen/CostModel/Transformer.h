@@ -138,6 +138,12 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
 MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
                              const TrainingSetup &setup, const CostModel &model);
 
+/// One GPU's memory for `params` parameters replicated on every rank (ZeRO 0)
+/// — weights, gradients and optimizer state at bytesPerParameter — with the
+/// reserve and capacity memoryPerGpu applies; no activations or buffers.
+MemoryBreakdown replicatedParameterMemory(double params, const TrainingSetup &setup,
+                                          const CostModel &model);
+
 /// Time of one GEMM (batch x [m x k] * [k x n]) at `dtype`: the roofline with
 /// the GPU's GEMM efficiency, derated by wave quantisation: 128x128 output
 /// tiles spread over the SMs in waves, the last wave partly idle.

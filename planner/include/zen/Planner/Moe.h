@@ -35,6 +35,10 @@ struct MoeRequest {
   /// Compressors the user allows (--compressor, in its order); those that
   /// shrink the dispatched tokens (cost::compressesTokens) are tried on them.
   std::vector<cost::CompressionMethod> compressors;
+  /// One rank's memory for everything but the experts (the other parameters
+  /// replicated, the reserve, the capacity): with the experts' under an ep it
+  /// must fit, else that ep is not a choice.
+  cost::MemoryBreakdown dense;
   /// The data-parallel plan's exposed communication: the most that
   /// synchronising the expert gradients over fewer ranks can take off.
   double exposedCommUs = 0;
@@ -74,9 +78,15 @@ struct MoeEvaluation {
 
 struct MoePlan {
   MoeEvaluation chosen;
-  /// auto's extraUs under every ep tried, in increasing ep.
+  /// auto's extraUs under every ep tried that fits, in increasing ep.
   std::map<int64_t, double> searched;
+  /// The per-GPU bytes of every ep tried that does not fit.
+  std::map<int64_t, double> notFitting;
 };
+
+/// One rank's whole memory under `eval`'s ep: the request's dense part with
+/// the experts' (ZeRO 0, one micro-batch in flight).
+cost::MemoryBreakdown moeModelMemory(const MoeEvaluation &eval, const MoeRequest &request);
 
 /// The baselines, in report order: moe-nopipe (degree 1, flat all-to-all:
 /// DeepSpeed-MoE), tutel (one degree from {1, 2, 4, 8} and one algorithm for
@@ -102,9 +112,10 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
                           const cost::CostModel &model, const MoeRequest &request);
 
 /// The forced ep, or the one with the least extraUs among the divisors of the
-/// experts that checkMoeParallel accepts (the smaller on ties). Throws
-/// std::invalid_argument naming the reason for no layers, a bad imbalance or a
-/// forced ep that checkMoeParallel refuses.
+/// experts that checkMoeParallel accepts and whose moeModelMemory fits (the
+/// smaller on ties). Throws std::invalid_argument naming the reason for no
+/// layers, a bad imbalance, a forced ep that checkMoeParallel refuses or that
+/// does not fit, or no ep fitting.
 MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,
                 const MoeRequest &request);
 
