@@ -11,7 +11,8 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   autotune.cluster = options.cluster;
   autotune.nodes = options.nodes;
   autotune.dp = options.dp;
-  autotune.compressor = options.compressor;
+  if (options.compressGradients)
+    autotune.compressor = options.compressor;
   autotune.strategy = options.strategy;
   autotune.buckets = options.buckets;
   autotune.horovodCycleTimeMs = options.horovodCycleTimeMs;

@@ -34,6 +34,11 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
                      llvm::cl::init(0)};
   Option<std::string> compressor{*this, "compressor",
                                  llvm::cl::desc("Allowed compression methods, comma-separated")};
+  Option<bool> compressGradients{
+      *this, "compress-gradients",
+      llvm::cl::desc("Whether zen-autotune may compress gradients with them (false: only the "
+                     "MoE tokens may be compressed)"),
+      llvm::cl::init(true)};
   Option<PlanStrategy> strategy{*this, "strategy", llvm::cl::desc("auto or a baseline"),
                                 llvm::cl::init(PlanStrategy::automatic), planStrategyValues()};
   ListOption<int64_t> buckets{*this, "buckets",
