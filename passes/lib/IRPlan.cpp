@@ -208,6 +208,16 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
 
 } // namespace
 
+double opComputeUs(Operation *op, cost::DType computeDtype, const cost::CostModel &model) {
+  OpWork work;
+  if (auto moe = dyn_cast<MoeOpInterface>(op))
+    work = workOf(moe, computeDtype);
+  else if (auto compute = dyn_cast<ComputeOp>(op))
+    work = workOf(compute, computeDtype);
+  return model.computeUs(static_cast<double>(work.flops), static_cast<double>(work.bytes),
+                         work.dtype);
+}
+
 FailureOr<std::vector<BucketOps>> readBuckets(const TrainingFunction &training,
                                               cost::Group &group) {
   DenseMap<Value, int> gradientIndex;

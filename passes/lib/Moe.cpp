@@ -1,6 +1,7 @@
 //===- Moe.cpp - the MoE layers of imported IR ----------------------------===//
 #include "zen/Passes/Moe.h"
 
+#include "zen/Passes/IRPlan.h"
 #include "zen/Planner/Planning.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -62,10 +63,10 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::s
   return layers;
 }
 
-plan::MoeRequest moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
-                              const cost::CostModel &model, cost::Group dp,
-                              std::optional<int64_t> ep, double imbalance,
-                              const std::vector<cost::CompressionSpec> &compressors) {
+FailureOr<plan::MoeRequest>
+moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
+             const cost::CostModel &model, cost::Group dp, std::optional<int64_t> ep,
+             double imbalance, const std::vector<cost::CompressionSpec> &compressors) {
   plan::MoeRequest request;
   request.dp = dp;
   request.ep = ep;
@@ -77,12 +78,35 @@ plan::MoeRequest moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer>
   if (auto name = module->getAttrOfType<StringAttr>(
           ZenDialect::ComputeDtypeAttrHelper::getNameStr()))
     request.setup.computeDtype = plan::parseComputeDtype(name.str()).value_or(cost::DType::F32);
-  if (auto predicted = module->getAttrOfType<PredictionAttr>(
-          ZenDialect::PredictedAttrHelper::getNameStr()))
-    request.exposedCommUs = predicted.getExposedCommUs().getValueAsDouble();
   llvm::StringSet<> expertParameters;
   for (const plan::MoeLayer &layer : layers)
     expertParameters.insert(layer.parameters.begin(), layer.parameters.end());
+  FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, model);
+  if (failed(training))
+    return failure();
+  cost::Group group;
+  FailureOr<std::optional<plan::PlanChoice>> synced = plan::readPlan(*training, group);
+  if (failed(synced))
+    return failure();
+  if (*synced) {
+    plan::GradientSync sync{std::move(training->problem), std::move(**synced), {}};
+    sync.problem.group = group;
+    for (const plan::GradientTensor &gradient : sync.problem.gradients)
+      sync.expert.push_back(expertParameters.contains(gradient.name));
+    // The experts' forward op and the layer's backward op, by the layer's node.
+    llvm::StringMap<double> computeUs;
+    training->func.walk([&](Operation *op) {
+      auto node = op->getAttrOfType<StringAttr>("node");
+      auto compute = dyn_cast<ComputeOp>(op);
+      if (node && (isa<MoeExpertsOp>(op) ||
+                   (compute && compute.getPhase() == Phase::backward &&
+                    compute.getOpType() == "MoEGrad")))
+        computeUs[node.getValue()] += plan::opComputeUs(op, request.setup.computeDtype, model);
+    });
+    for (const plan::MoeLayer &layer : layers)
+      sync.layerComputeUs.push_back(computeUs.lookup(layer.name));
+    request.sync = std::move(sync);
+  }
   double denseParams = 0;
   module.walk([&](ParamOp param) {
     if (!expertParameters.contains(param.getName()))

@@ -129,6 +129,60 @@ double expertSyncUs(const std::vector<MoeLayer> &layers, int64_t ep,
 
 } // namespace
 
+double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
+                            const cost::CostModel &model) {
+  Problem problem = sync.problem;
+  if (sync.expert.size() != problem.gradients.size())
+    throw std::logic_error("the expert flags must parallel the gradients");
+  const double share = 1.0 / double(ep);
+  for (size_t g = 0; g < problem.gradients.size(); ++g)
+    if (sync.expert[g]) {
+      GradientTensor &gradient = problem.gradients[g];
+      gradient.elements = (gradient.elements + ep - 1) / ep;
+      gradient.bytes = (gradient.bytes + ep - 1) / ep;
+      gradient.optimizerUs *= share;
+    }
+  std::vector<cost::SimTask> tasks = buildSimTasks(problem, sync.plan, model);
+  if (ep > 1) {
+    const cost::Group replicas = cost::expertReplicaGroup(ep, dp);
+    const size_t planned = tasks.size();
+    for (size_t t = 0; t < planned; ++t) {
+      if (tasks[t].kind != cost::TaskKind::Collective || tasks[t].bucket < 0)
+        continue;
+      const BucketChoice &bucket = sync.plan.buckets[size_t(tasks[t].bucket)];
+      double expertElements = 0, elements = 0;
+      for (int g = bucket.begin; g < bucket.end; ++g) {
+        elements += double(problem.gradients[size_t(g)].elements);
+        if (sync.expert[size_t(g)])
+          expertElements += double(problem.gradients[size_t(g)].elements);
+      }
+      if (expertElements == 0)
+        continue;
+      const double fraction = expertElements / elements;
+      cost::SimTask experts = tasks[t];
+      experts.group = replicas;
+      experts.bytes *= fraction;
+      experts.elements = std::llround(double(experts.elements) * fraction);
+      if (fraction == 1) {
+        tasks[t] = experts;
+        continue;
+      }
+      experts.name += ".experts";
+      tasks[t].bytes -= experts.bytes;
+      tasks[t].elements -= experts.elements;
+      const int id = int(tasks.size());
+      tasks.push_back(std::move(experts));
+      for (size_t u = 0; u < planned; ++u)
+        if (std::find(tasks[u].deps.begin(), tasks[u].deps.end(), int(t)) != tasks[u].deps.end())
+          tasks[u].deps.push_back(id);
+    }
+  }
+  const cost::SimResult result = cost::simulate(model, tasks);
+  if (!result.error.empty())
+    throw std::logic_error("the gradient schedule cannot be simulated: " + result.error);
+  return result.iterationUs;
+}
+
 const std::vector<std::string> &moeBaselineNames() {
   static const std::vector<std::string> names = {"moe-nopipe", "tutel", "pipemoe"};
   return names;
@@ -179,13 +233,21 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
     return pricer.time(layer, MoeLayerChoice{r, r, AllToAllAlgorithm::Flat});
   });
 
-  const LayerPricer local{model, request, 1};
-  eval.localUs = strategyOf(layers, [&](const MoeLayer &layer) {
-                   return local.time(layer, MoeLayerChoice{});
-                 }).moeUs;
+  if (request.sync) {
+    if (request.sync->layerComputeUs.size() != layers.size())
+      throw std::logic_error("the schedule's MoE compute must parallel the layers");
+    eval.localUs = std::accumulate(request.sync->layerComputeUs.begin(),
+                                   request.sync->layerComputeUs.end(), 0.0);
+  } else {
+    const LayerPricer local{model, request, 1};
+    eval.localUs = strategyOf(layers, [&](const MoeLayer &layer) {
+                     return local.time(layer, MoeLayerChoice{});
+                   }).moeUs;
+  }
   eval.expertSyncUs = expertSyncUs(layers, ep, model, request.dp);
-  const double saving = expertSyncUs(layers, 1, model, request.dp) - eval.expertSyncUs;
-  eval.syncSavingUs = std::clamp(saving, 0.0, std::max(request.exposedCommUs, 0.0));
+  if (request.sync && ep > 1)
+    eval.syncSavingUs = expertParallelSyncUs(*request.sync, 1, request.dp, model) -
+                        expertParallelSyncUs(*request.sync, ep, request.dp, model);
 
   for (const MoeLayer &layer : layers) {
     cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,

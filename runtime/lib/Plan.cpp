@@ -515,9 +515,12 @@ private:
     if (!imbalance.is_number() || !std::isfinite(imbalance.get<double>()) ||
         imbalance.get<double>() < 1)
       error("/moe/imbalance", "must be a finite number >= 1");
-    for (const char *key :
-         {"iteration_us", "moe_us", "local_us", "expert_sync_us", "sync_saving_us"})
+    for (const char *key : {"iteration_us", "moe_us", "local_us", "expert_sync_us"})
       amount(moe, "/moe", key);
+    // Splitting buckets by process group can cost more than it saves.
+    if (const json &saving = field(moe, "/moe", "sync_saving_us");
+        !saving.is_number() || !std::isfinite(saving.get<double>()))
+      error("/moe/sync_saving_us", "must be a finite number");
     const json &layers = field(moe, "/moe", "layers");
     if (!layers.is_array() || layers.empty())
       error("/moe/layers", "must be a non-empty array of MoE layers");

@@ -316,7 +316,8 @@ double moeImbalanceOf(const PlanOptions &options) {
 /// experts and the data-parallel group, be placeable on its nodes and fit in
 /// memory; without --ep some ep must fit.
 std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::ModuleOp module,
-                                            const cost::CostModel &model, cost::Group dp) {
+                                            const cost::CostModel &model, cost::Group dp,
+                                            const DiagnosticCollector &diagnostics) {
   std::string error;
   std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
   if (!layers)
@@ -339,7 +340,11 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
   try {
     // Neither the parallelism nor the memory depends on the gradient plan,
     // which is not made yet.
-    plan::planMoe(shapes, model, moeRequestOf(module, shapes, model, dp, ep, 1.0, {}));
+    mlir::FailureOr<plan::MoeRequest> request =
+        moeRequestOf(module, shapes, model, dp, ep, 1.0, {});
+    if (mlir::failed(request))
+      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+    plan::planMoe(shapes, model, *request);
   } catch (const std::invalid_argument &problem) {
     throw CommandError(ExitDataError, (ep ? "--ep " + std::to_string(*ep) + ": " : "") +
                                           options.model + ": " + problem.what());
@@ -390,11 +395,13 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
     // zen-autotune has accepted the same spelling.
     const std::vector<cost::CompressionSpec> compressors =
         plan::parseCompressors(options.compressor, error).value_or(std::vector<cost::CompressionSpec>{});
-    const zen::plan::MoeRequest request =
+    const mlir::FailureOr<zen::plan::MoeRequest> request =
         moeRequestOf(module, moeLayers, model, dp,
                      options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
                      moeImbalanceOf(options), compressors);
-    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, request), request);
+    if (mlir::failed(request))
+      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, *request), *request);
   }
   return std::move(*plan);
 }
@@ -471,7 +478,7 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
 
-  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, model, dpGroup);
+  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, model, dpGroup, diagnostics);
   if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics))
     return report(options, *plan, *module);
 

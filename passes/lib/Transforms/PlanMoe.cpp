@@ -50,12 +50,14 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
     std::vector<plan::MoeLayer> shapes;
     for (const MoeLayerOps &ops : *layers)
       shapes.push_back(ops.layer);
+    FailureOr<plan::MoeRequest> request =
+        moeRequestOf(module, shapes, *state->model, state->group,
+                     ep ? std::optional<int64_t>(ep) : std::nullopt, imbalance, *compressors);
+    if (failed(request))
+      return signalPassFailure();
     plan::MoePlan planned;
     try {
-      planned = plan::planMoe(
-          shapes, *state->model,
-          moeRequestOf(module, shapes, *state->model, state->group,
-                       ep ? std::optional<int64_t>(ep) : std::nullopt, imbalance, *compressors));
+      planned = plan::planMoe(shapes, *state->model, *request);
     } catch (const std::invalid_argument &problem) {
       module.emitError("zen-plan-moe: ") << problem.what();
       return signalPassFailure();

@@ -28,7 +28,10 @@ assert summary["iteration_us"] == section["iteration_us"]
 extra = section["moe_us"] - section["local_us"] - section["sync_saving_us"]
 assert abs(section["iteration_us"] - (plan["predictions"]["iteration_us"] + extra)) <= \
     1e-9 * section["iteration_us"], section
-assert 0 <= section["sync_saving_us"] <= plan["predictions"]["exposed_comm_us"] + 1e-9
+# The saving is the schedule re-simulated with the expert gradients over their replicas:
+# nothing at ep 1, and it cannot take off more than the whole schedule.
+assert section["ep"] > 1 or section["sync_saving_us"] == 0, section
+assert section["sync_saving_us"] < plan["predictions"]["iteration_us"], section
 for name in ["moe-nopipe", "tutel", "pipemoe"]:
     assert summary["baselines"][name] == section["baselines"][name]["iteration_us"], name
     assert all(l["token_compression"] == "none" for l in section["baselines"][name]["layers"])

@@ -94,6 +94,57 @@ TEST(MoePlanning, TheTwoDimensionalAllToAllWinsWhenPeersAreMany) {
   EXPECT_LT(eval.best.moeUs, eval.baselines.at("moe-nopipe").moeUs);
 }
 
+/// The layers' expert gradients (fp32) and one dense gradient after a backward
+/// of `backwardUs` over `dp`: each in a bucket of its own, or all in one.
+GradientSync syncOf(const std::vector<MoeLayer> &layers, cost::Group dp, double backwardUs,
+                    bool oneBucket) {
+  GradientSync sync;
+  sync.plan.strategy = "test";
+  sync.problem.group = dp;
+  sync.problem.forward = {{"fwd", backwardUs / 2}};
+  sync.problem.backward = {{"bwd", backwardUs}};
+  auto add = [&](const std::string &name, double elements, bool expert) {
+    GradientTensor gradient;
+    gradient.name = name;
+    gradient.elements = int64_t(elements);
+    gradient.bytes = 4 * gradient.elements;
+    gradient.readyAfterSegment = 0;
+    sync.problem.gradients.push_back(gradient);
+    sync.expert.push_back(expert);
+  };
+  for (const MoeLayer &layer : layers)
+    add(layer.name + ".experts", double(layer.shape.experts) * layer.shape.expertParams(), true);
+  add("dense", 1e8, false);
+  // Its backward is one segment: no MoE compute of its own to replace.
+  sync.layerComputeUs.assign(layers.size(), 0.0);
+  const int gradients = int(sync.problem.gradients.size());
+  for (int g = 0; g < gradients; g += oneBucket ? gradients : 1) {
+    BucketChoice bucket;
+    bucket.begin = g;
+    bucket.end = oneBucket ? gradients : g + 1;
+    sync.plan.buckets.push_back(bucket);
+  }
+  return sync;
+}
+
+TEST(MoePlanning, ExpertGradientsSynchroniseOverTheirReplicasInTheSchedule) {
+  const cost::CostModel model = h100();
+  const std::vector<MoeLayer> layers = {wideLayer("a"), wideLayer("b")};
+  for (bool oneBucket : {false, true}) {
+    const GradientSync sync = syncOf(layers, model.worldGroup(), 1000, oneBucket);
+    // ep 1 is the schedule as planned.
+    EXPECT_DOUBLE_EQ(expertParallelSyncUs(sync, 1, model.worldGroup(), model),
+                     evaluate(sync.problem, sync.plan, model).iterationUs);
+    // Over whole nodes each rank syncs 1/ep of the experts over 256/ep ranks.
+    const double ep1 = expertParallelSyncUs(sync, 1, model.worldGroup(), model);
+    const double ep64 = expertParallelSyncUs(sync, 64, model.worldGroup(), model);
+    EXPECT_LT(ep64, ep1 / 4) << oneBucket;
+    // Only the dense gradient left over the dp group: nothing faster than its all-reduce.
+    EXPECT_GT(ep64, model.collective(cost::CollectiveKind::AllReduce, 4e8, model.worldGroup())
+                        .timeUs);
+  }
+}
+
 TEST(MoePlanning, SearchKeepsTheFastestExpertParallelDegree) {
   const cost::CostModel model = h100();
   MoeRequest request = requestOn(model);
@@ -104,19 +155,23 @@ TEST(MoePlanning, SearchKeepsTheFastestExpertParallelDegree) {
       EXPECT_LE(plan.chosen.extraUs(plan.chosen.best), extra) << "ep " << ep;
     EXPECT_EQ(plan.searched.at(plan.chosen.ep), plan.chosen.extraUs(plan.chosen.best));
   };
-  // Nothing exposed: syncing experts over fewer ranks saves nothing.
-  request.exposedCommUs = 0;
+  // The layers alone: no gradient sync to change.
   MoePlan plan = planMoe(layers, model, request);
   fastest(plan);
   EXPECT_EQ(plan.chosen.syncSavingUs, 0.0);
   const int64_t withoutSaving = plan.chosen.ep;
-  // Exposed gradient sync that ep shrinks: experts over whole nodes take their
-  // gradients' all-reduce off the NICs, which every ep inside a node leaves.
-  request.exposedCommUs = 1e6;
+  // A schedule whose expert gradients' sync is exposed: experts over whole
+  // nodes take their gradients' all-reduce off the NICs, which every ep inside
+  // a node leaves there.
+  request.sync = syncOf(layers, model.worldGroup(), 1000, false);
   plan = planMoe(layers, model, request);
   fastest(plan);
   EXPECT_GT(plan.chosen.ep, withoutSaving);
   EXPECT_GT(plan.chosen.ep, 8);
+  EXPECT_DOUBLE_EQ(plan.chosen.syncSavingUs,
+                   expertParallelSyncUs(*request.sync, 1, model.worldGroup(), model) -
+                       expertParallelSyncUs(*request.sync, plan.chosen.ep, model.worldGroup(),
+                                            model));
   EXPECT_GT(plan.chosen.syncSavingUs, 0.0);
   EXPECT_LT(plan.chosen.memory.weightsBytes,
             evaluateMoe(layers, 1, model, request).memory.weightsBytes);

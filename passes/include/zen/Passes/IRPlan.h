@@ -36,6 +36,10 @@ struct TrainingFunction {
   std::vector<GradientOp> gradients;
 };
 
+/// What extractTraining prices `op` (a zen.compute or an MoE op) at: its FLOPs
+/// and bytes at the precision it runs at when fp32 ops run at `computeDtype`.
+double opComputeUs(mlir::Operation *op, cost::DType computeDtype, const cost::CostModel &model);
+
 /// Finds the one function with zen.gradient ops in `module` and extracts its
 /// problem, pricing compute with `model` at the module's kComputeDtypeAttr.
 /// Emits an error and fails when there is none or more than one, or when the

@@ -35,14 +35,16 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(mlir::ModuleOp module,
                                                          std::string &error);
 
 /// What zen-plan-moe plans `layers` with on the data-parallel group `dp`: the
-/// module's compute precision (zen.compute_dtype, fp32 when absent), the
-/// exposed communication of its zen.predicted (0 when absent), the allowed
-/// compressors that can run where the tokens are (not those fixed @cpu), and
-/// the memory of the parameters outside the layers' experts on `model`'s GPUs.
-plan::MoeRequest moeRequestOf(mlir::ModuleOp module, const std::vector<plan::MoeLayer> &layers,
-                              const cost::CostModel &model, cost::Group dp,
-                              std::optional<int64_t> ep, double imbalance,
-                              const std::vector<cost::CompressionSpec> &compressors);
+/// module's compute precision (zen.compute_dtype, fp32 when absent), its
+/// gradient sync when it has one (with the layers' expert gradients marked),
+/// the allowed compressors that can run where the tokens are (not those fixed
+/// @cpu), and the memory of the parameters outside the layers' experts on
+/// `model`'s GPUs. Fails (with an error) when the training function or its
+/// gradient sync cannot be read.
+mlir::FailureOr<plan::MoeRequest>
+moeRequestOf(mlir::ModuleOp module, const std::vector<plan::MoeLayer> &layers,
+             const cost::CostModel &model, cost::Group dp, std::optional<int64_t> ep,
+             double imbalance, const std::vector<cost::CompressionSpec> &compressors);
 
 } // namespace zen
 

@@ -11,6 +11,7 @@
 #define ZEN_PLANNER_MOE_H
 
 #include "zen/CostModel/Moe.h"
+#include "zen/Planner/Planning.h"
 
 #include <map>
 #include <optional>
@@ -27,6 +28,26 @@ struct MoeLayer {
   std::vector<std::string> parameters;
 };
 
+/// A data-parallel gradient schedule and which of its gradients are experts'.
+struct GradientSync {
+  Problem problem;
+  PlanChoice plan;
+  std::vector<bool> expert; // parallels problem.gradients
+  /// Per MoE layer, what the problem prices its experts' forward and backward
+  /// at (their FLOPs and bytes): the time the MoE decisions replace.
+  std::vector<double> layerComputeUs;
+};
+
+/// `sync`'s iteration when the expert gradients synchronise over their dp / ep
+/// replicas (cost::expertReplicaGroup) instead of the dp group: a rank holds
+/// experts / ep of them (their bytes, elements and optimizer steps shrink so),
+/// and a bucket's collective becomes one over the dp group for its other
+/// gradients and one over the replicas for the experts', issued where it was
+/// and both awaited by what awaited it. At ep 1 the schedule as it is.
+/// Throws std::logic_error when the schedule cannot be simulated.
+double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
+                            const cost::CostModel &model);
+
 struct MoeRequest {
   cost::Group dp;            // the data-parallel ranks
   std::optional<int64_t> ep; // nullopt: searched
@@ -39,9 +60,9 @@ struct MoeRequest {
   /// replicated, the reserve, the capacity): with the experts' under an ep it
   /// must fit, else that ep is not a choice.
   cost::MemoryBreakdown dense;
-  /// The data-parallel plan's exposed communication: the most that
-  /// synchronising the expert gradients over fewer ranks can take off.
-  double exposedCommUs = 0;
+  /// The data-parallel gradient sync the layers sit on (nullopt: the layers
+  /// alone, whose expert parallelism then changes no gradient's sync).
+  std::optional<GradientSync> sync;
 };
 
 struct MoeLayerTime {
@@ -61,11 +82,13 @@ struct MoeEvaluation {
   int64_t ep = 1;
   MoeStrategy best; // auto: per layer the fastest degrees and algorithm
   std::map<std::string, MoeStrategy> baselines;
-  /// The layers at ep 1 and degree 1: what the data-parallel plan prices.
+  /// What the data-parallel schedule prices the layers' experts at (the
+  /// request's sync), or without one the layers at ep 1 and degree 1.
   double localUs = 0;
   /// The experts' gradient all-reduce per iteration over their dp / ep
-  /// replicas (expertReplicaGroup), and what that saves over syncing every
-  /// expert over the dp group, at most the exposed communication.
+  /// replicas (expertReplicaGroup), alone; and what syncing them so saves on
+  /// the request's schedule: its iteration less expertParallelSyncUs (negative
+  /// when the split collectives cost more than they save).
   double expertSyncUs = 0;
   double syncSavingUs = 0;
   cost::MoeMemory memory; // ZeRO 0, one micro-batch in flight
