@@ -134,7 +134,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   // The plan must score exactly as the planner scored its choice: the plan file
   // is what `zenopt simulate` and the runtime see.
   cost::SimResult rescored = simulatePlan(out, model);
-  plan::Evaluation planned = plan::evaluate(problem, choice, model);
+  plan::Evaluation planned = plan::evaluateTasks(tasks, model);
   if (rescored.iterationUs != planned.iterationUs) {
     error = fmt::format("internal error: the plan scores {} us but the planner's choice {} us",
                         rescored.iterationUs, planned.iterationUs);

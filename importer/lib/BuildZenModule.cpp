@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace zen::importer {
 namespace {
@@ -72,8 +73,9 @@ public:
     for (const Parameter &param : graph.parameters)
       values[param.tensor] = builder.create<ParamOp>(loc, typeOf(param.tensor),
                                                      builder.getStringAttr(param.name));
-    for (const Node &node : graph.nodes)
-      emitForward(node);
+    nodeNames.assign(graph.nodes.size(), mlir::StringAttr());
+    for (size_t n = 0; n < graph.nodes.size(); ++n)
+      emitForward(static_cast<int>(n));
     gradients.resize(graph.backward.size());
     for (size_t s = 0; s < graph.backward.size(); ++s)
       emitBackward(graph.backward[s], s);
@@ -94,18 +96,34 @@ private:
     return type;
   }
 
+  /// A handful of op types name every compute op: each is uniqued once.
+  mlir::StringAttr opTypeAttr(llvm::StringRef opType) {
+    mlir::StringAttr &attr = opTypes[opType];
+    if (!attr)
+      attr = builder.getStringAttr(opType);
+    return attr;
+  }
+
+  /// A node's name labels its forward op and its gradient step: uniqued once.
+  mlir::StringAttr nodeNameAttr(int node) {
+    mlir::StringAttr &attr = nodeNames[node];
+    if (!attr && !graph.nodes[node].name.empty())
+      attr = builder.getStringAttr(graph.nodes[node].name);
+    return attr;
+  }
+
   /// Sets the properties directly: the generic builder's attribute list would be
   /// sorted into a uniqued dictionary per op only to be converted back.
   ComputeOp createCompute(llvm::StringRef opType, PhaseAttr phase, mlir::ValueRange operands,
                           mlir::TypeRange results, int64_t flops, int64_t bytes,
-                          llvm::StringRef node) {
-    return builder.create<ComputeOp>(
-        loc, results, builder.getStringAttr(opType), phase, operands,
-        builder.getI64IntegerAttr(flops), builder.getI64IntegerAttr(bytes),
-        node.empty() ? mlir::StringAttr() : builder.getStringAttr(node), mlir::IntegerAttr());
+                          mlir::StringAttr node) {
+    return builder.create<ComputeOp>(loc, results, opTypeAttr(opType), phase, operands,
+                                     builder.getI64IntegerAttr(flops),
+                                     builder.getI64IntegerAttr(bytes), node, mlir::IntegerAttr());
   }
 
-  void emitForward(const Node &node) {
+  void emitForward(int nodeIndex) {
+    const Node &node = graph.nodes[nodeIndex];
     if (node.moe && hasMoeOperands(node))
       return emitMoe(node, *node.moe);
     llvm::SmallVector<mlir::Value> operands;
@@ -117,7 +135,7 @@ private:
       if (output >= 0)
         results.push_back(typeOf(output));
     ComputeOp op = createCompute(node.opType, forwardPhase, operands, results, node.flops,
-                                 node.bytes, node.name);
+                                 node.bytes, nodeNameAttr(nodeIndex));
     unsigned result = 0;
     for (int output : node.outputs)
       if (output >= 0)
@@ -205,11 +223,12 @@ private:
     llvm::SmallVector<mlir::Type> results;
     for (int tensor : step.gradTensors)
       results.push_back(typeOf(tensor));
-    llvm::StringRef node;
+    mlir::StringAttr node;
     if (step.kind == BackwardStep::Kind::NodeGradient)
-      node = graph.nodes[step.node].name;
-    else if (step.kind == BackwardStep::Kind::Accumulate)
-      node = graph.tensors[step.gradTensors.front()].name;
+      node = nodeNameAttr(step.node);
+    else if (step.kind == BackwardStep::Kind::Accumulate &&
+             !graph.tensors[step.gradTensors.front()].name.empty())
+      node = builder.getStringAttr(graph.tensors[step.gradTensors.front()].name);
     ComputeOp op =
         createCompute(step.opType, backwardPhase, operands, results, step.flops, step.bytes, node);
     gradients[index].assign(op->result_begin(), op->result_end());
@@ -227,6 +246,8 @@ private:
   mlir::Location loc;
   PhaseAttr forwardPhase, backwardPhase; // every compute op carries one of the two
   std::vector<mlir::Type> types;
+  llvm::StringMap<mlir::StringAttr> opTypes;
+  std::vector<mlir::StringAttr> nodeNames; // by node index, built on first use
   std::vector<mlir::Value> values;
   std::vector<std::vector<mlir::Value>> gradients;
 };

@@ -164,6 +164,7 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
   // tensor -> node index, -1 for sources; the names are views of the graph's strings, which
   // stay in place until the nodes are reordered at the end
   std::unordered_map<std::string_view, int> producer;
+  producer.reserve(graph.initializer_size() + graph.input_size() + graph.node_size());
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (init.name().empty())
       fail(path, "an initializer has no name");

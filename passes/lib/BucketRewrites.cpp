@@ -75,21 +75,22 @@ void ensureOptimizerSteps(TrainingFunction &training) {
           optimized.insert(param);
   OpBuilder builder(training.func.getContext());
   builder.setInsertionPoint(body.getTerminator());
+  // Shared by every step: uniqued once, not once per parameter.
+  StringAttr sgd = builder.getStringAttr("SGD");
+  PhaseAttr optimizerPhase = PhaseAttr::get(builder.getContext(), Phase::optimizer);
   for (GradientOp gradient : training.gradients) {
     auto param = gradient.getParam().getDefiningOp<ParamOp>();
     if (optimized.contains(param))
       continue;
     auto type = cast<RankedTensorType>(gradient.getType());
     int64_t elements = type.getNumElements();
-    auto step = builder.create<ComputeOp>(
-        gradient.getLoc(), TypeRange{type}, "SGD", Phase::optimizer,
-        ValueRange{gradient.getParam(), gradient.getResult()},
-        static_cast<uint64_t>(optimizerFlops(elements)),
-        static_cast<uint64_t>(optimizerBytes(elements, elementBytes(type))),
-        builder.getStringAttr("sgd." + param.getName()));
     // The step runs on the stage that holds the parameter.
-    if (IntegerAttr stage = param.getStageAttr())
-      step.setStageAttr(stage);
+    builder.create<ComputeOp>(
+        gradient.getLoc(), TypeRange{type}, sgd, optimizerPhase,
+        ValueRange{gradient.getParam(), gradient.getResult()},
+        builder.getI64IntegerAttr(optimizerFlops(elements)),
+        builder.getI64IntegerAttr(optimizerBytes(elements, elementBytes(type))),
+        builder.getStringAttr("sgd." + param.getName()), param.getStageAttr());
   }
 }
 

@@ -24,8 +24,12 @@ bool isOptimizer(Operation *op) {
 namespace {
 
 cost::DType dtypeOf(Type type) {
+  // Ranked tensors first: a cast to the ShapedType interface runs MLIR's
+  // (assertion-enabled) interface checks, several hundred instructions per op.
   Type element = type;
-  if (auto shaped = dyn_cast<ShapedType>(type))
+  if (auto tensor = dyn_cast<RankedTensorType>(type))
+    element = tensor.getElementType();
+  else if (auto shaped = dyn_cast<ShapedType>(type))
     element = shaped.getElementType();
   if (element.isF16())
     return cost::DType::F16;
@@ -295,7 +299,12 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
   DenseMap<Value, int> firstForwardUse;
   DenseMap<Value, double> optimizerUs;
   std::optional<ComputeSegment> forward, backward;
-  std::vector<std::pair<GradientOp, int>> found;
+  struct FoundGradient {
+    GradientOp op;
+    uint64_t readyOrder; // read once: the sort compares it n log n times
+    int readyAfterSegment;
+  };
+  std::vector<FoundGradient> found;
 
   auto onStage = [&](std::optional<uint64_t> opStage) {
     return !stage || (opStage && static_cast<int64_t>(*opStage) == *stage);
@@ -306,7 +315,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         continue;
       if (backward)
         problem.backward.push_back(*std::exchange(backward, std::nullopt));
-      found.emplace_back(gradient, static_cast<int>(problem.backward.size()) - 1);
+      found.push_back({gradient, gradient.getReadyOrder(),
+                       static_cast<int>(problem.backward.size()) - 1});
       continue;
     }
     // A forward op starts a new segment when it reads a parameter for the first time.
@@ -325,16 +335,20 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         if (Value param = paramRead(input))
           firstForwardUse.try_emplace(param, static_cast<int>(problem.forward.size()));
     };
-    if (auto moe = dyn_cast<MoeOpInterface>(op)) {
-      const OpWork work = workOf(moe, problem.computeDtype);
-      addForward(op.getOperands(), moe.getNodeName().value_or(op.getName().getStringRef()).str(),
-                 work,
-                 model.computeUs(static_cast<double>(work.flops), static_cast<double>(work.bytes),
-                                 work.dtype));
+    // zen.compute first: most ops are, and none is an MoE op, whose interface
+    // lookup costs far more than a compare of op names.
+    auto compute = dyn_cast<ComputeOp>(op);
+    if (!compute) {
+      if (auto moe = dyn_cast<MoeOpInterface>(op)) {
+        const OpWork work = workOf(moe, problem.computeDtype);
+        addForward(op.getOperands(),
+                   moe.getNodeName().value_or(op.getName().getStringRef()).str(), work,
+                   model.computeUs(static_cast<double>(work.flops),
+                                   static_cast<double>(work.bytes), work.dtype));
+      }
       continue;
     }
-    auto compute = dyn_cast<ComputeOp>(op);
-    if (!compute || !onStage(compute.getStage()))
+    if (!onStage(compute.getStage()))
       continue;
     const OpWork work = workOf(compute, problem.computeDtype);
     const double us = model.computeUs(static_cast<double>(work.flops),
@@ -364,11 +378,13 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
   if (backward)
     problem.backward.push_back(*backward);
 
-  std::stable_sort(found.begin(), found.end(), [](auto a, auto b) {
-    return a.first.getReadyOrder() < b.first.getReadyOrder();
-  });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const FoundGradient &a, const FoundGradient &b) {
+                     return a.readyOrder < b.readyOrder;
+                   });
   llvm::SmallPtrSet<Operation *, 16> seenParams;
-  for (auto [gradient, readyAfter] : found) {
+  for (const FoundGradient &entry : found) {
+    GradientOp gradient = entry.op;
     auto param = gradient.getParam().getDefiningOp<ParamOp>();
     if (!seenParams.insert(param).second)
       return gradient.emitError("parameter '") << param.getName() << "' has two gradients";
@@ -377,7 +393,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     tensor.name = param.getName().str();
     tensor.elements = type.getNumElements();
     tensor.bytes = tensor.elements * elementBytes(type);
-    tensor.readyAfterSegment = readyAfter;
+    tensor.readyAfterSegment = entry.readyAfterSegment;
     tensor.forwardSegment = firstForwardUse.lookup(gradient.getParam());
     auto optimizer = optimizerUs.find(gradient.getParam());
     tensor.optimizerUs =

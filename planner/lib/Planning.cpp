@@ -244,6 +244,11 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice,
   // Reused: the search evaluates many plans, each would otherwise allocate every task anew.
   thread_local std::vector<SimTask> tasks;
   fillSimTasks(problem, choice, model, tasks);
+  return evaluateTasks(tasks, model, cache);
+}
+
+Evaluation evaluateTasks(const std::vector<SimTask> &tasks, const cost::CostModel &model,
+                         cost::CollectiveCostCache *cache) {
   Evaluation evaluation;
   evaluation.sim = cost::simulate(model, tasks, cache);
   evaluation.iterationUs = evaluation.sim.error.empty()

@@ -467,7 +467,11 @@ int runPlan(const PlanOptions &options) {
   cost::CostModel model(cluster);
   const cost::Group dpGroup = model.groupOf(options.dp > 0 ? options.dp : cluster.worldSize());
 
-  mlir::MLIRContext context;
+  // Planning runs on one thread (one function, no parallel pass); without threading
+  // MLIR uniques every attribute and type without locks and thread-local caches.
+  // (The constructor's Threading::DISABLED leaves the uniquers in threaded mode.)
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  context.disableMultithreading();
   DiagnosticCollector diagnostics(context);
   mlir::OwningOpRef<mlir::ModuleOp> module = importer::buildZenModule(context, graph);
   if (!module)

@@ -125,6 +125,10 @@ struct Evaluation {
 /// `cache`, when given, prices the collectives (a search scoring many variants of a plan).
 Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model,
                     cost::CollectiveCostCache *cache = nullptr);
+/// evaluate() of the tasks buildSimTasks made for a choice: a caller that has
+/// them scores the choice without building them again.
+Evaluation evaluateTasks(const std::vector<cost::SimTask> &tasks, const cost::CostModel &model,
+                         cost::CollectiveCostCache *cache = nullptr);
 
 /// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
 /// over its data-parallel group problem.group: no plan using at most the
