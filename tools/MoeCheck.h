@@ -1,0 +1,197 @@
+//===- MoeCheck.h - what the MoE layer's numerics checks share ---*- C++ -*-===//
+//
+// zenrt-moe-check and zenopt-run run libzenrt's pipelined MoE layer (zenrt/Moe.h) forward and
+// backward and check it against a reference: each expert's forward and backward as
+// whole-matrix products on the rows it gets, with no chunks, no communication and no code
+// shared with the runtime.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_TOOLS_MOECHECK_H
+#define ZEN_TOOLS_MOECHECK_H
+
+#include "DeterministicValues.h"
+#include "zenrt/Moe.h"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zen::cli {
+
+/// Every expert's weights, in zenrt::moe::Layer's layout, drawn from a seed: every rank draws
+/// them all, holds its share and checks against all.
+struct MoeWeights {
+  MoeWeights(const zenrt::moe::Layer &shape, uint64_t seed) {
+    DeterministicValues values(seed);
+    const size_t e = size_t(shape.experts), h = size_t(shape.hidden), f = size_t(shape.ffn);
+    fc1 = values.take(e * f * h);
+    fc1Bias = values.take(e * f);
+    fc2 = values.take(e * h * f);
+    fc2Bias = values.take(e * h);
+  }
+  /// Points `layer` at the weights of `local` experts from expert `first` on.
+  void lend(zenrt::moe::Layer &layer, int64_t first) const {
+    const int64_t h = layer.hidden, f = layer.ffn;
+    layer.fc1 = &fc1[size_t(first * f * h)];
+    layer.fc1Bias = &fc1Bias[size_t(first * f)];
+    layer.fc2 = &fc2[size_t(first * h * f)];
+    layer.fc2Bias = &fc2Bias[size_t(first * h)];
+  }
+  std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
+};
+
+/// Zeroed gradients of `local` experts of the shape.
+inline zenrt::moe::Gradients zeroGradients(const zenrt::moe::Layer &shape, int64_t local) {
+  const size_t h = size_t(shape.hidden), f = size_t(shape.ffn), l = size_t(local);
+  zenrt::moe::Gradients g;
+  g.fc1.assign(l * f * h, 0.0f);
+  g.fc1Bias.assign(l * f, 0.0f);
+  g.fc2.assign(l * h * f, 0.0f);
+  g.fc2Bias.assign(l * h, 0.0f);
+  return g;
+}
+
+/// Expert e on `rows` rows x with output gradient dy: writes the output y and the input
+/// gradient dx where not null, and adds the weight gradients to `sums` at local expert `local`
+/// where not null.
+inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w, int64_t e,
+                            const float *x, const float *dy, int64_t rows, float *y, float *dx,
+                            zenrt::moe::Gradients *sums, int64_t local) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ConstMap = Eigen::Map<const Matrix>;
+  using ConstVector = Eigen::Map<const Eigen::RowVectorXf>;
+  const int64_t h = shape.hidden, f = shape.ffn;
+  const ConstMap fc1(&w.fc1[size_t(e * f * h)], f, h), fc2(&w.fc2[size_t(e * h * f)], h, f);
+  const ConstVector b1(&w.fc1Bias[size_t(e * f)], f), b2(&w.fc2Bias[size_t(e * h)], h);
+  const ConstMap input(x, rows, h), outputGradient(dy, rows, h);
+  const Matrix z = (input * fc1.transpose()).rowwise() + b1;
+  const Matrix units = z.cwiseMax(0.0f);
+  const Matrix unitGradient = (z.array() > 0.0f).select((outputGradient * fc2).array(), 0.0f);
+  if (y)
+    Eigen::Map<Matrix>(y, rows, h) = (units * fc2.transpose()).rowwise() + b2;
+  if (dx)
+    Eigen::Map<Matrix>(dx, rows, h) = unitGradient * fc1;
+  if (sums) {
+    Eigen::Map<Matrix>(&sums->fc2[size_t(local * h * f)], h, f) +=
+        outputGradient.transpose() * units;
+    Eigen::Map<Eigen::RowVectorXf>(&sums->fc2Bias[size_t(local * h)], h) +=
+        outputGradient.colwise().sum();
+    Eigen::Map<Matrix>(&sums->fc1[size_t(local * f * h)], f, h) += unitGradient.transpose() * input;
+    Eigen::Map<Eigen::RowVectorXf>(&sums->fc1Bias[size_t(local * f)], f) +=
+        unitGradient.colwise().sum();
+  }
+}
+
+/// One rank's view of a layer run: its combined output and input gradient, and its experts'
+/// gradients.
+struct MoeResult {
+  std::vector<float> combined, dispatchedGradient;
+  zenrt::moe::Gradients gradients;
+};
+
+/// The reference of `member`'s run in a group whose ranks fed `dispatched[s]` and
+/// `combinedGradient[s]` ([experts][capacity][hidden] each): its rows through every expert,
+/// and its experts' gradients over the rows of every rank of the group.
+inline MoeResult referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &w,
+                              const std::vector<std::vector<float>> &dispatched,
+                              const std::vector<std::vector<float>> &combinedGradient, int member) {
+  const int64_t ranks = int64_t(dispatched.size()), local = shape.experts / ranks;
+  const size_t expertFloats = size_t(shape.capacity * shape.hidden);
+  const std::vector<float> &x = dispatched[size_t(member)], &dy = combinedGradient[size_t(member)];
+  MoeResult out;
+  out.combined.resize(x.size());
+  out.dispatchedGradient.resize(x.size());
+  out.gradients = zeroGradients(shape, local);
+  for (int64_t e = 0; e < shape.experts; ++e)
+    referenceExpert(shape, w, e, &x[size_t(e) * expertFloats], &dy[size_t(e) * expertFloats],
+                    shape.capacity, &out.combined[size_t(e) * expertFloats],
+                    &out.dispatchedGradient[size_t(e) * expertFloats], nullptr, 0);
+  const int64_t first = member * local;
+  for (int64_t l = 0; l < local; ++l)
+    for (int64_t s = 0; s < ranks; ++s)
+      referenceExpert(shape, w, first + l, &dispatched[size_t(s)][size_t(first + l) * expertFloats],
+                      &combinedGradient[size_t(s)][size_t(first + l) * expertFloats],
+                      shape.capacity, nullptr, nullptr, &out.gradients, l);
+  return out;
+}
+
+/// The largest |got - expected| over the largest |expected| (infinite for other sizes).
+inline double relativeError(const std::vector<float> &got, const std::vector<float> &expected) {
+  if (got.size() != expected.size())
+    return INFINITY;
+  double most = 1e-30, error = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    most = std::max(most, double(std::abs(expected[i])));
+    error = std::max(error, std::abs(double(got[i]) - double(expected[i])));
+  }
+  return error / most;
+}
+
+/// The largest relativeError over the six tensors of a run.
+inline double maxRelativeError(const MoeResult &got, const MoeResult &expected) {
+  return std::max({relativeError(got.combined, expected.combined),
+                   relativeError(got.dispatchedGradient, expected.dispatchedGradient),
+                   relativeError(got.gradients.fc1, expected.gradients.fc1),
+                   relativeError(got.gradients.fc1Bias, expected.gradients.fc1Bias),
+                   relativeError(got.gradients.fc2, expected.gradients.fc2),
+                   relativeError(got.gradients.fc2Bias, expected.gradients.fc2Bias)});
+}
+
+/// The first of the six tensors in which two runs differ in any bit ("" when none does).
+inline std::string firstDifference(const MoeResult &a, const MoeResult &b) {
+  auto same = [](const std::vector<float> &p, const std::vector<float> &q) {
+    return p.size() == q.size() && std::memcmp(p.data(), q.data(), p.size() * sizeof(float)) == 0;
+  };
+  const std::pair<const char *, bool> tensors[] = {
+      {"the output", same(a.combined, b.combined)},
+      {"the input gradient", same(a.dispatchedGradient, b.dispatchedGradient)},
+      {"the fc1 gradient", same(a.gradients.fc1, b.gradients.fc1)},
+      {"the fc1 bias gradient", same(a.gradients.fc1Bias, b.gradients.fc1Bias)},
+      {"the fc2 gradient", same(a.gradients.fc2, b.gradients.fc2)},
+      {"the fc2 bias gradient", same(a.gradients.fc2Bias, b.gradients.fc2Bias)}};
+  for (const auto &[name, equal] : tensors)
+    if (!equal)
+      return name;
+  return "";
+}
+
+/// Runs the layer through libzenrt: forward in `forwardChunks`, then backward in
+/// `backwardChunks` (the schedule otherwise as given), each phase after `synchronise()`;
+/// stores each phase's microseconds where asked.
+template <typename Synchronise>
+MoeResult runLayer(const zenrt::moe::Layer &layer, zenrt::moe::Schedule schedule,
+                   int64_t forwardChunks, int64_t backwardChunks,
+                   const std::vector<float> &dispatched, const std::vector<float> &combinedGradient,
+                   const void *comm, Synchronise synchronise, double *forwardUs = nullptr,
+                   double *backwardUs = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  MoeResult out;
+  out.combined.assign(dispatched.size(), NAN);
+  out.dispatchedGradient.assign(dispatched.size(), NAN);
+  zenrt::moe::Activations kept;
+  synchronise();
+  auto start = Clock::now();
+  schedule.chunks = forwardChunks;
+  zenrt::moe::forward(layer, schedule, dispatched.data(), out.combined.data(), comm, &kept);
+  if (forwardUs)
+    *forwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  synchronise();
+  start = Clock::now();
+  schedule.chunks = backwardChunks;
+  out.gradients = zenrt::moe::backward(layer, schedule, kept, combinedGradient.data(),
+                                       out.dispatchedGradient.data(), comm);
+  if (backwardUs)
+    *backwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  return out;
+}
+
+} // namespace zen::cli
+
+#endif // ZEN_TOOLS_MOECHECK_H
