@@ -89,6 +89,33 @@ inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w,
   }
 }
 
+/// Rows of `width` values as they arrive after travelling in `tokens`: fp16 and bf16 rounded
+/// to nearest even, int8 as q x scale with scale = the row's max |x| / 127 and q = x / scale
+/// rounded to nearest even (zenrt::moe::TokenFormat; written here apart from the runtime).
+inline void travel(zenrt::moe::TokenFormat tokens, std::vector<float> &rows, int64_t width) {
+  using zenrt::moe::TokenFormat;
+  for (size_t first = 0; first < rows.size(); first += size_t(width)) {
+    float *row = &rows[first];
+    float largest = 0;
+    for (int64_t i = 0; i < width; ++i)
+      largest = std::max(largest, std::abs(row[i]));
+    const float scale = largest / 127.0f;
+    for (int64_t i = 0; i < width; ++i) {
+      float &v = row[i];
+      if (tokens == TokenFormat::Fp16) {
+        v = float(static_cast<_Float16>(v));
+      } else if (tokens == TokenFormat::Bf16) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        std::memcpy(&v, &bits, sizeof bits);
+      } else if (tokens == TokenFormat::Int8) {
+        v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0f, 127.0f) * scale : 0.0f;
+      }
+    }
+  }
+}
+
 /// One rank's view of a layer run: its combined output and input gradient, and its experts'
 /// gradients.
 struct MoeResult {
@@ -98,10 +125,15 @@ struct MoeResult {
 
 /// The reference of `member`'s run in a group whose ranks fed `dispatched[s]` and
 /// `combinedGradient[s]` ([experts][capacity][hidden] each): its rows through every expert,
-/// and its experts' gradients over the rows of every rank of the group.
+/// and its experts' gradients over the rows of every rank of the group; every row that
+/// travels between ranks (both ways, forward and backward) as it arrives in `tokens`.
 inline MoeResult referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &w,
-                              const std::vector<std::vector<float>> &dispatched,
-                              const std::vector<std::vector<float>> &combinedGradient, int member) {
+                              std::vector<std::vector<float>> dispatched,
+                              std::vector<std::vector<float>> combinedGradient, int member,
+                              zenrt::moe::TokenFormat tokens) {
+  for (auto *buffers : {&dispatched, &combinedGradient})
+    for (std::vector<float> &rows : *buffers)
+      travel(tokens, rows, shape.hidden);
   const int64_t ranks = int64_t(dispatched.size()), local = shape.experts / ranks;
   const size_t expertFloats = size_t(shape.capacity * shape.hidden);
   const std::vector<float> &x = dispatched[size_t(member)], &dy = combinedGradient[size_t(member)];
@@ -119,6 +151,8 @@ inline MoeResult referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &
       referenceExpert(shape, w, first + l, &dispatched[size_t(s)][size_t(first + l) * expertFloats],
                       &combinedGradient[size_t(s)][size_t(first + l) * expertFloats],
                       shape.capacity, nullptr, nullptr, &out.gradients, l);
+  travel(tokens, out.combined, shape.hidden);
+  travel(tokens, out.dispatchedGradient, shape.hidden);
   return out;
 }
 
@@ -132,6 +166,38 @@ inline double relativeError(const std::vector<float> &got, const std::vector<flo
     error = std::max(error, std::abs(double(got[i]) - double(expected[i])));
   }
   return error / most;
+}
+
+/// The largest relativeError against the reference that a run whose rows travel in `tokens`
+/// may show: sums of a few thousand terms in another order (fp32), which can round a value
+/// that travels back to the neighbouring value of the format (2 ulps of fp16 or bf16, 2
+/// int8 steps of the row's largest).
+inline double referenceTolerance(zenrt::moe::TokenFormat tokens) {
+  switch (tokens) {
+  case zenrt::moe::TokenFormat::Fp16:
+    return 2e-3;
+  case zenrt::moe::TokenFormat::Bf16:
+  case zenrt::moe::TokenFormat::Int8:
+    return 1.6e-2;
+  case zenrt::moe::TokenFormat::None:
+    break;
+  }
+  return 1e-4;
+}
+
+/// The spelling of a TokenFormat in the plan (`token_compression`).
+inline const char *tokenFormatName(zenrt::moe::TokenFormat tokens) {
+  switch (tokens) {
+  case zenrt::moe::TokenFormat::Fp16:
+    return "fp16";
+  case zenrt::moe::TokenFormat::Bf16:
+    return "bf16";
+  case zenrt::moe::TokenFormat::Int8:
+    return "int8";
+  case zenrt::moe::TokenFormat::None:
+    break;
+  }
+  return "none";
 }
 
 /// The largest relativeError over the six tensors of a run.

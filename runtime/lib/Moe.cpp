@@ -5,6 +5,7 @@
 
 #include "zenrt/Moe.h"
 
+#include "zenrt/Kernels.h"
 #include "zenrt/Runtime.h"
 
 #include "MpiSupport.h"
@@ -15,6 +16,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,21 +26,88 @@ namespace {
 
 using detail::checkMpi;
 
-/// An all-to-all of equal blocks: block p of the send buffer goes to rank p, block s of the
-/// receive buffer comes from rank s. Flat on a duplicate of the base communicator; 2D
-/// (Tutel's 2DH) as an all-to-all among the node's g ranks that gathers, for each local
-/// index j, every block bound for a rank with index j, then one among the N ranks with the
-/// same local index, whose result is already in source-rank order.
+/// Rows as they travel (TokenFormat), each row encoded on its own so that its bits do not
+/// depend on the chunk it travels in.
+class RowCodec {
+public:
+  RowCodec(TokenFormat format, int64_t width) : format(format), width(size_t(width)) {}
+
+  bool converts() const { return format != TokenFormat::None; }
+  size_t rowBytes() const {
+    switch (format) {
+    case TokenFormat::Fp16:
+    case TokenFormat::Bf16:
+      return 2 * width;
+    case TokenFormat::Int8:
+      return sizeof(float) + width;
+    case TokenFormat::None:
+      break;
+    }
+    return sizeof(float) * width;
+  }
+  void encode(const float *rows, size_t count, uint8_t *out) const {
+    auto *halves = reinterpret_cast<uint16_t *>(out);
+    if (format == TokenFormat::Fp16)
+      kernels::floatToHalf(rows, halves, count * width);
+    else if (format == TokenFormat::Bf16)
+      kernels::floatToBF16(rows, halves, count * width);
+    else
+      for (size_t r = 0; r < count; ++r)
+        quantize(rows + r * width, out + r * rowBytes());
+  }
+  void decode(const uint8_t *in, size_t count, float *rows) const {
+    const auto *halves = reinterpret_cast<const uint16_t *>(in);
+    if (format == TokenFormat::Fp16)
+      kernels::halfToFloat(halves, rows, count * width);
+    else if (format == TokenFormat::Bf16)
+      kernels::bf16ToFloat(halves, rows, count * width);
+    else
+      for (size_t r = 0; r < count; ++r) {
+        float scale;
+        std::memcpy(&scale, in + r * rowBytes(), sizeof scale);
+        const auto *values = reinterpret_cast<const int8_t *>(in + r * rowBytes() + sizeof scale);
+        for (size_t i = 0; i < width; ++i)
+          rows[r * width + i] = float(values[i]) * scale;
+      }
+  }
+
+private:
+  /// Symmetric int8 of one row: its scale, then round(x / scale) to nearest even.
+  void quantize(const float *row, uint8_t *out) const {
+    float largest = 0;
+    for (size_t i = 0; i < width; ++i)
+      largest = std::max(largest, std::abs(row[i]));
+    const float scale = largest / 127.0f;
+    std::memcpy(out, &scale, sizeof scale);
+    auto *values = reinterpret_cast<int8_t *>(out + sizeof scale);
+    for (size_t i = 0; i < width; ++i)
+      values[i] = scale > 0 ? int8_t(std::clamp(std::nearbyint(row[i] / scale), -127.0f, 127.0f))
+                            : int8_t(0);
+  }
+
+  TokenFormat format;
+  size_t width;
+};
+
+/// An all-to-all of equal blocks of rows: block p of the send buffer goes to rank p, block s
+/// of the receive buffer comes from rank s, the rows in the schedule's TokenFormat on the wire.
+/// Flat on a duplicate of the base communicator; 2D (Tutel's 2DH) as an all-to-all among the
+/// node's g ranks that gathers, for each local index j, every block bound for a rank with
+/// index j, then one among the N ranks with the same local index, whose result is already in
+/// source-rank order.
 class Exchange {
 public:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
     float *recv = nullptr;
-    std::vector<float> staged, gathered, regrouped; // the 2D algorithm's buffers
+    uint8_t *landing = nullptr; // where the bytes arrive: recv, or `received` to decode
+    std::vector<uint8_t> encoded, received;         // converted rows
+    std::vector<uint8_t> staged, gathered, regrouped; // the 2D algorithm's buffers
   };
 
-  Exchange(MPI_Comm base, const Schedule &schedule, double timeoutSeconds)
-      : timeout(timeoutSeconds) {
+  Exchange(MPI_Comm base, const Schedule &schedule, int64_t width, size_t blockRows)
+      : timeout(schedule.timeoutSeconds), codec(schedule.tokens, width), blockRows(blockRows),
+        block(blockRows * codec.rowBytes()) {
     checkMpi(MPI_Comm_rank(base, &rank), "MPI_Comm_rank");
     checkMpi(MPI_Comm_size(base, &size), "MPI_Comm_size");
     hierarchical = schedule.algorithm == AllToAll::Hierarchical;
@@ -60,49 +129,61 @@ public:
   Exchange(const Exchange &) = delete;
   Exchange &operator=(const Exchange &) = delete;
 
-  void start(const float *send, float *recv, size_t block, Pending &pending) {
+  void start(const float *send, float *recv, Pending &pending) {
+    const size_t all = size_t(size) * block;
+    const uint8_t *bytes = reinterpret_cast<const uint8_t *>(send);
     pending.recv = recv;
+    pending.landing = reinterpret_cast<uint8_t *>(recv);
+    if (codec.converts()) {
+      pending.encoded.resize(all);
+      codec.encode(send, size_t(size) * blockRows, pending.encoded.data());
+      bytes = pending.encoded.data();
+      pending.received.resize(all);
+      pending.landing = pending.received.data();
+    }
     if (!hierarchical) {
-      checkMpi(MPI_Ialltoall(send, count(block), MPI_FLOAT, recv, count(block), MPI_FLOAT, flat,
-                             &pending.request),
+      checkMpi(MPI_Ialltoall(bytes, count(block), MPI_BYTE, pending.landing, count(block),
+                             MPI_BYTE, flat, &pending.request),
                "MPI_Ialltoall");
       return;
     }
     // To local peer j: the blocks for ranks (m, j), m over the nodes.
-    pending.staged.resize(size_t(size) * block);
+    pending.staged.resize(all);
     for (int j = 0; j < perNode; ++j)
       for (int m = 0; m < nodes; ++m)
         std::memcpy(&pending.staged[(size_t(j) * nodes + m) * block],
-                    send + size_t(m * perNode + j) * block, block * sizeof(float));
-    pending.gathered.resize(size_t(size) * block);
-    checkMpi(MPI_Ialltoall(pending.staged.data(), count(size_t(nodes) * block), MPI_FLOAT,
-                           pending.gathered.data(), count(size_t(nodes) * block), MPI_FLOAT, node,
+                    bytes + size_t(m * perNode + j) * block, block);
+    pending.gathered.resize(all);
+    checkMpi(MPI_Ialltoall(pending.staged.data(), count(size_t(nodes) * block), MPI_BYTE,
+                           pending.gathered.data(), count(size_t(nodes) * block), MPI_BYTE, node,
                            &pending.request),
              "MPI_Ialltoall (intra-node)");
   }
 
-  void finish(Pending &pending, size_t block, const char *what, int64_t chunk) {
+  void finish(Pending &pending, const char *what, int64_t chunk) {
     wait(pending.request, what, chunk);
-    if (!hierarchical)
-      return;
-    // gathered[i][m]: from local peer i, bound for node m. Node m gets [i] in local order.
-    pending.regrouped.resize(size_t(size) * block);
-    for (int m = 0; m < nodes; ++m)
-      for (int i = 0; i < perNode; ++i)
-        std::memcpy(&pending.regrouped[(size_t(m) * perNode + i) * block],
-                    &pending.gathered[(size_t(i) * nodes + m) * block], block * sizeof(float));
-    checkMpi(MPI_Ialltoall(pending.regrouped.data(), count(size_t(perNode) * block), MPI_FLOAT,
-                           pending.recv, count(size_t(perNode) * block), MPI_FLOAT, peers,
-                           &pending.request),
-             "MPI_Ialltoall (inter-node)");
-    wait(pending.request, what, chunk);
+    if (hierarchical) {
+      // gathered[i][m]: from local peer i, bound for node m. Node m gets [i] in local order.
+      pending.regrouped.resize(size_t(size) * block);
+      for (int m = 0; m < nodes; ++m)
+        for (int i = 0; i < perNode; ++i)
+          std::memcpy(&pending.regrouped[(size_t(m) * perNode + i) * block],
+                      &pending.gathered[(size_t(i) * nodes + m) * block], block);
+      checkMpi(MPI_Ialltoall(pending.regrouped.data(), count(size_t(perNode) * block), MPI_BYTE,
+                             pending.landing, count(size_t(perNode) * block), MPI_BYTE, peers,
+                             &pending.request),
+               "MPI_Ialltoall (inter-node)");
+      wait(pending.request, what, chunk);
+    }
+    if (codec.converts())
+      codec.decode(pending.received.data(), size_t(size) * blockRows, pending.recv);
   }
 
 private:
-  static int count(size_t elements) {
-    if (elements > size_t(INT32_MAX))
-      throw Error(ZENRT_ERR_INVALID_ARGUMENT, "an MoE all-to-all block exceeds 2^31 elements");
-    return static_cast<int>(elements);
+  static int count(size_t bytes) {
+    if (bytes > size_t(INT32_MAX))
+      throw Error(ZENRT_ERR_INVALID_ARGUMENT, "an MoE all-to-all block exceeds 2^31 bytes");
+    return static_cast<int>(bytes);
   }
 
   /// MPI_Wait bounded by the timeout, so that no exchange hangs forever.
@@ -113,6 +194,8 @@ private:
   }
 
   double timeout;
+  RowCodec codec;
+  size_t blockRows, block; // rows and bytes per peer
   int rank = 0, size = 1;
   bool hierarchical = false;
   int perNode = 1, nodes = 1;
@@ -135,8 +218,8 @@ constexpr int64_t kGradientBlockRows = 64;
 struct Geometry {
   int64_t ranks = 1, local = 1, capacity = 1, chunks = 1, rowsPerChunk = 1, hidden = 1, ffn = 1;
 
-  size_t exchangeBlock() const { return size_t(local * rowsPerChunk * hidden); } // per peer
-  size_t chunkFloats() const { return exchangeBlock() * size_t(ranks); }
+  size_t exchangeBlockRows() const { return size_t(local * rowsPerChunk); } // per peer
+  size_t chunkFloats() const { return exchangeBlockRows() * size_t(ranks * hidden); }
   size_t chunkExpertRows() const { return size_t(rowsPerChunk * ranks); } // one expert's
   size_t expertRows() const { return size_t(local * capacity * ranks); }
   size_t layerRow(int64_t c, int64_t d, int64_t l, int64_t i) const {
@@ -209,8 +292,8 @@ template <typename Compute, typename WhileReturning>
 void pipeline(Exchange &exchange, const Geometry &g, const float *input, float *output,
               const char *outward, const char *inward, Compute compute,
               WhileReturning whileReturning) {
-  const size_t chunkFloats = g.chunkFloats(), block = g.exchangeBlock(),
-               rowBytes = size_t(g.hidden) * sizeof(float), chunks = size_t(g.chunks);
+  const size_t chunkFloats = g.chunkFloats(), rowBytes = size_t(g.hidden) * sizeof(float),
+               chunks = size_t(g.chunks);
   std::vector<float> send(chunkFloats * chunks), arrived(chunkFloats * chunks),
       results(chunkFloats * chunks), returned(chunkFloats * chunks);
   std::vector<Exchange::Pending> outgoing(chunks), incoming(chunks);
@@ -220,20 +303,20 @@ void pipeline(Exchange &exchange, const Geometry &g, const float *input, float *
                      std::memcpy(&send[c * chunkFloats + chunkRow * size_t(g.hidden)],
                                  input + layerRow * size_t(g.hidden), rowBytes);
                    });
-    exchange.start(&send[c * chunkFloats], &arrived[c * chunkFloats], block, outgoing[c]);
+    exchange.start(&send[c * chunkFloats], &arrived[c * chunkFloats], outgoing[c]);
   };
 
   startOutward(0);
   for (size_t c = 0; c < chunks; ++c) {
-    exchange.finish(outgoing[c], block, outward, int64_t(c));
+    exchange.finish(outgoing[c], outward, int64_t(c));
     if (c + 1 < chunks)
       startOutward(c + 1); // in flight while this chunk computes
     compute(int64_t(c), &arrived[c * chunkFloats], &results[c * chunkFloats]);
-    exchange.start(&results[c * chunkFloats], &returned[c * chunkFloats], block, incoming[c]);
+    exchange.start(&results[c * chunkFloats], &returned[c * chunkFloats], incoming[c]);
     whileReturning(int64_t(c));
   }
   for (size_t c = 0; c < chunks; ++c) {
-    exchange.finish(incoming[c], block, inward, int64_t(c));
+    exchange.finish(incoming[c], inward, int64_t(c));
     g.forChunkRows([&](int64_t d, int64_t l, int64_t i) { return g.layerRow(c, d, l, i); },
                    [&](size_t chunkRow, size_t layerRow) {
                      std::memcpy(output + layerRow * size_t(g.hidden),
@@ -288,7 +371,7 @@ void forward(const Layer &layer, const Schedule &schedule, const float *dispatch
   std::vector<float> outputs(size_t(g.local) * g.chunkExpertRows() * size_t(g.hidden));
   const int64_t n = int64_t(g.chunkExpertRows());
 
-  Exchange exchange(base, schedule, schedule.timeoutSeconds);
+  Exchange exchange(base, schedule, g.hidden, g.exchangeBlockRows());
   pipeline(
       exchange, g, dispatched, combined, "dispatch", "combine",
       [&](int64_t c, const float *arrived, float *results) {
@@ -363,7 +446,7 @@ Gradients backward(const Layer &layer, const Schedule &schedule, const Activatio
     }
   };
 
-  Exchange exchange(base, schedule, schedule.timeoutSeconds);
+  Exchange exchange(base, schedule, g.hidden, g.exchangeBlockRows());
   pipeline(
       exchange, g, combinedGradient, dispatchedGradient, "gradient dispatch", "gradient combine",
       [&](int64_t c, const float *arrived, float *results) {

@@ -60,6 +60,11 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
     out.forwardChunks = layer.at("forward").get<int64_t>();
     out.backwardChunks = layer.at("backward").get<int64_t>();
     out.algorithm = layer.at("all_to_all") == "2d" ? AllToAll::Hierarchical : AllToAll::Flat;
+    const std::string tokens = layer.value("token_compression", "none");
+    out.tokens = tokens == "fp16"   ? TokenFormat::Fp16
+                 : tokens == "bf16" ? TokenFormat::Bf16
+                 : tokens == "int8" ? TokenFormat::Int8
+                                    : TokenFormat::None;
     out.forwardUs = layer.at("forward_us").get<double>();
     out.backwardUs = layer.at("backward_us").get<double>();
 

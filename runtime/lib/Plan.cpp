@@ -550,6 +550,12 @@ private:
                                    std::to_string(experts) + " experts");
       capacities.push_back(integer(layers[l], at, "capacity", int64_t{1} << 40));
       checkChoice(layers[l], at, capacities.back());
+      // Optional: how the layer's all-to-alls send the rows (absent: fp32).
+      if (layers[l].contains("token_compression")) {
+        const json &tokens = layers[l]["token_compression"];
+        if (tokens != "none" && tokens != "fp16" && tokens != "bf16" && tokens != "int8")
+          error(at + "/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
+      }
     }
     const json &baselines = field(moe, "/moe", "baselines");
     for (const char *name : {"moe-nopipe", "tutel", "pipemoe"}) {

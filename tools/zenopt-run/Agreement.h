@@ -1,8 +1,8 @@
-//===- Agreement.h - collectives of the runners without a zenrt::Runtime -*- C++ -*-===//
+//===- Agreement.h - what the runners without a zenrt::Runtime share -*- C++ -*-===//
 //
-// The large-model and MoE runners (HybridRun.h, MoeRun.h) sum up over ranks and check that
-// every rank runs the same plan with their own MPI calls, bounded by the timeout like the
-// runtime's waits.
+// The large-model and MoE runners (HybridRun.h, MoeRun.h) take the same options, and sum up
+// over ranks and check that every rank runs the same plan with their own MPI calls, bounded
+// by the timeout like the runtime's waits.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_TOOLS_ZENOPT_RUN_AGREEMENT_H
@@ -14,11 +14,21 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <thread>
 
 namespace zen::run {
+
+/// What the runners of plans with real compute (`parallel`, `moe`) take from the command line.
+struct RunnerOptions {
+  std::string planPath;
+  int iterations = 5;
+  bool json = false;
+  double timeoutSeconds = 300;
+  uint64_t seed = 1;
+};
 
 /// Reductions of one value over MPI_COMM_WORLD.
 class Aggregate {

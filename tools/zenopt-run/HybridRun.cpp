@@ -1,8 +1,6 @@
 //===- HybridRun.cpp - zenopt-run for large-model plans -------------------===//
 #include "HybridRun.h"
 
-#include "Agreement.h"
-
 #include "zenrt/Hybrid.h"
 #include "zenrt/Runtime.h"
 
@@ -81,7 +79,7 @@ bool decomposed(const zenrt::hybrid::Chunks &c) {
 
 } // namespace
 
-int runHybrid(const HybridRunOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
+int runHybrid(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
   const Config config = zenrt::hybrid::configOf(plan, options.planPath);
   Aggregate aggregate(options.timeoutSeconds, rank);
   aggregate.requireSamePlan(plan);

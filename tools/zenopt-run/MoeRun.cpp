@@ -1,7 +1,6 @@
 //===- MoeRun.cpp - zenopt-run for plans with Mixture-of-Experts layers ---===//
 #include "MoeRun.h"
 
-#include "Agreement.h"
 #include "MoeCheck.h"
 #include "zenrt/Moe.h"
 #include "zenrt/Runtime.h"
@@ -47,7 +46,7 @@ public:
 
 } // namespace
 
-int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
+int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
   if (plan.cluster.worldSize != ranks)
     throw zenrt::Error(ZENRT_ERR_MISMATCH, options.planPath + ": the plan was made for " +
                                                std::to_string(plan.cluster.worldSize) +
@@ -85,6 +84,7 @@ int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int 
     schedule.algorithm = plannedLayer.algorithm;
     schedule.ranksPerNode = planned.ranksPerNode;
     schedule.timeoutSeconds = options.timeoutSeconds;
+    schedule.tokens = plannedLayer.tokens;
     double forwardUs = 0, backwardUs = 0;
     auto runPlanned = [&] {
       return zen::cli::runLayer(layer, schedule, plannedLayer.forwardChunks,
@@ -101,9 +101,9 @@ int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int 
                                     combinedGradient[size_t(member)], comm, barrier));
     const bool same = difference.empty();
     const double maxError = zen::cli::maxRelativeError(
-        checked, zen::cli::referenceRun(layer, weights, dispatched, combinedGradient, member));
-    // Sums of up to a few thousand terms in another order: a few ulps of the largest value.
-    const bool layerOk = same && maxError <= 1e-4;
+        checked, zen::cli::referenceRun(layer, weights, dispatched, combinedGradient, member,
+                                        schedule.tokens));
+    const bool layerOk = same && maxError <= zen::cli::referenceTolerance(schedule.tokens);
     if (!layerOk)
       std::fprintf(stderr, "zenopt-run: rank %d: MoE layer %zu (%s): %s\n", rank, index,
                    plannedLayer.name.c_str(),
@@ -155,6 +155,7 @@ int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int 
                                  {"forward", p.forwardChunks},
                                  {"backward", p.backwardChunks},
                                  {"all_to_all", algorithmName(p.algorithm)},
+                                 {"token_compression", zen::cli::tokenFormatName(p.tokens)},
                                  {"predicted_forward_us", p.forwardUs},
                                  {"measured_forward_us", reports[l].forwardUs},
                                  {"predicted_backward_us", p.backwardUs},
@@ -173,19 +174,21 @@ int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int 
       for (size_t l = 0; l < planned.layers.size(); ++l) {
         const PlannedLayer &p = planned.layers[l];
         std::printf("  layer %zu %s: %lld experts, capacity %lld, hidden %lld, ffn %lld; "
-                    "forward r=%lld, backward r=%lld, %s\n",
+                    "forward r=%lld, backward r=%lld, %s, tokens %s\n",
                     l, p.name.c_str(), static_cast<long long>(p.shape.experts),
                     static_cast<long long>(p.shape.capacity),
                     static_cast<long long>(p.shape.hidden), static_cast<long long>(p.shape.ffn),
                     static_cast<long long>(p.forwardChunks),
-                    static_cast<long long>(p.backwardChunks), algorithmName(p.algorithm));
+                    static_cast<long long>(p.backwardChunks), algorithmName(p.algorithm),
+                    zen::cli::tokenFormatName(p.tokens));
         std::printf("    forward  measured %10.1f us, predicted %10.1f us (on %s)\n",
                     reports[l].forwardUs, p.forwardUs, plan.cluster.name.c_str());
         std::printf("    backward measured %10.1f us, predicted %10.1f us\n", reports[l].backwardUs,
                     p.backwardUs);
         std::printf("    unpipelined run (r=1, flat)  %s\n", reports[l].identity.c_str());
-        std::printf("    reference, no communication  max error %.3g of each tensor's largest\n",
-                    reports[l].maxError);
+        std::printf("    reference, no communication  max error %.3g of each tensor's largest "
+                    "(at most %.3g)\n",
+                    reports[l].maxError, zen::cli::referenceTolerance(p.tokens));
       }
       std::printf("numerics: %s\n", allOk ? "ok" : "FAILED");
     }

@@ -11,25 +11,15 @@
 #ifndef ZEN_TOOLS_ZENOPT_RUN_MOERUN_H
 #define ZEN_TOOLS_ZENOPT_RUN_MOERUN_H
 
+#include "Agreement.h"
 #include "zenrt/Plan.h"
 
-#include <cstdint>
-#include <string>
-
 namespace zen::run {
-
-struct MoeRunOptions {
-  std::string planPath;
-  int iterations = 5;
-  bool json = false;
-  double timeoutSeconds = 300;
-  uint64_t seed = 1;
-};
 
 /// Runs and checks the plan's MoE layers on this rank; returns the exit status (0 ok,
 /// 1 numerics failed). Throws zenrt::PlanError for a `moe` section the runtime cannot run and
 /// zenrt::Error (ZENRT_ERR_MISMATCH) for a plan made for another number of ranks.
-int runMoe(const MoeRunOptions &options, const zenrt::Plan &plan, int rank, int ranks);
+int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks);
 
 } // namespace zen::run
 

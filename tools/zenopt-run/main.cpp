@@ -201,39 +201,24 @@ double timeoutOf(const Options &options) {
 /// Large-model plans execute every rank's stage program (HybridRun.h), MoE plans their MoE
 /// layers (MoeRun.h); the options that shape the data-parallel runner's simulated compute and
 /// gradients do not apply.
-void refuseDataParallelOptions(const Options &options,
-                               const std::vector<std::string> &explicitOptions,
-                               const char *reason) {
+int runRealCompute(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
+                   const std::vector<std::string> &explicitOptions) {
+  const bool largeModel = !plan.parallel.empty();
   if (!explicitOptions.empty())
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
-                       explicitOptions.front() + " does not apply to " + options.planPath +
-                           ": " + reason);
-}
-
-int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
-                  const std::vector<std::string> &explicitOptions) {
-  refuseDataParallelOptions(options, explicitOptions,
-                            "a large-model plan runs its model's real compute and data");
-  zen::run::HybridRunOptions hybrid;
-  hybrid.planPath = options.planPath;
-  hybrid.iterations = options.iterations;
-  hybrid.json = options.json;
-  hybrid.timeoutSeconds = timeoutOf(options);
-  hybrid.seed = options.seed;
-  return zen::run::runHybrid(hybrid, plan, rank, ranks);
-}
-
-int runMoeLayers(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
-                 const std::vector<std::string> &explicitOptions) {
-  refuseDataParallelOptions(options, explicitOptions,
-                            "a Mixture-of-Experts plan runs its MoE layers on their own data");
-  zen::run::MoeRunOptions moe;
-  moe.planPath = options.planPath;
-  moe.iterations = options.iterations;
-  moe.json = options.json;
-  moe.timeoutSeconds = timeoutOf(options);
-  moe.seed = options.seed;
-  return zen::run::runMoe(moe, plan, rank, ranks);
+                       explicitOptions.front() + " does not apply to " + options.planPath + ": " +
+                           (largeModel
+                                ? "a large-model plan runs its model's real compute and data"
+                                : "a Mixture-of-Experts plan runs its MoE layers on their own "
+                                  "data"));
+  zen::run::RunnerOptions runner;
+  runner.planPath = options.planPath;
+  runner.iterations = options.iterations;
+  runner.json = options.json;
+  runner.timeoutSeconds = timeoutOf(options);
+  runner.seed = options.seed;
+  return largeModel ? zen::run::runHybrid(runner, plan, rank, ranks)
+                    : zen::run::runMoe(runner, plan, rank, ranks);
 }
 
 int run(const Options &options, int rank, int ranks,
@@ -247,10 +232,8 @@ int run(const Options &options, int rank, int ranks,
     readable = zenrt::loadPlanFile(options.planPath);
   } catch (const zenrt::PlanError &) {
   }
-  if (readable && !readable->parallel.empty())
-    return runLargeModel(options, *readable, rank, ranks, dataParallelOnly);
-  if (readable && !readable->moe.empty())
-    return runMoeLayers(options, *readable, rank, ranks, dataParallelOnly);
+  if (readable && (!readable->parallel.empty() || !readable->moe.empty()))
+    return runRealCompute(options, *readable, rank, ranks, dataParallelOnly);
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;

@@ -40,11 +40,18 @@ struct Layer {
   const float *fc2Bias = nullptr;
 };
 
+/// How rows travel in every all-to-all of the layer (dispatch and combine, and their
+/// gradients): as fp32, or converted row by row and back to fp32 on arrival: to IEEE fp16 or
+/// bf16 (round to nearest even), or to int8 with the row's scale max |x| / 127 as an fp32
+/// before its values (q = x / scale rounded to nearest even).
+enum class TokenFormat { None, Fp16, Bf16, Int8 };
+
 struct Schedule {
   int64_t chunks = 1; // r: pieces of the capacity, pipelined
   AllToAll algorithm = AllToAll::Flat;
   int64_t ranksPerNode = 1;    // Hierarchical: ranks fill nodes of this many in order
   double timeoutSeconds = 300; // every wait fails after this (ZENRT_ERR_TIMEOUT)
+  TokenFormat tokens = TokenFormat::None;
 };
 
 /// What a forward keeps for the backward on the ranks that hold the experts, ordered by
@@ -87,7 +94,8 @@ struct PlannedLayer {
   Layer shape; // experts, hidden, ffn, capacity; no weights
   int64_t forwardChunks = 1, backwardChunks = 1;
   AllToAll algorithm = AllToAll::Flat;
-  double forwardUs = 0, backwardUs = 0; // predicted
+  TokenFormat tokens = TokenFormat::None; // `token_compression`
+  double forwardUs = 0, backwardUs = 0;   // predicted
 };
 
 /// A plan's `moe` section: experts spread over `ep` consecutive ranks (each group of ep ranks
