@@ -1,9 +1,8 @@
 //===- MoeCheck.h - what the MoE layer's numerics checks share ---*- C++ -*-===//
 //
 // zenrt-moe-check and zenopt-run run libzenrt's pipelined MoE layer (zenrt/Moe.h) forward and
-// backward and check it against a reference: each expert's forward and backward as
-// whole-matrix products on the rows it gets, with no chunks, no communication and no code
-// shared with the runtime.
+// backward and check it against a reference: each expert's forward and backward in double
+// on the rows it gets, with no chunks, no communication and no code shared with the runtime.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_TOOLS_MOECHECK_H
@@ -11,8 +10,6 @@
 
 #include "DeterministicValues.h"
 #include "zenrt/Moe.h"
-
-#include <Eigen/Core>
 
 #include <algorithm>
 #include <chrono>
@@ -47,45 +44,64 @@ struct MoeWeights {
   std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
 };
 
-/// Zeroed gradients of `local` experts of the shape.
-inline zenrt::moe::Gradients zeroGradients(const zenrt::moe::Layer &shape, int64_t local) {
-  const size_t h = size_t(shape.hidden), f = size_t(shape.ffn), l = size_t(local);
-  zenrt::moe::Gradients g;
-  g.fc1.assign(l * f * h, 0.0f);
-  g.fc1Bias.assign(l * f, 0.0f);
-  g.fc2.assign(l * h * f, 0.0f);
-  g.fc2Bias.assign(l * h, 0.0f);
-  return g;
-}
+/// Weight gradients of local experts summed in double.
+struct GradientSums {
+  GradientSums(const zenrt::moe::Layer &shape, int64_t local)
+      : fc1(size_t(local * shape.ffn * shape.hidden)), fc1Bias(size_t(local * shape.ffn)),
+        fc2(size_t(local * shape.hidden * shape.ffn)), fc2Bias(size_t(local * shape.hidden)) {}
+  std::vector<double> fc1, fc1Bias, fc2, fc2Bias;
+};
 
-/// Expert e on `rows` rows x with output gradient dy: writes the output y and the input
-/// gradient dx where not null, and adds the weight gradients to `sums` at local expert `local`
-/// where not null.
+/// Expert e on `rows` rows x with output gradient dy, in double with plain loops (Eigen here
+/// would instantiate the runtime's kernels with another index type, which the linker may
+/// merge): writes the output y and the input gradient dx where not null, and adds the weight
+/// gradients to `sums` at local expert `local` where not null.
 inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w, int64_t e,
                             const float *x, const float *dy, int64_t rows, float *y, float *dx,
-                            zenrt::moe::Gradients *sums, int64_t local) {
-  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using ConstMap = Eigen::Map<const Matrix>;
-  using ConstVector = Eigen::Map<const Eigen::RowVectorXf>;
-  const int64_t h = shape.hidden, f = shape.ffn;
-  const ConstMap fc1(&w.fc1[size_t(e * f * h)], f, h), fc2(&w.fc2[size_t(e * h * f)], h, f);
-  const ConstVector b1(&w.fc1Bias[size_t(e * f)], f), b2(&w.fc2Bias[size_t(e * h)], h);
-  const ConstMap input(x, rows, h), outputGradient(dy, rows, h);
-  const Matrix z = (input * fc1.transpose()).rowwise() + b1;
-  const Matrix units = z.cwiseMax(0.0f);
-  const Matrix unitGradient = (z.array() > 0.0f).select((outputGradient * fc2).array(), 0.0f);
-  if (y)
-    Eigen::Map<Matrix>(y, rows, h) = (units * fc2.transpose()).rowwise() + b2;
-  if (dx)
-    Eigen::Map<Matrix>(dx, rows, h) = unitGradient * fc1;
-  if (sums) {
-    Eigen::Map<Matrix>(&sums->fc2[size_t(local * h * f)], h, f) +=
-        outputGradient.transpose() * units;
-    Eigen::Map<Eigen::RowVectorXf>(&sums->fc2Bias[size_t(local * h)], h) +=
-        outputGradient.colwise().sum();
-    Eigen::Map<Matrix>(&sums->fc1[size_t(local * f * h)], f, h) += unitGradient.transpose() * input;
-    Eigen::Map<Eigen::RowVectorXf>(&sums->fc1Bias[size_t(local * f)], f) +=
-        unitGradient.colwise().sum();
+                            GradientSums *sums, int64_t local) {
+  const size_t h = size_t(shape.hidden), f = size_t(shape.ffn);
+  const float *fc1 = &w.fc1[size_t(e) * f * h], *fc2 = &w.fc2[size_t(e) * h * f];
+  const float *b1 = &w.fc1Bias[size_t(e) * f], *b2 = &w.fc2Bias[size_t(e) * h];
+  std::vector<double> z(f), unitGradient(f), out(h);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + size_t(r) * h, *dyr = dy + size_t(r) * h;
+    for (size_t u = 0; u < f; ++u) {
+      double sum = b1[u], gradient = 0;
+      for (size_t k = 0; k < h; ++k) {
+        sum += double(fc1[u * h + k]) * xr[k];
+        gradient += double(dyr[k]) * fc2[k * f + u];
+      }
+      z[u] = sum;
+      unitGradient[u] = sum > 0 ? gradient : 0.0;
+    }
+    if (y)
+      for (size_t o = 0; o < h; ++o) {
+        double sum = b2[o];
+        for (size_t u = 0; u < f; ++u)
+          sum += double(fc2[o * f + u]) * std::max(z[u], 0.0);
+        y[size_t(r) * h + o] = float(sum);
+      }
+    if (dx) {
+      std::fill(out.begin(), out.end(), 0.0);
+      for (size_t u = 0; u < f; ++u)
+        for (size_t k = 0; k < h; ++k)
+          out[k] += unitGradient[u] * fc1[u * h + k];
+      for (size_t k = 0; k < h; ++k)
+        dx[size_t(r) * h + k] = float(out[k]);
+    }
+    if (sums) {
+      double *g1 = &sums->fc1[size_t(local) * f * h], *g2 = &sums->fc2[size_t(local) * h * f];
+      for (size_t o = 0; o < h; ++o) {
+        sums->fc2Bias[size_t(local) * h + o] += dyr[o];
+        for (size_t u = 0; u < f; ++u)
+          g2[o * f + u] += double(dyr[o]) * std::max(z[u], 0.0);
+      }
+      for (size_t u = 0; u < f; ++u) {
+        sums->fc1Bias[size_t(local) * f + u] += unitGradient[u];
+        for (size_t k = 0; k < h; ++k)
+          g1[u * h + k] += unitGradient[u] * xr[k];
+      }
+    }
   }
 }
 
@@ -140,7 +156,7 @@ inline MoeResult referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &
   MoeResult out;
   out.combined.resize(x.size());
   out.dispatchedGradient.resize(x.size());
-  out.gradients = zeroGradients(shape, local);
+  GradientSums sums(shape, local);
   for (int64_t e = 0; e < shape.experts; ++e)
     referenceExpert(shape, w, e, &x[size_t(e) * expertFloats], &dy[size_t(e) * expertFloats],
                     shape.capacity, &out.combined[size_t(e) * expertFloats],
@@ -150,7 +166,12 @@ inline MoeResult referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &
     for (int64_t s = 0; s < ranks; ++s)
       referenceExpert(shape, w, first + l, &dispatched[size_t(s)][size_t(first + l) * expertFloats],
                       &combinedGradient[size_t(s)][size_t(first + l) * expertFloats],
-                      shape.capacity, nullptr, nullptr, &out.gradients, l);
+                      shape.capacity, nullptr, nullptr, &sums, l);
+  auto toFloat = [](const std::vector<double> &values) {
+    return std::vector<float>(values.begin(), values.end());
+  };
+  out.gradients = {toFloat(sums.fc1), toFloat(sums.fc1Bias), toFloat(sums.fc2),
+                   toFloat(sums.fc2Bias)};
   travel(tokens, out.combined, shape.hidden);
   travel(tokens, out.dispatchedGradient, shape.hidden);
   return out;

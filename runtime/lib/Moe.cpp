@@ -327,7 +327,7 @@ void pipeline(Exchange &exchange, const Geometry &g, const float *input, float *
 }
 
 /// The rows of chunk c that arrived (chunk layout) into `expertSide` ([local expert][capacity]
-/// [source rank]); and one chunk's results (its rows on the expert's side) into chunk layout.
+/// [source rank]).
 void keepArrived(const Geometry &g, int64_t c, const float *arrived, float *expertSide) {
   const size_t width = size_t(g.hidden);
   g.forChunkRows([&](int64_t d, int64_t l,
@@ -337,6 +337,9 @@ void keepArrived(const Geometry &g, int64_t c, const float *arrived, float *expe
                                width * sizeof(float));
                  });
 }
+
+/// One chunk's results on the expert's side ([local expert][row of the chunk][source rank])
+/// into chunk layout, to return.
 void toChunkLayout(const Geometry &g, const float *expertSide, float *results) {
   const size_t width = size_t(g.hidden);
   g.forChunkRows(
