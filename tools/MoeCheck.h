@@ -33,7 +33,7 @@ struct MoeWeights {
     fc2 = values.take(e * h * f);
     fc2Bias = values.take(e * h);
   }
-  /// Points `layer` at the weights of `local` experts from expert `first` on.
+  /// Points `layer` at the weights from expert `first` on (a rank's experts).
   void lend(zenrt::moe::Layer &layer, int64_t first) const {
     const int64_t h = layer.hidden, f = layer.ffn;
     layer.fc1 = &fc1[size_t(first * f * h)];
