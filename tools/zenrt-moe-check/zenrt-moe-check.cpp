@@ -104,7 +104,7 @@ int run(const Options &o, int rank, int size) {
                               [] {});
   };
   const zenrt::moe::TokenFormat tokens = scheduleOf(1, "flat").tokens;
-  const MoeResult expected =
+  const zen::cli::MoeReference expected =
       zen::cli::referenceRun(layer, weights, dispatched, combinedGradient, rank, tokens);
   const MoeResult unpipelined = forwardAndBackward(1, "flat");
   const double tolerance = zen::cli::referenceTolerance(tokens);
