@@ -28,13 +28,18 @@ enum class Mutation {
                         // in reverse order
   PipelineDamages,      // "pipeline-message": a stage-to-stage tensor changes after hashing
   DataParallelSkips,    // "dp-sync": gradients are not synchronised over the dp group
+  MoeMasksWrongChunk,   // "moe-backward-chunk": chunk 1 of an MoE backward applies chunk 0's
+                        // ReLU mask
+  MoeDropsGradientBlock, // "moe-weight-gradient": an MoE backward leaves the last block of
+                         // rows out of the expert weights' gradients
 };
 
 #ifdef ZENRT_MUTANTS
 inline bool mutated(Mutation mutation) {
   static const char *const kNames[] = {
       "topk",       "randomk",        "sign",             "powersgd-rank", "powersgd-zero",
-      "error-feedback", "tp-partial", "tp-chunk-order", "pipeline-message", "dp-sync"};
+      "error-feedback", "tp-partial", "tp-chunk-order", "pipeline-message", "dp-sync",
+      "moe-backward-chunk", "moe-weight-gradient"};
   static const char *const chosen = std::getenv("ZENRT_MUTATE");
   return chosen && std::strcmp(chosen, kNames[static_cast<int>(mutation)]) == 0;
 }

@@ -532,6 +532,7 @@ private:
       const json &algorithm = field(layer, at, "all_to_all");
       if (algorithm != "flat" && algorithm != "2d")
         error(at + "/all_to_all", "must be \"flat\" or \"2d\"");
+      // Optional: how the layer's all-to-alls send the rows (absent: fp32).
       if (layer.contains("token_compression")) {
         const json &tokens = layer["token_compression"];
         if (tokens != "none" && tokens != "fp16" && tokens != "bf16" && tokens != "int8")

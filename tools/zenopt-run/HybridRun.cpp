@@ -8,13 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <map>
-#include <thread>
 #include <vector>
 
 namespace zen::run {
@@ -69,32 +66,6 @@ double largest(const std::vector<float> &values) {
   return most;
 }
 
-/// The tool's own collectives, bounded like the executor's.
-class Aggregate {
-public:
-  Aggregate(double timeoutSeconds, int rank) : timeoutSeconds(timeoutSeconds), rank(rank) {}
-  double reduce(double value, MPI_Op op) {
-    double out = 0;
-    MPI_Request request;
-    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration<double>(timeoutSeconds);
-    for (int done = 0;;) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (done)
-        return out;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw zenrt::Error(ZENRT_ERR_TIMEOUT, "rank " + std::to_string(rank) +
-                                                  ": the summary over ranks timed out");
-      std::this_thread::yield();
-    }
-  }
-
-private:
-  double timeoutSeconds;
-  int rank;
-};
-
 std::string decompositionText(const zenrt::hybrid::Chunks &c) {
   return "attention " + std::to_string(c.attentionForward) + " forward, " +
          std::to_string(c.attentionBackward) + " backward; MLP " + std::to_string(c.mlpForward) +
@@ -108,15 +79,10 @@ bool decomposed(const zenrt::hybrid::Chunks &c) {
 
 } // namespace
 
-int runHybrid(const HybridRunOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
+int runHybrid(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
   const Config config = zenrt::hybrid::configOf(plan, options.planPath);
   Aggregate aggregate(options.timeoutSeconds, rank);
-  // Ranks running different programs would wait on each other until the timeout.
-  const double hash = double(std::hash<std::string>{}(zenrt::writePlan(plan)) >> 12);
-  if (aggregate.reduce(hash, MPI_MIN) != aggregate.reduce(hash, MPI_MAX))
-    throw zenrt::Error(ZENRT_ERR_MISMATCH, "rank " + std::to_string(rank) +
-                                               ": the ranks were given different plans; every "
-                                               "rank must run the same plan file");
+  aggregate.requireSamePlan(plan);
   zenrt::hybrid::Options run;
   run.seed = options.seed;
   run.timeoutSeconds = options.timeoutSeconds;

@@ -10,23 +10,13 @@
 #ifndef ZEN_TOOLS_ZENOPT_RUN_HYBRIDRUN_H
 #define ZEN_TOOLS_ZENOPT_RUN_HYBRIDRUN_H
 
+#include "Agreement.h"
 #include "zenrt/Plan.h"
-
-#include <cstdint>
-#include <string>
 
 namespace zen::run {
 
-struct HybridRunOptions {
-  std::string planPath;
-  int iterations = 5;
-  bool json = false;
-  double timeoutSeconds = 300;
-  uint64_t seed = 1;
-};
-
 /// Runs and checks the plan on this rank; returns the exit status (0 ok, 1 numerics failed).
-int runHybrid(const HybridRunOptions &options, const zenrt::Plan &plan, int rank, int ranks);
+int runHybrid(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks);
 
 } // namespace zen::run
 

@@ -12,7 +12,8 @@
 // gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied in before and
 // out after each iteration for the check. Every wait, the iteration barrier and the
 // check's own collectives included, is bounded by the timeout: a rank that times out names
-// the ranks it waited for and ends the job.
+// the ranks it waited for and ends the job. A plan with `parallel` runs its stage programs
+// instead (HybridRun.h), a plan with `moe` its MoE layers (MoeRun.h).
 // Exit codes: 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan /
 // ranks disagree, 66 plan unreadable, 70 timeout or internal error.
 //
@@ -22,6 +23,7 @@
 #include "ComputeWork.h"
 #include "ExitCodes.h"
 #include "HybridRun.h"
+#include "MoeRun.h"
 #include "Numerics.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
@@ -196,21 +198,27 @@ double timeoutOf(const Options &options) {
   return 300;
 }
 
-/// Large-model plans execute every rank's stage program (HybridRun.h); the options that
-/// shape the data-parallel runner's simulated compute and gradients do not apply.
-int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
-                  const std::vector<std::string> &explicitOptions) {
+/// Large-model plans execute every rank's stage program (HybridRun.h), MoE plans their MoE
+/// layers (MoeRun.h); the options that shape the data-parallel runner's simulated compute and
+/// gradients do not apply.
+int runRealCompute(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
+                   const std::vector<std::string> &explicitOptions) {
+  const bool largeModel = !plan.parallel.empty();
   if (!explicitOptions.empty())
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
-                       explicitOptions.front() + " does not apply to " + options.planPath +
-                           ": a large-model plan runs its model's real compute and data");
-  zen::run::HybridRunOptions hybrid;
-  hybrid.planPath = options.planPath;
-  hybrid.iterations = options.iterations;
-  hybrid.json = options.json;
-  hybrid.timeoutSeconds = timeoutOf(options);
-  hybrid.seed = options.seed;
-  return zen::run::runHybrid(hybrid, plan, rank, ranks);
+                       explicitOptions.front() + " does not apply to " + options.planPath + ": " +
+                           (largeModel
+                                ? "a large-model plan runs its model's real compute and data"
+                                : "a Mixture-of-Experts plan runs its MoE layers on their own "
+                                  "data"));
+  zen::run::RunnerOptions runner;
+  runner.planPath = options.planPath;
+  runner.iterations = options.iterations;
+  runner.json = options.json;
+  runner.timeoutSeconds = timeoutOf(options);
+  runner.seed = options.seed;
+  return largeModel ? zen::run::runHybrid(runner, plan, rank, ranks)
+                    : zen::run::runMoe(runner, plan, rank, ranks);
 }
 
 int run(const Options &options, int rank, int ranks,
@@ -224,8 +232,8 @@ int run(const Options &options, int rank, int ranks,
     readable = zenrt::loadPlanFile(options.planPath);
   } catch (const zenrt::PlanError &) {
   }
-  if (readable && !readable->parallel.empty())
-    return runLargeModel(options, *readable, rank, ranks, dataParallelOnly);
+  if (readable && (!readable->parallel.empty() || !readable->moe.empty()))
+    return runRealCompute(options, *readable, rank, ranks, dataParallelOnly);
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -436,7 +444,12 @@ int main(int argc, char **argv) {
   Options options;
   CLI::App app{"Execute a zenopt plan under mpirun: random gradients, numerics checked against "
                "reference code of each compression method, measured vs predicted iteration "
-               "time.\nExit codes: 0 ok, 1 "
+               "time. A large-model plan (`parallel`) runs every rank's stage program on a GPT "
+               "of its shape. A Mixture-of-Experts plan (`moe`) runs each MoE layer's forward "
+               "and backward with the plan's ep, degrees and all-to-all, checked against the "
+               "layer unpipelined (bit for bit) and a reference without communication, timed "
+               "next to the plan's forward_us and backward_us; its data-parallel gradient sync "
+               "is not run.\nExit codes: 0 ok, 1 "
                "numerics check failed, 2 bad command line, 65 bad plan or ranks disagree, "
                "66 plan unreadable, 70 timeout or internal error."};
   app.add_option("plan", options.planPath, "Plan file (plan.json)")->required();

@@ -1,17 +1,23 @@
 //===- zenrt/Moe.h - pipelined Mixture-of-Experts layer (C++ API) ----------===//
 //
-// One MoE layer's forward on CPU ranks over MPI (docs/design.md "Mixture of Experts"):
-// every rank's dispatch buffer goes to the ranks that hold the experts (all-to-all), each
-// rank runs its experts' MLPs, and the results come back (all-to-all). Split into r chunks
-// along the capacity, the chunks pipeline: the next chunk's dispatch is in flight while
-// this one computes, and its combine returns while the next computes. A row's result does
-// not depend on the chunk it travels in, so every r gives bit-identical output.
+// One MoE layer's forward and backward on CPU ranks over MPI (docs/design.md "Mixture of
+// Experts"): every rank's dispatch buffer goes to the ranks that hold the experts (all-to-all),
+// each rank runs its experts' MLPs, and the results come back (all-to-all); the backward sends
+// the output gradients the same way and returns the input gradients. Split into r chunks
+// along the capacity, the chunks pipeline: the next chunk's exchange is in flight while this
+// one computes, and its results return while the next computes. A row's result does not
+// depend on the chunk it travels in, and the weight gradients add fixed blocks of rows in one
+// order, so every r gives bit-identical outputs and gradients.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZENRT_MOE_H
 #define ZENRT_MOE_H
 
+#include "zenrt/Plan.h"
+
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace zenrt::moe {
 
@@ -34,22 +40,78 @@ struct Layer {
   const float *fc2Bias = nullptr;
 };
 
+/// How rows travel in every all-to-all of the layer (dispatch and combine, and their
+/// gradients): as fp32, or converted row by row and back to fp32 on arrival: to IEEE fp16 or
+/// bf16 (round to nearest even), or to int8 with the row's scale max |x| / 127 as an fp32
+/// before its values (q = x / scale rounded to nearest even).
+enum class TokenFormat { None, Fp16, Bf16, Int8 };
+
 struct Schedule {
   int64_t chunks = 1; // r: pieces of the capacity, pipelined
   AllToAll algorithm = AllToAll::Flat;
   int64_t ranksPerNode = 1;    // Hierarchical: ranks fill nodes of this many in order
   double timeoutSeconds = 300; // every wait fails after this (ZENRT_ERR_TIMEOUT)
+  TokenFormat tokens = TokenFormat::None;
+};
+
+/// What a forward keeps for the backward on the ranks that hold the experts, ordered by
+/// local expert, capacity row, source rank (so that neither depends on the chunks): the rows
+/// each expert received and its hidden units after the ReLU.
+struct Activations {
+  std::vector<float> rows;  // [experts / ranks][capacity][ranks][hidden]
+  std::vector<float> units; // [experts / ranks][capacity][ranks][ffn]
+};
+
+/// The gradients of the rank's experts, laid out as Layer's weights.
+struct Gradients {
+  std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
 };
 
 /// Runs the layer: `dispatched` and `combined` are [experts][capacity][hidden] (row e, c of
 /// `combined` is expert e's output for row c of `dispatched`). Collective over `comm` (an
-/// MPI_Comm*, null: MPI_COMM_WORLD; MPI must be initialised). Throws zenrt::Error:
-/// ZENRT_ERR_INVALID_ARGUMENT for a shape or schedule that does not fit (null weights, the
-/// ranks not dividing the experts, r not dividing the capacity, ranksPerNode not dividing the
-/// ranks), ZENRT_ERR_TIMEOUT naming the rank, the exchange and the chunk for a wait that
-/// exceeded the timeout, ZENRT_ERR_BACKEND for an MPI error.
+/// MPI_Comm*, null: MPI_COMM_WORLD; MPI must be initialised). With `kept`, stores what
+/// `backward` needs there. Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for a shape or
+/// schedule that does not fit (null weights, the ranks not dividing the experts, r not
+/// dividing the capacity, ranksPerNode not dividing the ranks), ZENRT_ERR_TIMEOUT naming the
+/// rank, the exchange and the chunk for a wait that exceeded the timeout, ZENRT_ERR_BACKEND
+/// for an MPI error.
 void forward(const Layer &layer, const Schedule &schedule, const float *dispatched, float *combined,
-             const void *comm = nullptr);
+             const void *comm = nullptr, Activations *kept = nullptr);
+
+/// The layer's backward from the gradient of `combined` ([experts][capacity][hidden]):
+/// writes the gradient of `dispatched` (same shape) and returns the gradients of the rank's
+/// experts, summed over every rank's rows. `kept` is what the forward of the same layer, over
+/// the same ranks, stored (any schedule: the degrees of forward and backward may differ).
+/// Collective over `comm`; throws as `forward` does (ZENRT_ERR_INVALID_ARGUMENT also for
+/// activations of another shape).
+Gradients backward(const Layer &layer, const Schedule &schedule, const Activations &kept,
+                   const float *combinedGradient, float *dispatchedGradient,
+                   const void *comm = nullptr);
+
+/// One MoE layer of a plan's `moe` section as the runtime executes it.
+struct PlannedLayer {
+  std::string name;
+  Layer shape; // experts, hidden, ffn, capacity; no weights
+  int64_t forwardChunks = 1, backwardChunks = 1;
+  AllToAll algorithm = AllToAll::Flat;
+  TokenFormat tokens = TokenFormat::None; // `token_compression`
+  double forwardUs = 0, backwardUs = 0;   // predicted
+};
+
+/// A plan's `moe` section: experts spread over `ep` consecutive ranks (each group of ep ranks
+/// holds every expert once), `ranksPerNode` of a group on each node.
+struct PlannedMoe {
+  int64_t ep = 1;
+  int64_t ranksPerNode = 1;
+  std::vector<PlannedLayer> layers;
+};
+
+/// Reads a validated plan's `moe` section. A layer's hidden and inter sizes come from its
+/// `parameters`, the plan tensors of its experts' fc1, fc1 bias, fc2 and fc2 bias; the nodes
+/// from the cluster spec's `gpus_per_node` (none: one node). Throws PlanError(BadInput)
+/// naming `source` and the JSON path: no `moe`, parameters that do not give the sizes, an ep
+/// group that straddles nodes.
+PlannedMoe plannedMoe(const Plan &plan, const std::string &source);
 
 } // namespace zenrt::moe
 

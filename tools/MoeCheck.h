@@ -1,0 +1,329 @@
+//===- MoeCheck.h - what the MoE layer's numerics checks share ---*- C++ -*-===//
+//
+// zenrt-moe-check and zenopt-run run libzenrt's pipelined MoE layer (zenrt/Moe.h) forward and
+// backward and check it against a reference: each expert's forward and backward in double
+// on the rows it gets, with no chunks, no communication and no code shared with the runtime.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_TOOLS_MOECHECK_H
+#define ZEN_TOOLS_MOECHECK_H
+
+#include "DeterministicValues.h"
+#include "zenrt/Moe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zen::cli {
+
+/// Every expert's weights, in zenrt::moe::Layer's layout, drawn from a seed: every rank draws
+/// them all, holds its share and checks against all.
+struct MoeWeights {
+  MoeWeights(const zenrt::moe::Layer &shape, uint64_t seed) {
+    DeterministicValues values(seed);
+    const size_t e = size_t(shape.experts), h = size_t(shape.hidden), f = size_t(shape.ffn);
+    fc1 = values.take(e * f * h);
+    fc1Bias = values.take(e * f);
+    fc2 = values.take(e * h * f);
+    fc2Bias = values.take(e * h);
+  }
+  /// Points `layer` at the weights from expert `first` on (a rank's experts).
+  void lend(zenrt::moe::Layer &layer, int64_t first) const {
+    const int64_t h = layer.hidden, f = layer.ffn;
+    layer.fc1 = &fc1[size_t(first * f * h)];
+    layer.fc1Bias = &fc1Bias[size_t(first * f)];
+    layer.fc2 = &fc2[size_t(first * h * f)];
+    layer.fc2Bias = &fc2Bias[size_t(first * h)];
+  }
+  std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
+};
+
+/// Weight gradients of local experts summed in double.
+struct GradientSums {
+  GradientSums(const zenrt::moe::Layer &shape, int64_t local)
+      : fc1(size_t(local * shape.ffn * shape.hidden)), fc1Bias(size_t(local * shape.ffn)),
+        fc2(size_t(local * shape.hidden * shape.ffn)), fc2Bias(size_t(local * shape.hidden)) {}
+  std::vector<double> fc1, fc1Bias, fc2, fc2Bias;
+};
+
+/// Where referenceExpert writes (null: not wanted): the rows' outputs and input gradients, the
+/// weight gradients of local expert `local`, and the slack of each input and fc1 gradient
+/// element: what the ReLU units at their kink could move it by.
+struct ExpertOutputs {
+  float *y = nullptr, *dx = nullptr, *dxSlack = nullptr;
+  GradientSums *sums = nullptr, *sumsSlack = nullptr;
+  int64_t local = 0;
+};
+
+/// Expert e on `rows` rows x with output gradient dy, in double with plain loops (Eigen here
+/// would instantiate the runtime's kernels with another index type, which the linker may
+/// merge). A unit whose pre-activation is within fp32's rounding of a dot product of its
+/// size from 0 may fall on either side of the ReLU in the runtime: its gradient counts as
+/// slack, not as an error.
+inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w, int64_t e,
+                            const float *x, const float *dy, int64_t rows,
+                            const ExpertOutputs &to) {
+  const size_t h = size_t(shape.hidden), f = size_t(shape.ffn), l = size_t(to.local);
+  const float *fc1 = &w.fc1[size_t(e) * f * h], *fc2 = &w.fc2[size_t(e) * h * f];
+  const float *b1 = &w.fc1Bias[size_t(e) * f], *b2 = &w.fc2Bias[size_t(e) * h];
+  const double rounding = double(h + 2) * 0x1p-23;
+  std::vector<double> z(f), unitGradient(f), kink(f), out(h), slack(h);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + size_t(r) * h, *dyr = dy + size_t(r) * h;
+    for (size_t u = 0; u < f; ++u) {
+      double sum = b1[u], magnitude = std::abs(b1[u]), gradient = 0;
+      for (size_t k = 0; k < h; ++k) {
+        sum += double(fc1[u * h + k]) * xr[k];
+        magnitude += std::abs(double(fc1[u * h + k]) * xr[k]);
+        gradient += double(dyr[k]) * fc2[k * f + u];
+      }
+      z[u] = sum;
+      unitGradient[u] = sum > 0 ? gradient : 0.0;
+      kink[u] = std::abs(sum) <= rounding * magnitude ? std::abs(gradient) : 0.0;
+    }
+    if (to.y)
+      for (size_t o = 0; o < h; ++o) {
+        double sum = b2[o];
+        for (size_t u = 0; u < f; ++u)
+          sum += double(fc2[o * f + u]) * std::max(z[u], 0.0);
+        to.y[size_t(r) * h + o] = float(sum);
+      }
+    if (to.dx) {
+      std::fill(out.begin(), out.end(), 0.0);
+      std::fill(slack.begin(), slack.end(), 0.0);
+      for (size_t u = 0; u < f; ++u)
+        for (size_t k = 0; k < h; ++k) {
+          out[k] += unitGradient[u] * fc1[u * h + k];
+          slack[k] += kink[u] * std::abs(fc1[u * h + k]);
+        }
+      for (size_t k = 0; k < h; ++k) {
+        to.dx[size_t(r) * h + k] = float(out[k]);
+        to.dxSlack[size_t(r) * h + k] = float(slack[k]);
+      }
+    }
+    if (to.sums) {
+      double *g1 = &to.sums->fc1[l * f * h], *g2 = &to.sums->fc2[l * h * f];
+      double *s1 = &to.sumsSlack->fc1[l * f * h];
+      for (size_t o = 0; o < h; ++o) {
+        to.sums->fc2Bias[l * h + o] += dyr[o];
+        for (size_t u = 0; u < f; ++u)
+          g2[o * f + u] += double(dyr[o]) * std::max(z[u], 0.0);
+      }
+      for (size_t u = 0; u < f; ++u) {
+        to.sums->fc1Bias[l * f + u] += unitGradient[u];
+        to.sumsSlack->fc1Bias[l * f + u] += kink[u];
+        for (size_t k = 0; k < h; ++k) {
+          g1[u * h + k] += unitGradient[u] * xr[k];
+          s1[u * h + k] += kink[u] * std::abs(xr[k]);
+        }
+      }
+    }
+  }
+}
+
+/// Rows of `width` values as they arrive after travelling in `tokens`: fp16 and bf16 rounded
+/// to nearest even, int8 as q x scale with scale = the row's max |x| / 127 and q = x / scale
+/// rounded to nearest even (zenrt::moe::TokenFormat; written here apart from the runtime).
+inline void travel(zenrt::moe::TokenFormat tokens, std::vector<float> &rows, int64_t width) {
+  using zenrt::moe::TokenFormat;
+  for (size_t first = 0; first < rows.size(); first += size_t(width)) {
+    float *row = &rows[first];
+    float largest = 0;
+    for (int64_t i = 0; i < width; ++i)
+      largest = std::max(largest, std::abs(row[i]));
+    const float scale = largest / 127.0f;
+    for (int64_t i = 0; i < width; ++i) {
+      float &v = row[i];
+      if (tokens == TokenFormat::Fp16) {
+        v = float(static_cast<_Float16>(v));
+      } else if (tokens == TokenFormat::Bf16) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        std::memcpy(&v, &bits, sizeof bits);
+      } else if (tokens == TokenFormat::Int8) {
+        v = scale > 0 ? std::clamp(std::nearbyint(v / scale), -127.0f, 127.0f) * scale : 0.0f;
+      }
+    }
+  }
+}
+
+/// One rank's view of a layer run: its combined output and input gradient, and its experts'
+/// gradients.
+struct MoeResult {
+  std::vector<float> combined, dispatchedGradient;
+  zenrt::moe::Gradients gradients;
+};
+
+/// The reference's values, and how far each may be off for ReLU units at their kink (empty:
+/// nowhere).
+struct MoeReference {
+  MoeResult values, slack;
+};
+
+/// The reference of `member`'s run in a group whose ranks fed `dispatched[s]` and
+/// `combinedGradient[s]` ([experts][capacity][hidden] each): its rows through every expert,
+/// and its experts' gradients over the rows of every rank of the group; every row that
+/// travels between ranks (both ways, forward and backward) as it arrives in `tokens`.
+inline MoeReference referenceRun(const zenrt::moe::Layer &shape, const MoeWeights &w,
+                                 std::vector<std::vector<float>> dispatched,
+                                 std::vector<std::vector<float>> combinedGradient, int member,
+                                 zenrt::moe::TokenFormat tokens) {
+  for (auto *buffers : {&dispatched, &combinedGradient})
+    for (std::vector<float> &rows : *buffers)
+      travel(tokens, rows, shape.hidden);
+  const int64_t ranks = int64_t(dispatched.size()), local = shape.experts / ranks;
+  const size_t expertFloats = size_t(shape.capacity * shape.hidden);
+  const std::vector<float> &x = dispatched[size_t(member)], &dy = combinedGradient[size_t(member)];
+  MoeReference out;
+  out.values.combined.resize(x.size());
+  out.values.dispatchedGradient.resize(x.size());
+  out.slack.dispatchedGradient.resize(x.size());
+  for (int64_t e = 0; e < shape.experts; ++e) {
+    ExpertOutputs to;
+    to.y = &out.values.combined[size_t(e) * expertFloats];
+    to.dx = &out.values.dispatchedGradient[size_t(e) * expertFloats];
+    to.dxSlack = &out.slack.dispatchedGradient[size_t(e) * expertFloats];
+    referenceExpert(shape, w, e, &x[size_t(e) * expertFloats], &dy[size_t(e) * expertFloats],
+                    shape.capacity, to);
+  }
+  GradientSums sums(shape, local), sumsSlack(shape, local);
+  const int64_t first = member * local;
+  for (int64_t l = 0; l < local; ++l)
+    for (int64_t s = 0; s < ranks; ++s) {
+      ExpertOutputs to;
+      to.sums = &sums;
+      to.sumsSlack = &sumsSlack;
+      to.local = l;
+      referenceExpert(shape, w, first + l, &dispatched[size_t(s)][size_t(first + l) * expertFloats],
+                      &combinedGradient[size_t(s)][size_t(first + l) * expertFloats],
+                      shape.capacity, to);
+    }
+  auto toFloat = [](const std::vector<double> &values) {
+    return std::vector<float>(values.begin(), values.end());
+  };
+  out.values.gradients = {toFloat(sums.fc1), toFloat(sums.fc1Bias), toFloat(sums.fc2),
+                          toFloat(sums.fc2Bias)};
+  out.slack.gradients.fc1 = toFloat(sumsSlack.fc1);
+  out.slack.gradients.fc1Bias = toFloat(sumsSlack.fc1Bias);
+  travel(tokens, out.values.combined, shape.hidden);
+  travel(tokens, out.values.dispatchedGradient, shape.hidden);
+  return out;
+}
+
+/// The largest |got - expected| beyond its slack (none where `slack` is empty) over the
+/// largest |expected| (infinite for other sizes).
+inline double relativeError(const std::vector<float> &got, const std::vector<float> &expected,
+                            const std::vector<float> &slack) {
+  if (got.size() != expected.size())
+    return INFINITY;
+  double most = 1e-30, error = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    most = std::max(most, double(std::abs(expected[i])));
+    const double allowed = slack.empty() ? 0.0 : double(slack[i]);
+    error = std::max(error, std::abs(double(got[i]) - double(expected[i])) - allowed);
+  }
+  return error / most;
+}
+
+/// The largest relativeError against the reference that a run whose rows travel in `tokens`
+/// may show: sums of a few thousand terms in another order (fp32), which can round a value
+/// that travels back to the neighbouring value of the format (2 ulps of fp16 or bf16, 2
+/// int8 steps of the row's largest).
+inline double referenceTolerance(zenrt::moe::TokenFormat tokens) {
+  switch (tokens) {
+  case zenrt::moe::TokenFormat::Fp16:
+    return 2e-3;
+  case zenrt::moe::TokenFormat::Bf16:
+  case zenrt::moe::TokenFormat::Int8:
+    return 1.6e-2;
+  case zenrt::moe::TokenFormat::None:
+    break;
+  }
+  return 1e-4;
+}
+
+/// The spelling of a TokenFormat in the plan (`token_compression`).
+inline const char *tokenFormatName(zenrt::moe::TokenFormat tokens) {
+  switch (tokens) {
+  case zenrt::moe::TokenFormat::Fp16:
+    return "fp16";
+  case zenrt::moe::TokenFormat::Bf16:
+    return "bf16";
+  case zenrt::moe::TokenFormat::Int8:
+    return "int8";
+  case zenrt::moe::TokenFormat::None:
+    break;
+  }
+  return "none";
+}
+
+/// The largest relativeError over the six tensors of a run.
+inline double maxRelativeError(const MoeResult &got, const MoeReference &reference) {
+  const MoeResult &expected = reference.values, &slack = reference.slack;
+  return std::max(
+      {relativeError(got.combined, expected.combined, slack.combined),
+       relativeError(got.dispatchedGradient, expected.dispatchedGradient, slack.dispatchedGradient),
+       relativeError(got.gradients.fc1, expected.gradients.fc1, slack.gradients.fc1),
+       relativeError(got.gradients.fc1Bias, expected.gradients.fc1Bias, slack.gradients.fc1Bias),
+       relativeError(got.gradients.fc2, expected.gradients.fc2, slack.gradients.fc2),
+       relativeError(got.gradients.fc2Bias, expected.gradients.fc2Bias, slack.gradients.fc2Bias)});
+}
+
+/// The first of the six tensors in which two runs differ in any bit ("" when none does).
+inline std::string firstDifference(const MoeResult &a, const MoeResult &b) {
+  auto same = [](const std::vector<float> &p, const std::vector<float> &q) {
+    return p.size() == q.size() && std::memcmp(p.data(), q.data(), p.size() * sizeof(float)) == 0;
+  };
+  const std::pair<const char *, bool> tensors[] = {
+      {"the output", same(a.combined, b.combined)},
+      {"the input gradient", same(a.dispatchedGradient, b.dispatchedGradient)},
+      {"the fc1 gradient", same(a.gradients.fc1, b.gradients.fc1)},
+      {"the fc1 bias gradient", same(a.gradients.fc1Bias, b.gradients.fc1Bias)},
+      {"the fc2 gradient", same(a.gradients.fc2, b.gradients.fc2)},
+      {"the fc2 bias gradient", same(a.gradients.fc2Bias, b.gradients.fc2Bias)}};
+  for (const auto &[name, equal] : tensors)
+    if (!equal)
+      return name;
+  return "";
+}
+
+/// Runs the layer through libzenrt: forward in `forwardChunks`, then backward in
+/// `backwardChunks` (the schedule otherwise as given), each phase after `synchronise()`;
+/// stores each phase's microseconds where asked.
+template <typename Synchronise>
+MoeResult runLayer(const zenrt::moe::Layer &layer, zenrt::moe::Schedule schedule,
+                   int64_t forwardChunks, int64_t backwardChunks,
+                   const std::vector<float> &dispatched, const std::vector<float> &combinedGradient,
+                   const void *comm, Synchronise synchronise, double *forwardUs = nullptr,
+                   double *backwardUs = nullptr) {
+  using Clock = std::chrono::steady_clock;
+  MoeResult out;
+  out.combined.assign(dispatched.size(), NAN);
+  out.dispatchedGradient.assign(dispatched.size(), NAN);
+  zenrt::moe::Activations kept;
+  synchronise();
+  auto start = Clock::now();
+  schedule.chunks = forwardChunks;
+  zenrt::moe::forward(layer, schedule, dispatched.data(), out.combined.data(), comm, &kept);
+  if (forwardUs)
+    *forwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  synchronise();
+  start = Clock::now();
+  schedule.chunks = backwardChunks;
+  out.gradients = zenrt::moe::backward(layer, schedule, kept, combinedGradient.data(),
+                                       out.dispatchedGradient.data(), comm);
+  if (backwardUs)
+    *backwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  return out;
+}
+
+} // namespace zen::cli
+
+#endif // ZEN_TOOLS_MOECHECK_H

@@ -1,0 +1,70 @@
+//===- Agreement.h - what the runners without a zenrt::Runtime share -*- C++ -*-===//
+//
+// The large-model and MoE runners (HybridRun.h, MoeRun.h) take the same options, and sum up
+// over ranks and check that every rank runs the same plan with their own MPI calls, bounded
+// by the timeout like the runtime's waits.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_TOOLS_ZENOPT_RUN_AGREEMENT_H
+#define ZEN_TOOLS_ZENOPT_RUN_AGREEMENT_H
+
+#include "zenrt/Plan.h"
+#include "zenrt/Runtime.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace zen::run {
+
+/// What the runners of plans with real compute (`parallel`, `moe`) take from the command line.
+struct RunnerOptions {
+  std::string planPath;
+  int iterations = 5;
+  bool json = false;
+  double timeoutSeconds = 300;
+  uint64_t seed = 1;
+};
+
+/// Reductions of one value over MPI_COMM_WORLD.
+class Aggregate {
+public:
+  Aggregate(double timeoutSeconds, int rank) : timeoutSeconds(timeoutSeconds), rank(rank) {}
+  double reduce(double value, MPI_Op op) {
+    double out = 0;
+    MPI_Request request;
+    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSeconds);
+    for (int done = 0;;) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done)
+        return out;
+      if (std::chrono::steady_clock::now() > deadline)
+        throw zenrt::Error(ZENRT_ERR_TIMEOUT,
+                           "rank " + std::to_string(rank) + ": the summary over ranks timed out");
+      std::this_thread::yield();
+    }
+  }
+  /// Ranks running different programs would wait on each other until the timeout: fails
+  /// with ZENRT_ERR_MISMATCH unless every rank was given the same plan.
+  void requireSamePlan(const zenrt::Plan &plan) {
+    const double hash = double(std::hash<std::string>{}(zenrt::writePlan(plan)) >> 12);
+    if (reduce(hash, MPI_MIN) != reduce(hash, MPI_MAX))
+      throw zenrt::Error(ZENRT_ERR_MISMATCH, "rank " + std::to_string(rank) +
+                                                 ": the ranks were given different plans; every "
+                                                 "rank must run the same plan file");
+  }
+
+private:
+  double timeoutSeconds;
+  int rank;
+};
+
+} // namespace zen::run
+
+#endif // ZEN_TOOLS_ZENOPT_RUN_AGREEMENT_H

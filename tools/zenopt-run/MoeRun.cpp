@@ -1,0 +1,200 @@
+//===- MoeRun.cpp - zenopt-run for plans with Mixture-of-Experts layers ---===//
+#include "MoeRun.h"
+
+#include "MoeCheck.h"
+#include "zenrt/Moe.h"
+#include "zenrt/Runtime.h"
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace zen::run {
+namespace {
+
+using zen::cli::MoeResult;
+using zen::cli::MoeWeights;
+using zenrt::moe::Layer;
+using zenrt::moe::PlannedLayer;
+
+uint64_t seedOf(uint64_t base, size_t layer, uint64_t stream) {
+  return base + (uint64_t(layer) + 1) * 1000003u + stream;
+}
+
+/// An [experts][capacity][hidden] buffer drawn from a seed.
+std::vector<float> bufferOf(const Layer &shape, uint64_t seed) {
+  return zen::cli::DeterministicValues(seed).take(
+      size_t(shape.experts * shape.capacity * shape.hidden));
+}
+
+/// MPI_Comm_split's result, freed when done.
+class GroupComm {
+public:
+  GroupComm(int color, int key) {
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
+      throw zenrt::Error(ZENRT_ERR_BACKEND, "MPI_Comm_split of the ep groups failed");
+  }
+  ~GroupComm() { MPI_Comm_free(&comm); }
+  GroupComm(const GroupComm &) = delete;
+  GroupComm &operator=(const GroupComm &) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+} // namespace
+
+int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
+  if (plan.cluster.worldSize != ranks)
+    throw zenrt::Error(ZENRT_ERR_MISMATCH, options.planPath + ": the plan was made for " +
+                                               std::to_string(plan.cluster.worldSize) +
+                                               " ranks but the job has " + std::to_string(ranks));
+  const zenrt::moe::PlannedMoe planned = zenrt::moe::plannedMoe(plan, options.planPath);
+  Aggregate aggregate(options.timeoutSeconds, rank);
+  aggregate.requireSamePlan(plan);
+
+  // Each group of ep consecutive ranks holds every expert once (docs/design.md).
+  const int ep = int(planned.ep), member = rank % ep, groupFirst = rank - member;
+  GroupComm group(rank / ep, member);
+  const void *comm = &group.comm;
+  auto barrier = [&] { aggregate.reduce(0, MPI_MAX); };
+
+  struct LayerReport {
+    std::string identity;
+    double forwardUs = 0, backwardUs = 0, maxError = 0;
+  };
+  std::vector<LayerReport> reports;
+  bool ok = true;
+  for (size_t index = 0; index < planned.layers.size(); ++index) {
+    const PlannedLayer &plannedLayer = planned.layers[index];
+    Layer layer = plannedLayer.shape;
+    const int64_t local = layer.experts / ep;
+    const MoeWeights weights(layer, seedOf(options.seed, index, 0));
+    weights.lend(layer, member * local);
+    std::vector<std::vector<float>> dispatched, combinedGradient;
+    for (int s = 0; s < ep; ++s) {
+      // Each rank's buffers, from seeds of its rank in the world.
+      const uint64_t source = uint64_t(groupFirst + s);
+      dispatched.push_back(bufferOf(layer, seedOf(options.seed, index, 1 + 2 * source)));
+      combinedGradient.push_back(bufferOf(layer, seedOf(options.seed, index, 2 + 2 * source)));
+    }
+    zenrt::moe::Schedule schedule;
+    schedule.algorithm = plannedLayer.algorithm;
+    schedule.ranksPerNode = planned.ranksPerNode;
+    schedule.timeoutSeconds = options.timeoutSeconds;
+    schedule.tokens = plannedLayer.tokens;
+    double forwardUs = 0, backwardUs = 0;
+    auto runPlanned = [&] {
+      return zen::cli::runLayer(layer, schedule, plannedLayer.forwardChunks,
+                                plannedLayer.backwardChunks, dispatched[size_t(member)],
+                                combinedGradient[size_t(member)], comm, barrier, &forwardUs,
+                                &backwardUs);
+    };
+    const MoeResult checked = runPlanned();
+    std::vector<double> forwardTimes{forwardUs}, backwardTimes{backwardUs};
+    zenrt::moe::Schedule flat = schedule;
+    flat.algorithm = zenrt::moe::AllToAll::Flat;
+    const std::string difference = zen::cli::firstDifference(
+        checked, zen::cli::runLayer(layer, flat, 1, 1, dispatched[size_t(member)],
+                                    combinedGradient[size_t(member)], comm, barrier));
+    const bool same = difference.empty();
+    const double maxError = zen::cli::maxRelativeError(
+        checked, zen::cli::referenceRun(layer, weights, dispatched, combinedGradient, member,
+                                        schedule.tokens));
+    const bool layerOk = same && maxError <= zen::cli::referenceTolerance(schedule.tokens);
+    if (!layerOk)
+      std::fprintf(stderr, "zenopt-run: rank %d: MoE layer %zu (%s): %s\n", rank, index,
+                   plannedLayer.name.c_str(),
+                   (!same ? difference + " differs from the unpipelined run's"
+                          : "max error " + std::to_string(maxError) +
+                                " of the largest value against the reference")
+                       .c_str());
+    ok &= layerOk;
+
+    for (int i = 1; i < options.iterations; ++i) {
+      runPlanned();
+      forwardTimes.push_back(forwardUs);
+      backwardTimes.push_back(backwardUs);
+    }
+    auto meanAfterWarmUp = [](const std::vector<double> &values) {
+      const size_t skip = values.size() > 1 ? 1 : 0; // the checked run warms up
+      double sum = 0;
+      for (size_t i = skip; i < values.size(); ++i)
+        sum += values[i];
+      return sum / double(values.size() - skip);
+    };
+    LayerReport report;
+    report.forwardUs = aggregate.reduce(meanAfterWarmUp(forwardTimes), MPI_MAX);
+    report.backwardUs = aggregate.reduce(meanAfterWarmUp(backwardTimes), MPI_MAX);
+    report.maxError = aggregate.reduce(maxError, MPI_MAX);
+    report.identity = aggregate.reduce(same ? 0 : 1, MPI_MAX) == 0 ? "identical" : "differs";
+    reports.push_back(report);
+  }
+  const bool allOk = aggregate.reduce(ok ? 0 : 1, MPI_MAX) == 0;
+
+  if (rank == 0) {
+    auto algorithmName = [](zenrt::moe::AllToAll a) {
+      return a == zenrt::moe::AllToAll::Hierarchical ? "2d" : "flat";
+    };
+    if (options.json) {
+      nlohmann::ordered_json out;
+      out["plan"] = options.planPath;
+      out["ranks"] = ranks;
+      out["iterations"] = options.iterations;
+      out["ep"] = planned.ep;
+      out["layers"] = nlohmann::ordered_json::array();
+      for (size_t l = 0; l < planned.layers.size(); ++l) {
+        const PlannedLayer &p = planned.layers[l];
+        out["layers"].push_back({{"name", p.name},
+                                 {"experts", p.shape.experts},
+                                 {"capacity", p.shape.capacity},
+                                 {"hidden", p.shape.hidden},
+                                 {"ffn", p.shape.ffn},
+                                 {"forward", p.forwardChunks},
+                                 {"backward", p.backwardChunks},
+                                 {"all_to_all", algorithmName(p.algorithm)},
+                                 {"token_compression", zen::cli::tokenFormatName(p.tokens)},
+                                 {"predicted_forward_us", p.forwardUs},
+                                 {"measured_forward_us", reports[l].forwardUs},
+                                 {"predicted_backward_us", p.backwardUs},
+                                 {"measured_backward_us", reports[l].backwardUs},
+                                 {"unpipelined", reports[l].identity},
+                                 {"max_error", reports[l].maxError}});
+      }
+      out["numerics"] = allOk ? "ok" : "failed";
+      std::printf("%s\n", out.dump(2).c_str());
+    } else {
+      std::printf("plan %s: %d ranks, ep %lld (%d groups, %lld ranks per node), %d iterations, "
+                  "%zu MoE layers\n",
+                  options.planPath.c_str(), ranks, static_cast<long long>(planned.ep), ranks / ep,
+                  static_cast<long long>(planned.ranksPerNode), options.iterations,
+                  planned.layers.size());
+      for (size_t l = 0; l < planned.layers.size(); ++l) {
+        const PlannedLayer &p = planned.layers[l];
+        std::printf("  layer %zu %s: %lld experts, capacity %lld, hidden %lld, ffn %lld; "
+                    "forward r=%lld, backward r=%lld, %s, tokens %s\n",
+                    l, p.name.c_str(), static_cast<long long>(p.shape.experts),
+                    static_cast<long long>(p.shape.capacity),
+                    static_cast<long long>(p.shape.hidden), static_cast<long long>(p.shape.ffn),
+                    static_cast<long long>(p.forwardChunks),
+                    static_cast<long long>(p.backwardChunks), algorithmName(p.algorithm),
+                    zen::cli::tokenFormatName(p.tokens));
+        std::printf("    forward  measured %10.1f us, predicted %10.1f us (on %s)\n",
+                    reports[l].forwardUs, p.forwardUs, plan.cluster.name.c_str());
+        std::printf("    backward measured %10.1f us, predicted %10.1f us\n", reports[l].backwardUs,
+                    p.backwardUs);
+        std::printf("    unpipelined run (r=1, flat)  %s\n", reports[l].identity.c_str());
+        std::printf("    reference, no communication  max error %.3g of each tensor's largest "
+                    "(at most %.3g)\n",
+                    reports[l].maxError, zen::cli::referenceTolerance(p.tokens));
+      }
+      std::printf("numerics: %s\n", allOk ? "ok" : "FAILED");
+    }
+    std::fflush(stdout);
+  }
+  return allOk ? 0 : 1;
+}
+
+} // namespace zen::run
