@@ -181,6 +181,8 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       gather.collective = CollectiveKind::AllGather;
       gather.bytes = bytes;
       gather.group = problem.group;
+      // libzenrt runs a bucket's collectives in the same pieces.
+      gather.chunks = bucket.chunks;
       gather.stream = bucket.gatherStream;
       gather.priority = bucket.gatherPriority;
       gather.nextIteration = true;

@@ -226,6 +226,7 @@ TEST(Planning, SimTasksModelDecoupledAllGathers) {
   Problem problem = syntheticProblem(4, 11, model, model.worldGroup());
   PlanChoice choice = bucketsOf({{0, 2}, {2, 4}});
   choice.buckets[1].decomposed = true;
+  choice.buckets[1].chunks = 4;
   std::vector<cost::SimTask> tasks = buildSimTasks(problem, choice, model);
   auto find = [&](const std::string &name) {
     auto it = std::find_if(tasks.begin(), tasks.end(),
@@ -240,6 +241,9 @@ TEST(Planning, SimTasksModelDecoupledAllGathers) {
   EXPECT_TRUE(tasks[gather].nextIteration);
   EXPECT_TRUE(tasks[optimizer].nextIteration);
   EXPECT_EQ(tasks[gather].deps, std::vector<int>{scatter});
+  // libzenrt runs both halves in the bucket's pieces (the plan file requires it).
+  EXPECT_EQ(tasks[scatter].chunks, 4);
+  EXPECT_EQ(tasks[gather].chunks, 4);
   // Gradients 2 and 3 are read first by forward segments 1 and 0: segment 0 waits.
   const std::vector<int> &forwardDeps = tasks[find("fwd.f0")].deps;
   EXPECT_NE(std::find(forwardDeps.begin(), forwardDeps.end(), optimizer), forwardDeps.end());
