@@ -413,8 +413,9 @@ struct Executor::Impl {
     const double floats = 5 * weights + inFlight * double(layout.layers) * perMicroBatchLayer +
                           (layout.head ? 3.0 * double(tokens * m.vocab) : 0.0);
     constexpr double kMostBytes = 8.0 * (1 << 30);
+    // The plan is valid but this machine cannot run its model: the data, not the call.
     if (floats * 4 > kMostBytes)
-      throw Error(ZENRT_ERR_INVALID_ARGUMENT,
+      throw Error(ZENRT_ERR_PLAN,
                   "hybrid plan: stage " + std::to_string(stage) + " needs about " +
                       std::to_string(int64_t(floats * 4 / 1e9)) +
                       " GB per rank to execute on the CPU (at most 8 GiB): execute a plan for a "
