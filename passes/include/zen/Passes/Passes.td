@@ -266,8 +266,9 @@ def PlanMoe : Pass<"zen-plan-moe", "mlir::ModuleOp"> {
     and of backward and the all-to-all algorithm, priced by the cost model
     (plan::planMoe, docs/design.md "Mixture of Experts"). Writes a
     `#zen.moe_schedule` as `schedule` on the layer's three ops. Runs after
-    zen-autotune, whose `zen.predicted` exposed communication bounds what
-    syncing expert gradients over fewer ranks saves. Of the allowed
+    zen-autotune: its buckets, simulated again with the experts' gradients
+    synchronised over their dp / ep replicas, price what each ep saves
+    (without a gradient sync in the module, nothing). Of the allowed
     `compressor` methods, those that shrink the model's activations (fp16 and
     bf16 for fp32 compute, int8) are tried on each layer's dispatched tokens
     and their gradients, and the schedule's `tokens` names the one chosen.
