@@ -16,6 +16,7 @@ ordered_json choiceJson(const plan::MoeLayerTime &time) {
           {"backward", time.choice.backward},
           {"all_to_all", cost::toString(time.choice.algorithm)},
           {"token_compression", cost::toString(time.choice.tokens)},
+          {"gradient_sync", cost::toString(time.choice.sync)},
           {"forward_us", time.forwardUs},
           {"backward_us", time.backwardUs}};
 }
@@ -32,6 +33,8 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
   section["iteration_us"] = dataParallelUs + eval.extraUs(eval.best);
   section["moe_us"] = eval.best.moeUs;
   section["local_us"] = eval.localUs;
+  if (eval.scheduled)
+    section["schedule_us"] = eval.scheduleUs;
   section["expert_sync_us"] = eval.expertSyncUs;
   section["sync_saving_us"] = eval.syncSavingUs;
   ordered_json chosen = ordered_json::array();

@@ -166,6 +166,10 @@ json moeOf(const zenrt::Plan &plan) { return plan.moe.empty() ? json() : json::p
 std::string tokenCompressionOf(const json &layer) {
   return layer.value("token_compression", std::string("none"));
 }
+/// How an MoE layer's all-to-alls meet the gradient sync; plans may leave out "concurrent".
+std::string gradientSyncOf(const json &layer) {
+  return layer.value("gradient_sync", std::string("concurrent"));
+}
 /// The whole iteration: a large-model plan's schedule covers only the first
 /// stage's last micro-batch and its data-parallel sync; an MoE plan's adds the
 /// MoE layers' all-to-alls and pipelining to its schedule.
@@ -227,7 +231,8 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
                         {"forward", layer["forward"]},
                         {"backward", layer["backward"]},
                         {"all_to_all", layer["all_to_all"]},
-                        {"token_compression", tokenCompressionOf(layer)}});
+                        {"token_compression", tokenCompressionOf(layer)},
+                        {"gradient_sync", gradientSyncOf(layer)}});
     section["layers"] = layers;
     section["searched"] = moe["searched"];
     section["not_fitting"] = moe.value("not_fitting", json::object());
@@ -291,11 +296,13 @@ std::string moeText(const json &moe) {
                      moe["imbalance"].get<double>());
   for (const json &layer : moe["layers"]) {
     const std::string tokens = tokenCompressionOf(layer);
-    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all{} ({:.3f} + {:.3f} "
+    const bool serial = gradientSyncOf(layer) == "serial";
+    out += fmt::format("  {:<21} degree {} forward, {} backward, {} all-to-all{}{} ({:.3f} + {:.3f} "
                        "ms)\n",
                        layer["name"].get<std::string>(), layer["forward"].get<int64_t>(),
                        layer["backward"].get<int64_t>(), layer["all_to_all"].get<std::string>(),
                        tokens == "none" ? "" : ", tokens " + tokens,
+                       serial ? ", taking turns with the gradient sync" : "",
                        layer["forward_us"].get<double>() / 1e3,
                        layer["backward_us"].get<double>() / 1e3);
   }
@@ -322,8 +329,8 @@ std::string moeText(const json &moe) {
   out += fmt::format("  MoE layers            {:10.3f} ms (expert gradient sync {:.3f} ms over "
                      "dp / ep ranks)\n",
                      moe["moe_us"].get<double>() / 1e3, moe["expert_sync_us"].get<double>() / 1e3);
-  out += fmt::format("  predicted iteration   {:10.3f} ms with the MoE decisions; the "
-                     "data-parallel schedule:\n",
+  out += fmt::format("  predicted iteration   {:10.3f} ms with the MoE layers co-scheduled "
+                     "with the gradient sync; the data-parallel schedule:\n",
                      moe["iteration_us"].get<double>() / 1e3);
   return out;
 }
@@ -423,6 +430,7 @@ void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vect
       bar.moe = {{"degree", layer[phase]},
                  {"all_to_all", layer["all_to_all"]},
                  {"token_compression", tokenCompressionOf(layer)},
+                 {"gradient_sync", gradientSyncOf(layer)},
                  {"ep", moe["ep"]}};
       bars.push_back(bar);
     }

@@ -209,6 +209,8 @@ CollectiveCost CostModel::compressedCollective(const CompressionSpec &spec, int6
   CollectiveCost both = p;
   both.latencyUs = p.latencyUs + compression(spec, elements).betweenUs + q.latencyUs;
   both.bandwidthUs = p.bandwidthUs + q.bandwidthUs;
+  both.intraNodeUs = p.intraNodeUs + q.intraNodeUs;
+  both.interNodeUs = p.interNodeUs + q.interNodeUs;
   both.timeUs = both.latencyUs + both.bandwidthUs;
   both.algBandwidthGBps = both.busBandwidthGBps = 0;
   if (both.timeUs > 0) {

@@ -17,7 +17,12 @@
 //    on few-NIC nodes): its intra- and inter-node phases are each priced as
 //    above and added.
 //  - All-to-all and send/recv (NCCL's p2p path, which its tuner does not price)
-//    are our own latency + bytes / rate estimates with the same constants.
+//    are our own latency + bytes / rate estimates with the same constants; the
+//    2D all-to-all (Tutel's 2DH) is an intra-node and an inter-node all-to-all
+//    with two layout swaps through HBM.
+//  - Every phase also records how busy it keeps each link level (a rank's
+//    links inside the node, the node's NICs), so the simulator can share the
+//    levels apart among concurrent collectives.
 //  - NCCL's size-bucketed corrections are left out: the tree's medium-size
 //    bandwidth factors and the ring's 1.4x "plateau" latency step (they make
 //    time non-monotone in size or depend on the channel count), and the
@@ -88,6 +93,14 @@ struct Line {
 class Phase {
 public:
   void add(const Line &line) { lines_[count_++] = line; }
+  /// The fraction of the phase's transfer time each link level is busy: 1 for
+  /// the bottleneck, less for a faster level, 0 for one it does not use.
+  void setLinkShares(double intra, double inter) {
+    intraShare_ = intra;
+    interShare_ = inter;
+  }
+  double intraShare() const { return intraShare_; }
+  double interShare() const { return interShare_; }
   const Line &cheapestAt(double bytes) const {
     const Line *best = &lines_[0];
     for (int i = 1; i < count_; ++i)
@@ -110,15 +123,18 @@ public:
 private:
   std::array<Line, 2 * kNumProtocols> lines_;
   int count_ = 0;
+  double intraShare_ = 0, interShare_ = 0;
 };
 
 struct Estimate {
   double latencyUs = 0;
   double bandwidthUs = 0;
   Protocol protocol = Protocol::Simple;
+  double intraNodeUs = 0;
+  double interNodeUs = 0;
 };
 
-/// An algorithm as consecutive phases (one, or up to three for the 2D one),
+/// An algorithm as consecutive phases (one, or up to three for a 2D one),
 /// each run with its own cheapest option; the last phase names the protocol.
 class PhasedAlgorithm {
 public:
@@ -128,18 +144,24 @@ public:
     Estimate total;
     for (int i = 0; i < count_; ++i) {
       const Line &line = phases_[i].cheapestAt(bytes);
+      const double transferUs = line.usPerByte * bytes;
       total.latencyUs += line.latencyUs;
-      total.bandwidthUs += line.usPerByte * bytes;
+      total.bandwidthUs += transferUs;
+      total.intraNodeUs += transferUs * phases_[i].intraShare();
+      total.interNodeUs += transferUs * phases_[i].interShare();
       total.protocol = line.protocol;
     }
     return total;
   }
-  /// No way to run it moves a byte for less (latencies only add).
+  /// No way to run it moves a byte for less, alone or with others sharing the
+  /// links: the busier level's per-byte time (latencies only add).
   double minUsPerByte() const {
-    double total = 0;
-    for (int i = 0; i < count_; ++i)
-      total += phases_[i].minUsPerByte();
-    return total;
+    double intra = 0, inter = 0;
+    for (int i = 0; i < count_; ++i) {
+      intra += phases_[i].minUsPerByte() * phases_[i].intraShare();
+      inter += phases_[i].minUsPerByte() * phases_[i].interShare();
+    }
+    return std::max(intra, inter);
   }
 
 private:
@@ -158,6 +180,7 @@ struct Topology {
   Fabric intraFabric = kNVLink;
   double intraLatencyUs = 0;  // the file's LL per-hop latencies
   double interLatencyUs = 0;
+  double hbmGBps = 0;         // achievable, for layout swaps
 
   /// Ring bottleneck: a rank's own link inside a node, the node's NICs across.
   double busGBps() const {
@@ -168,6 +191,11 @@ struct Topology {
       rate = std::min(rate, nodeGBps);
     return rate;
   }
+
+  /// A ring or tree phase keeps its bottleneck busy all along and a faster
+  /// level for the ratio of the rates.
+  double intraShare() const { return ranksPerNode > 1 ? busGBps() / intraGBps : 0; }
+  double interShare() const { return nodes > 1 ? busGBps() / nodeGBps : 0; }
 
   double llCapGBps() const {
     return nodes == 2 ? kLLMaxGBpsTwoNodes : nodes > 2 ? kLLMaxGBpsMoreNodes : kInfinity;
@@ -217,6 +245,7 @@ void addRing(Phase &phase, const Topology &topo, int64_t steps, int64_t interSte
                    static_cast<double>(interSteps) * interHop,
                wireFactor / (busGBps * 1e3), kProtocols[p]});
   }
+  phase.setLinkShares(topo.intraShare(), topo.interShare());
 }
 
 /// NCCL's double binary tree all-reduce: a chain inside each node, a tree of
@@ -235,6 +264,7 @@ void addTreeAllReduce(Phase &phase, const Topology &topo) {
       busGBps *= topo.nodes == 1 ? kTreeLL128FractionOneNode : kTreeLL128FractionNodes;
     phase.add({latency, 2.0 / (busGBps * 1e3), kProtocols[p]});
   }
+  phase.setLinkShares(topo.intraShare(), topo.interShare());
 }
 
 /// All-to-all as grouped send/recv: intra-node peers over the rank's own link,
@@ -253,6 +283,9 @@ void addDirectAllToAll(Phase &phase, const Topology &topo) {
     phase.add({topo.baseUs(kRing, p) + topo.hopUs(remote, kRing, p) + issue,
                std::max(localUsPerByte, remoteUsPerByte) / topo.payloadFraction(p), kProtocols[p]});
   }
+  const double slower = std::max(localUsPerByte, remoteUsPerByte);
+  if (slower > 0)
+    phase.setLinkShares(localUsPerByte / slower, remoteUsPerByte / slower);
 }
 
 void addDirectSendRecv(Phase &phase, const Topology &topo) {
@@ -263,6 +296,7 @@ void addDirectSendRecv(Phase &phase, const Topology &topo) {
   for (int p = topo.firstProtocol(); p < kNumProtocols; ++p)
     phase.add({topo.baseUs(kRing, p) + topo.hopUs(remote, kRing, p),
                1.0 / (rateGBps * topo.payloadFraction(p) * 1e3), kProtocols[p]});
+  phase.setLinkShares(remote ? 0 : 1, remote ? 1 : 0);
 }
 
 void addFlat(Phase &phase, CollectiveKind kind, Algorithm algorithm, const Topology &topo) {
@@ -296,7 +330,11 @@ void addFlat(Phase &phase, CollectiveKind kind, Algorithm algorithm, const Topol
 /// the `ranksPerNode` parallel groups of node peers on a 1/g shard each,
 /// sharing the node's NICs. All-reduce = intra reduce-scatter + inter
 /// all-reduce (ring or tree) + intra all-gather; reduce-scatter and all-gather
-/// keep their own kind in both phases.
+/// keep their own kind in both phases. All-to-all (Tutel's 2DH): the whole
+/// buffer among the g ranks of a node, then among the N ranks of the same
+/// local index (one per node; a rank drives one NIC, so with fewer NICs than g
+/// the groups share them), g - 1 + N - 1 peers instead of n - 1, and two
+/// layout swaps between them, each a read and a write of the buffer in HBM.
 void addHierarchical(PhasedAlgorithm &algorithm, CollectiveKind kind, const Topology &topo) {
   Topology intra = topo;
   intra.ranks = topo.ranksPerNode;
@@ -306,6 +344,12 @@ void addHierarchical(PhasedAlgorithm &algorithm, CollectiveKind kind, const Topo
   inter.ranksPerNode = 1;
   inter.nodeGBps = topo.nodeGBps / static_cast<double>(topo.ranksPerNode);
 
+  if (kind == CollectiveKind::AllToAll) {
+    addDirectAllToAll(algorithm.addPhase(), intra);
+    algorithm.addPhase().add({0, 4.0 / (topo.hbmGBps * 1e3), Protocol::Simple});
+    addDirectAllToAll(algorithm.addPhase(), inter);
+    return;
+  }
   if (kind == CollectiveKind::AllReduce) {
     addFlat(algorithm.addPhase(), CollectiveKind::ReduceScatter, Algorithm::Ring, intra);
     addFlat(algorithm.addPhase(), CollectiveKind::AllGather, Algorithm::Ring, intra);
@@ -353,6 +397,7 @@ Topology topologyOf(const Cluster &cluster, Group group) {
   topo.intraFabric = cluster.intraNode.kind == "nvlink" ? kNVLink : kPCIe;
   topo.intraLatencyUs = cluster.intraNode.latencyUs;
   topo.interLatencyUs = cluster.interNode.latencyUs;
+  topo.hbmGBps = cluster.gpu.hbmBandwidthGBps * cluster.gpu.memoryEfficiency;
   return topo;
 }
 
@@ -378,6 +423,8 @@ CollectiveCost finish(CollectiveKind kind, double bytes, Group group, Algorithm 
   cost.protocol = estimate.protocol;
   cost.latencyUs = estimate.latencyUs;
   cost.bandwidthUs = estimate.bandwidthUs;
+  cost.intraNodeUs = estimate.intraNodeUs;
+  cost.interNodeUs = estimate.interNodeUs;
   cost.profiled = profiled;
   if (cost.timeUs > 0 && std::isfinite(cost.timeUs)) {
     cost.algBandwidthGBps = bytes / cost.timeUs / 1e3;
@@ -448,7 +495,7 @@ bool CostModel::supports(CollectiveKind kind, Algorithm algorithm, Group group) 
     return kind == CollectiveKind::AllReduce;
   case Algorithm::Hierarchical:
     return (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter ||
-            kind == CollectiveKind::AllGather) &&
+            kind == CollectiveKind::AllGather || kind == CollectiveKind::AllToAll) &&
            group.nodes > 1 && ranksPerNode > 1;
   case Algorithm::Direct:
     return kind == CollectiveKind::AllToAll || kind == CollectiveKind::SendRecv;
@@ -473,6 +520,10 @@ CollectiveCost CostModel::collective(CollectiveKind kind, double bytes, Group gr
     Estimate measured;
     measured.latencyUs = fit->alphaUs;
     measured.bandwidthUs = fit->betaUsPerByte * bytes;
+    // A fit does not say which level limits it: it is charged to both it uses.
+    const int64_t ranksPerNode = (group.ranks + group.nodes - 1) / group.nodes;
+    measured.intraNodeUs = ranksPerNode > 1 ? measured.bandwidthUs : 0;
+    measured.interNodeUs = group.nodes > 1 ? measured.bandwidthUs : 0;
     return finish(kind, bytes, group, algorithm, measured, true);
   }
   return finish(kind, bytes, group, algorithm,
@@ -493,13 +544,17 @@ CollectiveCost CostModel::collective(CollectiveKind kind, double bytes, Group gr
 }
 
 CollectiveCost CostModel::chunkedCollective(CollectiveKind kind, double bytes, Group group,
-                                            int64_t chunks) const {
+                                            int64_t chunks,
+                                            std::optional<Algorithm> algorithm) const {
   chunks = std::max<int64_t>(chunks, 1);
-  CollectiveCost piece = collective(kind, bytes / static_cast<double>(chunks), group);
-  if (chunks == 1)
+  const double pieceBytes = bytes / static_cast<double>(chunks);
+  CollectiveCost piece = algorithm ? collective(kind, pieceBytes, group, *algorithm)
+                                   : collective(kind, pieceBytes, group);
+  if (chunks == 1 || !std::isfinite(piece.timeUs))
     return piece;
   double count = static_cast<double>(chunks);
-  Estimate total{piece.latencyUs * count, piece.bandwidthUs * count, piece.protocol};
+  Estimate total{piece.latencyUs * count, piece.bandwidthUs * count, piece.protocol,
+                 piece.intraNodeUs * count, piece.interNodeUs * count};
   return finish(kind, bytes, normalized(group), piece.algorithm, total, piece.profiled);
 }
 

@@ -95,38 +95,17 @@ const char *toString(AllToAllAlgorithm algorithm) {
   return algorithm == AllToAllAlgorithm::Flat ? "flat" : "2d";
 }
 
-AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
-                        AllToAllAlgorithm algorithm, DType dtype) {
-  AllToAllTime time;
-  if (group.ranks <= 1 || bytes <= 0)
-    return time;
-  const int64_t perNode = group.ranks / std::max<int64_t>(group.nodes, 1);
-  const bool splits = algorithm == AllToAllAlgorithm::Hierarchical && group.nodes > 1 &&
-                      perNode > 1 && perNode * group.nodes == group.ranks;
-  if (!splits) {
-    time.intraUs =
-        model.collective(CollectiveKind::AllToAll, bytes, group, Algorithm::Direct).timeUs;
-    time.timeUs = time.intraUs;
-    return time;
-  }
-  time.intraUs =
-      model.collective(CollectiveKind::AllToAll, bytes, Group{perNode, 1}, Algorithm::Direct)
-          .timeUs;
-  // The node's perNode groups run at once, one rank of each per node. A rank
-  // drives one NIC, so with a NIC per group each moves its bytes at one NIC's
-  // rate; with fewer NICs, perNode / nics groups share each: one group moving
-  // that many times the bytes has the same bandwidth term and one group's
-  // latencies.
-  const double sharing =
-      std::max(1.0, double(perNode) / double(std::max<int64_t>(model.cluster().nicsPerNode, 1)));
-  time.interUs = model
-                     .collective(CollectiveKind::AllToAll, bytes * sharing,
-                                 Group{group.nodes, group.nodes}, Algorithm::Direct)
-                     .timeUs;
-  // Two swaps, each reading and writing the buffer (Tutel, section 3.3).
-  time.layoutUs = model.computeUs(0, 4 * bytes, dtype);
-  time.timeUs = time.intraUs + time.interUs + time.layoutUs;
-  return time;
+Algorithm collectiveAlgorithm(AllToAllAlgorithm algorithm, Group group) {
+  return algorithm == AllToAllAlgorithm::Hierarchical &&
+                 CostModel::supports(CollectiveKind::AllToAll, Algorithm::Hierarchical, group)
+             ? Algorithm::Hierarchical
+             : Algorithm::Direct;
+}
+
+CollectiveCost allToAllCost(const CostModel &model, double bytes, Group group,
+                            AllToAllAlgorithm algorithm) {
+  return model.collective(CollectiveKind::AllToAll, bytes, group,
+                          collectiveAlgorithm(algorithm, group));
 }
 
 double expertForwardUs(const CostModel &model, const MoeShape &shape, double rows,
@@ -168,9 +147,13 @@ Group expertReplicaGroup(int64_t ep, Group dp) {
   return Group{replicas, std::min(dp.nodes, replicas)};
 }
 
-double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
-                  int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
-                  DType dtype, CompressionMethod tokens) {
+const char *toString(GradientSyncMode mode) {
+  return mode == GradientSyncMode::Concurrent ? "concurrent" : "serial";
+}
+
+MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
+                         int64_t chunks, AllToAllAlgorithm algorithm, bool backward,
+                         double imbalance, DType dtype, CompressionMethod tokens) {
   std::string problem = checkExpertParallel(shape, ep, dp.ranks);
   if (problem.empty())
     problem = checkExpertPlacement(ep, dp);
@@ -180,12 +163,17 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
               std::to_string(shape.capacity()) + " capacity rows";
   if (!problem.empty())
     throw std::invalid_argument(problem);
+  MoePieces pieces;
+  pieces.chunks = chunks;
   const double rows = double(ep) * busiestExpertRows(shape, imbalance) / double(chunks);
   const int64_t localExperts = shape.experts / ep;
-  double computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
+  pieces.computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
                               : expertForwardUs(model, shape, rows, localExperts, dtype);
-  const double bytes = dispatchWireBytes(shape, dtype, tokens) / double(chunks);
-  const double allToAll = allToAllUs(model, bytes, expertGroup(ep, dp), algorithm, dtype).timeUs;
+  pieces.bytes = dispatchWireBytes(shape, dtype, tokens) / double(chunks);
+  pieces.group = expertGroup(ep, dp);
+  pieces.algorithm = collectiveAlgorithm(algorithm, pieces.group);
+  pieces.allToAll =
+      model.collective(CollectiveKind::AllToAll, pieces.bytes, pieces.group, pieces.algorithm);
   if (tokens != CompressionMethod::None && ep > 1) {
     // A piece's send buffer and the buffer it receives are the same size.
     const double elements =
@@ -194,11 +182,18 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
     spec.method = tokens;
     const CompressionCost codec =
         model.compression(spec, static_cast<int64_t>(elements), 1, activationBytes(dtype));
-    computeUs += 2 * (codec.encodeUs + codec.decodeUs);
+    pieces.computeUs += 2 * (codec.encodeUs + codec.decodeUs);
   }
-  // Dispatch and combine of a piece (in backward: their gradients) share the
-  // network, so they form the communication stage together.
-  return chunkPipelineUs(computeUs, 2 * allToAll, chunks, model.overlapSlowdown());
+  return pieces;
+}
+
+double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
+                  int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
+                  DType dtype, CompressionMethod tokens) {
+  const MoePieces pieces =
+      moePhasePieces(model, shape, ep, dp, chunks, algorithm, backward, imbalance, dtype, tokens);
+  return chunkPipelineUs(pieces.computeUs, 2 * pieces.allToAll.timeUs, chunks,
+                         model.overlapSlowdown());
 }
 
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,

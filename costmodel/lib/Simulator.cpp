@@ -3,11 +3,10 @@
 // Events are task completions and collectives finishing their latency part.
 // Between events every rate is constant: the running compute task progresses
 // at 1 or 1/overlapSlowdown, the CPU compression worker's task at 1 (its end
-// is known when it starts), and the k collectives in their bandwidth part
-// each progress at 1/k. Processor sharing is tracked with one virtual clock
-// (the work each sharing collective has received so far), so a collective's
-// finish is a fixed virtual time and one heap orders them all: O(log n) per
-// event.
+// is known when it starts), and each collective in its bandwidth part at its
+// max-min fair share of the two link levels, recomputed whenever one enters
+// or leaves. At most one collective per communication stream is in flight,
+// so the sharing is a short list, scanned per event.
 //
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Simulator.h"
@@ -24,6 +23,10 @@ namespace zen::cost {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+/// A link level whose capacity left is below this is full; a transfer with
+/// less than this many microseconds left is done (rounding slivers).
+constexpr double kFullLevel = 1e-12;
+constexpr double kDoneUs = 1e-9;
 
 /// Iterations unrolled when tasks cross iterations: the reported one has a
 /// predecessor whose decoupled tasks it waits on and a successor competing
@@ -70,8 +73,9 @@ public:
     slowdown_ = model.overlapSlowdown();
     now_ = 0;
     computeTask_ = hostTask_ = -1;
-    computeLeftUs_ = hostEndUs_ = virtualUs_ = 0;
+    computeLeftUs_ = hostEndUs_ = 0;
     activeCollectives_ = 0;
+    sharing_.clear();
     bool crossesIterations = std::any_of(tasks.begin(), tasks.end(),
                                          [](const SimTask &task) { return task.nextIteration; });
     iterations_ = crossesIterations ? kUnrolledIterations : 1;
@@ -80,6 +84,8 @@ public:
     int streams = kFirstCommStream;
     latencyUs_.assign(n_, 0);
     bandwidthUs_.assign(n_, 0);
+    intraShare_.assign(n_, 0);
+    interShare_.assign(n_, 0);
     streamOf_.assign(n_, kComputeStream);
     for (int i = 0; i < n_; ++i) {
       const SimTask &task = tasks[i];
@@ -90,14 +96,19 @@ public:
       }
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
+      CollectiveCostCache::Times times;
       if (cache) {
-        const CollectiveCostCache::Times &times = cache->collective(task);
-        latencyUs_[i] = times.latencyUs;
-        bandwidthUs_[i] = times.bandwidthUs;
+        times = cache->collective(task);
       } else {
         const CollectiveCost cost = collectiveCost(model, task);
-        latencyUs_[i] = cost.latencyUs;
-        bandwidthUs_[i] = cost.bandwidthUs;
+        times = {cost.timeUs, cost.latencyUs, cost.bandwidthUs, cost.intraNodeUs,
+                 cost.interNodeUs};
+      }
+      latencyUs_[i] = times.latencyUs;
+      bandwidthUs_[i] = times.bandwidthUs;
+      if (times.bandwidthUs > 0) {
+        intraShare_[i] = std::min(1.0, times.intraNodeUs / times.bandwidthUs);
+        interShare_[i] = std::min(1.0, times.interNodeUs / times.bandwidthUs);
       }
     }
     ready_.resize(streams);
@@ -151,7 +162,7 @@ public:
       closeIteration(0);
     while (true) {
       startReadyTasks();
-      if (computeTask_ < 0 && hostTask_ < 0 && latencyHeap_.empty() && sharingHeap_.empty())
+      if (computeTask_ < 0 && hostTask_ < 0 && latencyHeap_.empty() && sharing_.empty())
         break;
       advanceToNextEvent();
     }
@@ -175,6 +186,13 @@ private:
   using TimedInstance = std::pair<double, int>;
   using TimedHeap =
       std::priority_queue<TimedInstance, std::vector<TimedInstance>, std::greater<TimedInstance>>;
+  /// A collective in its bandwidth part.
+  struct Sharer {
+    int instance;
+    double leftUs;     // transfer time left at full speed
+    double rate = 0;   // progress per microsecond, at most 1
+    double endUs = 0;  // when it ends at this rate
+  };
 
   int taskOf(int instance) const { return instance % n_; }
   int iterationOf(int instance) const { return instance / n_; }
@@ -234,7 +252,45 @@ private:
       complete(instance);
       return;
     }
-    sharingHeap_.push({virtualUs_ + work, instance});
+    sharing_.push_back({instance, work});
+    shareLinks();
+  }
+
+  /// Max-min fair rates: every sharer's rate rises from 0 together; those using
+  /// a level that fills stop there, the rest go on, none past full speed. A
+  /// sharer with no level share (a transfer without links) runs at full speed.
+  void shareLinks() {
+    double intraLeft = 1, interLeft = 1, level = 0;
+    for (Sharer &sharer : sharing_)
+      sharer.rate = -1; // still rising
+    size_t rising = sharing_.size();
+    while (rising > 0) {
+      double intraDemand = 0, interDemand = 0;
+      for (const Sharer &sharer : sharing_)
+        if (sharer.rate < 0) {
+          intraDemand += intraShare_[taskOf(sharer.instance)];
+          interDemand += interShare_[taskOf(sharer.instance)];
+        }
+      double step = 1 - level;
+      if (intraDemand > 0)
+        step = std::min(step, intraLeft / intraDemand);
+      if (interDemand > 0)
+        step = std::min(step, interLeft / interDemand);
+      level += step;
+      intraLeft -= step * intraDemand;
+      interLeft -= step * interDemand;
+      const bool fullSpeed = level >= 1 - kFullLevel;
+      const bool intraFull = intraDemand > 0 && intraLeft <= kFullLevel;
+      const bool interFull = interDemand > 0 && interLeft <= kFullLevel;
+      for (Sharer &sharer : sharing_) {
+        const int task = taskOf(sharer.instance);
+        if (sharer.rate < 0 && (fullSpeed || (intraFull && intraShare_[task] > 0) ||
+                                (interFull && interShare_[task] > 0))) {
+          sharer.rate = std::min(level, 1.0);
+          --rising;
+        }
+      }
+    }
   }
 
   void start(int instance) {
@@ -282,19 +338,20 @@ private:
     double computeEnd = computeTask_ >= 0 ? now_ + computeLeftUs_ / computeRate() : kInfinity;
     double hostEnd = hostTask_ >= 0 ? hostEndUs_ : kInfinity;
     double latencyEnd = latencyHeap_.empty() ? kInfinity : latencyHeap_.top().first;
-    double sharers = static_cast<double>(sharingHeap_.size());
-    double sharingEnd = sharingHeap_.empty()
-                            ? kInfinity
-                            : now_ + std::max(0.0, sharingHeap_.top().first - virtualUs_) * sharers;
+    double sharingEnd = kInfinity;
+    for (Sharer &sharer : sharing_) {
+      sharer.endUs = now_ + sharer.leftUs / sharer.rate;
+      sharingEnd = std::min(sharingEnd, sharer.endUs);
+    }
     double next = std::min({computeEnd, hostEnd, latencyEnd, sharingEnd});
     double elapsed = std::max(0.0, next - now_);
 
-    // Advance every rate-dependent quantity to `next`, snapping the event that
-    // defines `next` exactly so rounding cannot leave a sliver of work.
+    // Advance every rate-dependent quantity to `next`, snapping the events that
+    // define `next` exactly so rounding cannot leave a sliver of work.
     if (computeTask_ >= 0)
       computeLeftUs_ = next == computeEnd ? 0 : computeLeftUs_ - elapsed * computeRate();
-    if (!sharingHeap_.empty())
-      virtualUs_ = next == sharingEnd ? sharingHeap_.top().first : virtualUs_ + elapsed / sharers;
+    for (Sharer &sharer : sharing_)
+      sharer.leftUs = sharer.endUs == next ? 0 : sharer.leftUs - elapsed * sharer.rate;
     now_ = std::max(now_, next);
 
     if (computeTask_ >= 0 && computeLeftUs_ <= 0) {
@@ -307,17 +364,23 @@ private:
       hostTask_ = -1;
       complete(finished);
     }
-    // Collectives move to sharing only after the sharing heap is drained, so
-    // a newcomer's virtual start is the clock value at `now_`.
     finishedLatency_.clear();
     while (!latencyHeap_.empty() && latencyHeap_.top().first <= now_) {
       finishedLatency_.push_back(latencyHeap_.top().second);
       latencyHeap_.pop();
     }
-    while (!sharingHeap_.empty() && sharingHeap_.top().first <= virtualUs_) {
-      int finished = sharingHeap_.top().second;
-      sharingHeap_.pop();
-      complete(finished);
+    // Finished transfers complete in task order, as the events they are.
+    finishedSharing_.clear();
+    auto done = [](const Sharer &sharer) { return sharer.leftUs <= kDoneUs; };
+    for (const Sharer &sharer : sharing_)
+      if (done(sharer))
+        finishedSharing_.push_back(sharer.instance);
+    if (!finishedSharing_.empty()) {
+      sharing_.erase(std::remove_if(sharing_.begin(), sharing_.end(), done), sharing_.end());
+      std::sort(finishedSharing_.begin(), finishedSharing_.end());
+      for (int instance : finishedSharing_)
+        complete(instance);
+      shareLinks();
     }
     for (int instance : finishedLatency_)
       enterSharing(instance);
@@ -358,6 +421,8 @@ private:
   int reported_ = 0;
 
   std::vector<double> latencyUs_, bandwidthUs_;
+  /// The fraction of a collective's transfer each link level is busy.
+  std::vector<double> intraShare_, interShare_;
   std::vector<int> streamOf_;
   std::vector<Dependent> dependents_;
   std::vector<int> dependentsBegin_, fill_;
@@ -378,9 +443,8 @@ private:
   double hostEndUs_ = 0;
   int activeCollectives_ = 0;
   TimedHeap latencyHeap_;
-  TimedHeap sharingHeap_;
-  std::vector<int> finishedLatency_;  // scratch for advanceToNextEvent
-  double virtualUs_ = 0;
+  std::vector<Sharer> sharing_;
+  std::vector<int> finishedLatency_, finishedSharing_;  // scratch for advanceToNextEvent
 };
 
 } // namespace
@@ -388,7 +452,8 @@ private:
 CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
   if (task.compression.method != CompressionMethod::None)
     return model.compressedCollective(task.compression, task.elements, task.group, task.chunks);
-  return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+  return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks,
+                                 task.algorithm);
 }
 
 CollectiveCostCache::CollectiveCostCache(const CostModel &model, size_t entries)
@@ -400,7 +465,8 @@ CollectiveCostCache::CollectiveCostCache(const CostModel &model, size_t entries)
 
 bool CollectiveCostCache::Key::operator==(const Key &other) const {
   return kind == other.kind && bytes == other.bytes && group.ranks == other.group.ranks &&
-         group.nodes == other.group.nodes && chunks == other.chunks && method == other.method &&
+         group.nodes == other.group.nodes && chunks == other.chunks &&
+         algorithm == other.algorithm && method == other.method &&
          ratio == other.ratio && rank == other.rank && device == other.device &&
          elements == other.elements;
 }
@@ -413,26 +479,30 @@ const CollectiveCostCache::Times &CollectiveCostCache::lookup(const Key &key, Pr
   for (uint64_t part :
        {static_cast<uint64_t>(key.kind), static_cast<uint64_t>(key.group.ranks),
         static_cast<uint64_t>(key.group.nodes), static_cast<uint64_t>(key.chunks),
+        static_cast<uint64_t>(key.algorithm),
         static_cast<uint64_t>(key.method), ratio, static_cast<uint64_t>(key.rank),
         static_cast<uint64_t>(key.device), static_cast<uint64_t>(key.elements)})
     hash = (hash ^ part) * 0x9E3779B97F4A7C15ull;
   Entry &entry = entries_[hash >> (64 - logEntries_)];
   if (!(entry.key == key)) {
     const CollectiveCost cost = price();
-    entry = {key, {cost.timeUs, cost.latencyUs, cost.bandwidthUs}};
+    entry = {key, {cost.timeUs, cost.latencyUs, cost.bandwidthUs, cost.intraNodeUs,
+                   cost.interNodeUs}};
   }
   return entry.times;
 }
 
-const CollectiveCostCache::Times &CollectiveCostCache::chunkedCollective(CollectiveKind kind,
-                                                                         double bytes, Group group,
-                                                                         int64_t chunks) {
+const CollectiveCostCache::Times &
+CollectiveCostCache::chunkedCollective(CollectiveKind kind, double bytes, Group group,
+                                       int64_t chunks, std::optional<Algorithm> algorithm) {
   Key key;
   key.kind = kind;
   key.bytes = bytes;
   key.group = group;
   key.chunks = chunks;
-  return lookup(key, [&] { return model_.chunkedCollective(kind, bytes, group, chunks); });
+  key.algorithm = algorithm ? static_cast<int>(*algorithm) : -1;
+  return lookup(key,
+                [&] { return model_.chunkedCollective(kind, bytes, group, chunks, algorithm); });
 }
 
 const CollectiveCostCache::Times &
@@ -454,7 +524,7 @@ CollectiveCostCache::compressedCollective(const CompressionSpec &spec, int64_t e
 const CollectiveCostCache::Times &CollectiveCostCache::collective(const SimTask &task) {
   if (task.compression.method != CompressionMethod::None)
     return compressedCollective(task.compression, task.elements, task.group, task.chunks);
-  return chunkedCollective(task.collective, task.bytes, task.group, task.chunks);
+  return chunkedCollective(task.collective, task.bytes, task.group, task.chunks, task.algorithm);
 }
 
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,

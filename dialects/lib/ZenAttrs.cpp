@@ -200,7 +200,7 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, Sh
 
 LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t ep,
                                       int64_t forward, int64_t backward, StringRef allToAll,
-                                      StringRef tokens) {
+                                      StringRef tokens, StringRef gradientSync) {
   for (auto [name, degree] :
        {std::pair{"ep", ep}, {"forward", forward}, {"backward", backward}})
     if (degree < 1)
@@ -212,5 +212,8 @@ LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitErr
     return emitError() << "moe_schedule tokens must be \"none\", \"fp16\", \"bf16\" or "
                           "\"int8\", got \""
                        << tokens << "\"";
+  if (gradientSync != "concurrent" && gradientSync != "serial")
+    return emitError() << "moe_schedule gradient_sync must be \"concurrent\" or \"serial\", got \""
+                       << gradientSync << "\"";
   return success();
 }

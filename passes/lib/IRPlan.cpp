@@ -345,6 +345,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
                    moe.getNodeName().value_or(op.getName().getStringRef()).str(), work,
                    model.computeUs(static_cast<double>(work.flops),
                                    static_cast<double>(work.bytes), work.dtype));
+        if (isa<MoeExpertsOp>(op))
+          training.moeSegments[&op] = static_cast<int>(problem.forward.size());
       }
       continue;
     }
@@ -361,6 +363,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
       if (!backward)
         backward = ComputeSegment{segmentName(compute), 0};
       addCost(*backward, work, us);
+      if (compute.getOpType() == "MoEGrad")
+        training.moeSegments[&op] = static_cast<int>(problem.backward.size());
       break;
     case Phase::optimizer: {
       SmallVector<Value> params;

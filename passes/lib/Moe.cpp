@@ -94,17 +94,35 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
     for (const plan::GradientTensor &gradient : sync.problem.gradients)
       sync.expert.push_back(expertParameters.contains(gradient.name));
     // The experts' forward op and the layer's backward op, by the layer's node.
-    llvm::StringMap<double> computeUs;
-    training->func.walk([&](Operation *op) {
+    llvm::StringMap<plan::MoeLayerSite> sites;
+    for (const auto &[op, segment] : training->moeSegments) {
+      // A layer is named by its dispatch's node (collectMoeLayers).
+      auto experts = dyn_cast<MoeExpertsOp>(op);
+      auto dispatch = experts ? experts.getDispatched().getDefiningOp<MoeDispatchOp>() : nullptr;
       auto node = op->getAttrOfType<StringAttr>("node");
-      auto compute = dyn_cast<ComputeOp>(op);
-      if (node && (isa<MoeExpertsOp>(op) ||
-                   (compute && compute.getPhase() == Phase::backward &&
-                    compute.getOpType() == "MoEGrad")))
-        computeUs[node.getValue()] += plan::opComputeUs(op, request.setup.computeDtype, model);
-    });
-    for (const plan::MoeLayer &layer : layers)
-      sync.layerComputeUs.push_back(computeUs.lookup(layer.name));
+      if (dispatch)
+        node = dispatch->getAttrOfType<StringAttr>("node");
+      if (!node)
+        continue;
+      plan::MoeLayerSite &site = sites[node.getValue()];
+      const double us = plan::opComputeUs(op, request.setup.computeDtype, model);
+      if (experts) {
+        site.forwardSegment = segment;
+        site.forwardUs += us;
+      } else {
+        site.backwardSegment = segment;
+        site.backwardUs += us;
+      }
+    }
+    for (const plan::MoeLayer &layer : layers) {
+      auto site = sites.find(layer.name);
+      if (site == sites.end() || site->second.forwardSegment < 0 ||
+          site->second.backwardSegment < 0)
+        return module.emitError("MoE layer '")
+               << layer.name << "' has no zen.moe_experts and MoEGrad zen.compute in the "
+                  "training function";
+      sync.sites.push_back(site->second);
+    }
     request.sync = std::move(sync);
   }
   double denseParams = 0;

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
+#include <utility>
 #include <stdexcept>
 
 namespace zen::plan {
@@ -87,8 +89,8 @@ struct LayerPricer {
         rows);
     auto comm = line(
         [&](double x) {
-          return cost::allToAllUs(model, x, cost::expertGroup(ep, request.dp),
-                                  AllToAllAlgorithm::Flat, dtype)
+          return cost::allToAllCost(model, x, cost::expertGroup(ep, request.dp),
+                                    AllToAllAlgorithm::Flat)
               .timeUs;
         },
         bytes);
@@ -127,10 +129,10 @@ double expertSyncUs(const std::vector<MoeLayer> &layers, int64_t ep,
   return us;
 }
 
-} // namespace
-
-double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
-                            const cost::CostModel &model) {
+/// expertParallelSyncUs' tasks: buildSimTasks' with the expert gradients over
+/// their replicas. The compute segments stay tasks 0 .. forward + backward - 1.
+std::vector<cost::SimTask> expertSyncTasks(const GradientSync &sync, int64_t ep, cost::Group dp,
+                                           const cost::CostModel &model) {
   Problem problem = sync.problem;
   if (sync.expert.size() != problem.gradients.size())
     throw std::logic_error("the expert flags must parallel the gradients");
@@ -177,10 +179,145 @@ double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp
           tasks[u].deps.push_back(id);
     }
   }
+  return tasks;
+}
+
+double simulatedUs(const std::vector<cost::SimTask> &tasks, const cost::CostModel &model) {
   const cost::SimResult result = cost::simulate(model, tasks);
   if (!result.error.empty())
     throw std::logic_error("the gradient schedule cannot be simulated: " + result.error);
   return result.iterationUs;
+}
+
+/// A priority ahead of every gradient collective's (theirs are not negative).
+constexpr int64_t kAheadOfGradients = std::numeric_limits<int64_t>::min() / 2;
+
+/// Places `eval`'s strategies in the request's schedule (request.sync): each
+/// baseline's iteration as it is; auto becomes the fastest of its own choices
+/// and every baseline's (its own on ties), then each layer in turn is made to
+/// take turns with the gradient sync where that is strictly faster.
+void coSchedule(MoeEvaluation &eval, const std::vector<MoeLayer> &layers,
+                const MoeRequest &request, const cost::CostModel &model) {
+  auto iterationUs = [&](const MoeStrategy &strategy) {
+    return moeScheduleUs(*request.sync, layers, strategy.layers, eval.ep, request, model);
+  };
+  eval.best.iterationUs = iterationUs(eval.best);
+  for (const std::string &name : moeBaselineNames()) {
+    MoeStrategy &baseline = eval.baselines.at(name);
+    baseline.iterationUs = iterationUs(baseline);
+    if (baseline.iterationUs < eval.best.iterationUs)
+      eval.best = baseline;
+  }
+  // Without all-to-alls there is nothing to take turns with.
+  if (eval.ep == 1)
+    return;
+  for (MoeLayerTime &layer : eval.best.layers) {
+    layer.choice.sync = cost::GradientSyncMode::Serial;
+    const double serialUs = iterationUs(eval.best);
+    if (serialUs < eval.best.iterationUs)
+      eval.best.iterationUs = serialUs;
+    else
+      layer.choice.sync = cost::GradientSyncMode::Concurrent;
+  }
+}
+
+} // namespace
+
+double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
+                            const cost::CostModel &model) {
+  return simulatedUs(expertSyncTasks(sync, ep, dp, model), model);
+}
+
+std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
+                                            const std::vector<MoeLayer> &layers,
+                                            const std::vector<MoeLayerTime> &choices, int64_t ep,
+                                            const MoeRequest &request,
+                                            const cost::CostModel &model) {
+  if (sync.sites.size() != layers.size() || choices.size() != layers.size())
+    throw std::logic_error("the MoE layers' sites and choices must parallel the layers");
+  std::vector<cost::SimTask> tasks = expertSyncTasks(sync, ep, request.dp, model);
+  const int forwardCount = int(sync.problem.forward.size());
+  const int segments = forwardCount + int(sync.problem.backward.size());
+  int ownStream = 0;
+  for (const cost::SimTask &task : tasks)
+    if (task.kind == cost::TaskKind::Collective)
+      ownStream = std::max(ownStream, task.stream + 1);
+
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const MoeLayerSite &site = sync.sites[l];
+    const cost::MoeLayerChoice &choice = choices[l].choice;
+    for (bool backward : {false, true}) {
+      const int segment = backward ? forwardCount + site.backwardSegment : site.forwardSegment;
+      if ((backward ? site.backwardSegment : site.forwardSegment) < 0 || segment >= segments)
+        throw std::logic_error(layers[l].name + ": the experts sit in no compute segment");
+      const cost::MoePieces pieces = cost::moePhasePieces(
+          model, layers[l].shape, ep, request.dp, backward ? choice.backward : choice.forward,
+          choice.algorithm, backward, request.imbalance, request.setup.computeDtype,
+          choice.tokens);
+      cost::SimTask &host = tasks[size_t(segment)];
+      host.durationUs = std::max(0.0, host.durationUs - (backward ? site.backwardUs : site.forwardUs));
+      const int64_t computePriority = host.priority;
+
+      // Forward pieces take over what the segment waited for and it waits for
+      // them; backward pieces wait for the segment and what waited for it
+      // waits for them.
+      std::vector<int> pieceDeps;
+      if (backward)
+        pieceDeps = {segment};
+      else
+        pieceDeps = std::exchange(host.deps, {});
+      const int first = int(tasks.size());
+      const std::string prefix =
+          "moe." + layers[l].name + (backward ? ".bwd." : ".fwd.");
+      const bool serial = choice.sync == cost::GradientSyncMode::Serial;
+      auto allToAll = [&](const char *what, int64_t i, int64_t order, std::vector<int> deps) {
+        cost::SimTask task;
+        task.name = prefix + what + std::to_string(i);
+        task.kind = cost::TaskKind::Collective;
+        task.phase = cost::TaskPhase::Communicate;
+        task.collective = cost::CollectiveKind::AllToAll;
+        task.bytes = pieces.bytes;
+        task.group = pieces.group;
+        task.algorithm = pieces.algorithm;
+        task.stream = serial ? 0 : ownStream;
+        task.priority = (serial ? kAheadOfGradients : 0) + order;
+        task.deps = std::move(deps);
+        tasks.push_back(std::move(task));
+        return int(tasks.size()) - 1;
+      };
+      std::vector<int> combines;
+      for (int64_t i = 0; i < pieces.chunks; ++i) {
+        const int dispatch = allToAll("dispatch", i, 2 * i, pieceDeps);
+        cost::SimTask experts;
+        experts.name = prefix + "experts" + std::to_string(i);
+        experts.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
+        experts.durationUs = pieces.computeUs;
+        experts.priority = computePriority;
+        experts.deps = {dispatch};
+        tasks.push_back(std::move(experts));
+        combines.push_back(allToAll("combine", i, 2 * i + 1, {int(tasks.size()) - 1}));
+      }
+      if (!backward) {
+        tasks[size_t(segment)].deps = combines;
+        continue;
+      }
+      for (int t = 0; t < first; ++t) {
+        std::vector<int> &deps = tasks[size_t(t)].deps;
+        auto found = std::find(deps.begin(), deps.end(), segment);
+        if (found == deps.end())
+          continue;
+        deps.erase(found);
+        deps.insert(deps.end(), combines.begin(), combines.end());
+      }
+    }
+  }
+  return tasks;
+}
+
+double moeScheduleUs(const GradientSync &sync, const std::vector<MoeLayer> &layers,
+                     const std::vector<MoeLayerTime> &choices, int64_t ep,
+                     const MoeRequest &request, const cost::CostModel &model) {
+  return simulatedUs(moeScheduleTasks(sync, layers, choices, ep, request, model), model);
 }
 
 const std::vector<std::string> &moeBaselineNames() {
@@ -233,21 +370,25 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
     return pricer.time(layer, MoeLayerChoice{r, r, AllToAllAlgorithm::Flat});
   });
 
+  eval.expertSyncUs = expertSyncUs(layers, ep, model, request.dp);
   if (request.sync) {
-    if (request.sync->layerComputeUs.size() != layers.size())
-      throw std::logic_error("the schedule's MoE compute must parallel the layers");
-    eval.localUs = std::accumulate(request.sync->layerComputeUs.begin(),
-                                   request.sync->layerComputeUs.end(), 0.0);
+    const GradientSync &sync = *request.sync;
+    if (sync.sites.size() != layers.size())
+      throw std::logic_error("the schedule's MoE sites must parallel the layers");
+    for (const MoeLayerSite &site : sync.sites)
+      eval.localUs += site.forwardUs + site.backwardUs;
+    eval.scheduled = true;
+    eval.scheduleUs = expertParallelSyncUs(sync, 1, request.dp, model);
+    if (ep > 1)
+      eval.syncSavingUs =
+          eval.scheduleUs - expertParallelSyncUs(sync, ep, request.dp, model);
+    coSchedule(eval, layers, request, model);
   } else {
     const LayerPricer local{model, request, 1};
     eval.localUs = strategyOf(layers, [&](const MoeLayer &layer) {
                      return local.time(layer, MoeLayerChoice{});
                    }).moeUs;
   }
-  eval.expertSyncUs = expertSyncUs(layers, ep, model, request.dp);
-  if (request.sync && ep > 1)
-    eval.syncSavingUs = expertParallelSyncUs(*request.sync, 1, request.dp, model) -
-                        expertParallelSyncUs(*request.sync, ep, request.dp, model);
 
   for (const MoeLayer &layer : layers) {
     cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,

@@ -487,8 +487,9 @@ private:
     if (!moe.is_object())
       error("/moe", "must be a JSON object");
     static const std::set<std::string> keys = {
-        "ep",     "imbalance",  "iteration_us", "moe_us",   "local_us", "expert_sync_us",
-        "sync_saving_us", "layers", "baselines", "searched", "not_fitting", "memory"};
+        "ep",     "imbalance",  "iteration_us", "moe_us",   "local_us", "schedule_us",
+        "expert_sync_us", "sync_saving_us", "layers", "baselines", "searched", "not_fitting",
+        "memory"};
     for (const auto &[key, value] : moe.items())
       if (!keys.count(key))
         error("/moe/" + key, "unknown field");
@@ -517,6 +518,8 @@ private:
       error("/moe/imbalance", "must be a finite number >= 1");
     for (const char *key : {"iteration_us", "moe_us", "local_us", "expert_sync_us"})
       amount(moe, "/moe", key);
+    if (moe.contains("schedule_us")) // optional: plans before co-scheduling
+      amount(moe, "/moe", "schedule_us");
     // Splitting buckets by process group can cost more than it saves.
     if (const json &saving = field(moe, "/moe", "sync_saving_us");
         !saving.is_number() || !std::isfinite(saving.get<double>()))
@@ -538,6 +541,10 @@ private:
         if (tokens != "none" && tokens != "fp16" && tokens != "bf16" && tokens != "int8")
           error(at + "/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
       }
+      // Optional: how the all-to-alls meet the gradient sync (absent: concurrent).
+      if (layer.contains("gradient_sync") && layer["gradient_sync"] != "concurrent" &&
+          layer["gradient_sync"] != "serial")
+        error(at + "/gradient_sync", "must be \"concurrent\" or \"serial\"");
       for (const char *key : {"forward_us", "backward_us"})
         amount(layer, at, key);
     };

@@ -790,3 +790,11 @@ func.func @f() {
   %0 = zen.param "w" {s = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "flat", tokens = "topk">} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f() {
+  // expected-error @+1 {{moe_schedule gradient_sync must be "concurrent" or "serial", got "later"}}
+  %0 = zen.param "w" {s = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "flat", gradient_sync = "later">} : tensor<4xf32>
+  return
+}

@@ -60,7 +60,8 @@ func.func @planned(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x32x
   return %y : tensor<16x8xf32>
 }
 
-// The tokens' compression round-trips; "none", the default, is left out.
+// The tokens' compression and the gradient sync mode round-trip; "none" and
+// "concurrent", the defaults, are left out.
 // CHECK-LABEL: func.func @compressed
 // CHECK-SAME: (%[[X:.*]]: tensor<16x8xf32>, %[[R:.*]]: tensor<16x4xf32>)
 func.func @compressed(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) -> tensor<4x8x8xf32> {
@@ -68,7 +69,10 @@ func.func @compressed(%x: tensor<16x8xf32>, %r: tensor<16x4xf32>) -> tensor<4x8x
   %d, %g = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 4, backward = 2, all_to_all = "flat", tokens = "int8">}
       : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
   // CHECK: zen.moe_dispatch %[[X]], %[[R]] top 2 {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "2d">}
-  %d2, %g2 = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "2d", tokens = "none">}
+  %d2, %g2 = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "2d", tokens = "none", gradient_sync = "concurrent">}
+      : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
+  // CHECK: zen.moe_dispatch %[[X]], %[[R]] top 2 {{.*}}schedule = #zen.moe_schedule<ep = 2, forward = 2, backward = 2, all_to_all = "flat", gradient_sync = "serial">}
+  %d3, %g3 = zen.moe_dispatch %x, %r top 2 {flops = 0 : i64, bytes = 0 : i64, schedule = #zen.moe_schedule<ep = 2, forward = 2, backward = 2, all_to_all = "flat", gradient_sync = "serial">}
       : tensor<16x8xf32>, tensor<16x4xf32> -> tensor<4x8x8xf32>, tensor<16x2xf32>
   // CHECK: return %[[D]]
   return %d : tensor<4x8x8xf32>

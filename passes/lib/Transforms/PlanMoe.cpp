@@ -67,7 +67,8 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
       const cost::MoeLayerChoice &choice = planned.chosen.best.layers[i].choice;
       auto schedule =
           MoeScheduleAttr::get(context, planned.chosen.ep, choice.forward, choice.backward,
-                               cost::toString(choice.algorithm), cost::toString(choice.tokens));
+                               cost::toString(choice.algorithm), cost::toString(choice.tokens),
+                               cost::toString(choice.sync));
       MoeLayerOps &ops = (*layers)[i];
       for (Operation *op : {ops.dispatch.getOperation(), ops.experts.getOperation(),
                             ops.combine.getOperation()})

@@ -49,6 +49,8 @@ elif mutation == "moe_baseline":
     del plan["moe"]["baselines"]["pipemoe"]
 elif mutation == "moe_tokens":
     plan["moe"]["layers"][0]["token_compression"] = "topk"
+elif mutation == "moe_gradient_sync":
+    plan["moe"]["layers"][0]["gradient_sync"] = "later"
 elif mutation == "moe_imbalance":
     plan["moe"]["imbalance"] = 0.5
 elif mutation == "moe_unknown":

@@ -85,21 +85,32 @@ TEST(Moe, DispatchBuffersAreCapacityPadded) {
 // The flat all-to-all is the cost model's direct all-to-all: inside a node
 // every rank sends (g - 1)/g of its buffer over its own NVLink (300 GB/s x
 // 0.7833); across nodes the off-node share (n - g)/n goes through the rank's
-// share of the node's 8 x 25 GB/s x 0.96 NICs.
+// share of the node's 8 x 25 GB/s x 0.96 NICs. Both levels move at once, so
+// the slower (the NICs) is busy all along and NVLink for the ratio.
 TEST(Moe, FlatAllToAllPricesEachLinkLevel) {
   CostModel model(loadCluster("a100x64"));
   auto slope = [&](Group group) {
-    AllToAllTime small = allToAllUs(model, kGiB, group, AllToAllAlgorithm::Flat, DType::BF16);
-    AllToAllTime large = allToAllUs(model, 2 * kGiB, group, AllToAllAlgorithm::Flat, DType::BF16);
-    EXPECT_DOUBLE_EQ(large.interUs + large.layoutUs, 0);
+    CollectiveCost small = allToAllCost(model, kGiB, group, AllToAllAlgorithm::Flat);
+    CollectiveCost large = allToAllCost(model, 2 * kGiB, group, AllToAllAlgorithm::Flat);
+    EXPECT_EQ(large.algorithm, Algorithm::Direct);
     return (large.timeUs - small.timeUs) / kGiB;
   };
-  EXPECT_NEAR(slope(Group{8, 1}), 7.0 / 8 / (300 * 0.7833 * 1e3), 1e-12);
+  const double nvlinkUsPerByte = 7.0 / 8 / (300 * 0.7833 * 1e3);
+  EXPECT_NEAR(slope(Group{8, 1}), nvlinkUsPerByte, 1e-12);
   const double nicShareGBps = 8 * 25 * 0.96 / 8;
-  EXPECT_NEAR(slope(Group{64, 8}), 56.0 / 64 / (nicShareGBps * 1e3), 1e-12);
+  const double nicUsPerByte = 56.0 / 64 / (nicShareGBps * 1e3);
+  EXPECT_NEAR(slope(Group{64, 8}), nicUsPerByte, 1e-12);
   EXPECT_DOUBLE_EQ(
-      allToAllUs(model, kGiB, Group{64, 8}, AllToAllAlgorithm::Flat, DType::BF16).timeUs,
+      allToAllCost(model, kGiB, Group{64, 8}, AllToAllAlgorithm::Flat).timeUs,
       model.collective(CollectiveKind::AllToAll, kGiB, Group{64, 8}, Algorithm::Direct).timeUs);
+
+  CollectiveCost inside = allToAllCost(model, kGiB, Group{8, 1}, AllToAllAlgorithm::Flat);
+  EXPECT_DOUBLE_EQ(inside.intraNodeUs, inside.bandwidthUs);
+  EXPECT_DOUBLE_EQ(inside.interNodeUs, 0);
+  CollectiveCost across = allToAllCost(model, kGiB, Group{64, 8}, AllToAllAlgorithm::Flat);
+  EXPECT_DOUBLE_EQ(across.interNodeUs, across.bandwidthUs);
+  const double localUsPerByte = 7.0 / 64 / (300 * 0.7833 * 1e3);
+  EXPECT_NEAR(across.intraNodeUs / across.interNodeUs, localUsPerByte / nicUsPerByte, 1e-9);
 
   // Half the NICs double the off-node time and leave the intra-node one. (A rank drives at
   // most one NIC, so more NICs than ranks would change nothing.)
@@ -119,41 +130,45 @@ TEST(Moe, FlatAllToAllPricesEachLinkLevel) {
 TEST(Moe, HierarchicalAllToAllAddsItsPhases) {
   CostModel model(loadCluster("a100x64"));
   const double bytes = 64 * 1024 * 1024;
-  AllToAllTime twoD =
-      allToAllUs(model, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical, DType::BF16);
-  EXPECT_DOUBLE_EQ(
-      twoD.intraUs,
-      model.collective(CollectiveKind::AllToAll, bytes, Group{8, 1}, Algorithm::Direct).timeUs);
+  auto direct = [](const CostModel &m, double b, Group group) {
+    return m.collective(CollectiveKind::AllToAll, b, group, Algorithm::Direct);
+  };
+  CollectiveCost twoD = allToAllCost(model, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical);
+  EXPECT_EQ(twoD.algorithm, Algorithm::Hierarchical);
+  const CollectiveCost intra = direct(model, bytes, Group{8, 1});
   // 8 NICs per node: each local index's group drives its own NIC.
-  EXPECT_DOUBLE_EQ(
-      twoD.interUs,
-      model.collective(CollectiveKind::AllToAll, bytes, Group{8, 8}, Algorithm::Direct).timeUs);
+  const CollectiveCost inter = direct(model, bytes, Group{8, 8});
+  const double layoutUs = model.computeUs(0, 4 * bytes, DType::BF16);
+  EXPECT_NEAR(twoD.timeUs, intra.timeUs + inter.timeUs + layoutUs, 1e-9);
+  // The swaps move no bytes over a link: each level is busy for its own phase.
+  EXPECT_NEAR(twoD.bandwidthUs, intra.bandwidthUs + inter.bandwidthUs + layoutUs, 1e-9);
+  EXPECT_NEAR(twoD.intraNodeUs, intra.bandwidthUs, 1e-9);
+  EXPECT_NEAR(twoD.interNodeUs, inter.bandwidthUs, 1e-9);
   // Half the NICs: two groups share each.
   Cluster halved = loadCluster("a100x64");
   halved.nicsPerNode = 4;
   CostModel fewer(halved);
-  EXPECT_DOUBLE_EQ(
-      allToAllUs(fewer, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical, DType::BF16).interUs,
-      fewer.collective(CollectiveKind::AllToAll, 2 * bytes, Group{8, 8}, Algorithm::Direct).timeUs);
-  EXPECT_DOUBLE_EQ(twoD.layoutUs, model.computeUs(0, 4 * bytes, DType::BF16));
-  EXPECT_DOUBLE_EQ(twoD.timeUs, twoD.intraUs + twoD.interUs + twoD.layoutUs);
+  EXPECT_NEAR(allToAllCost(fewer, bytes, Group{64, 8}, AllToAllAlgorithm::Hierarchical).timeUs,
+              direct(fewer, bytes, Group{8, 1}).timeUs + direct(fewer, 2 * bytes, Group{8, 8}).timeUs +
+                  layoutUs,
+              1e-9);
 
   // Small messages: 14 peers' latencies instead of 63 make 2D faster; large
   // ones pay the extra intra-node pass and the swaps, and flat wins.
   auto time = [&](double b, AllToAllAlgorithm algorithm) {
-    return allToAllUs(model, b, Group{64, 8}, algorithm, DType::BF16).timeUs;
+    return allToAllCost(model, b, Group{64, 8}, algorithm).timeUs;
   };
   EXPECT_LT(time(64 * 1024, AllToAllAlgorithm::Hierarchical),
             time(64 * 1024, AllToAllAlgorithm::Flat));
   EXPECT_GT(time(kGiB, AllToAllAlgorithm::Hierarchical), time(kGiB, AllToAllAlgorithm::Flat));
 
   // Nothing to split inside one node or with one rank per node.
-  for (Group group : {Group{8, 1}, Group{8, 8}})
-    EXPECT_DOUBLE_EQ(
-        allToAllUs(model, bytes, group, AllToAllAlgorithm::Hierarchical, DType::BF16).timeUs,
-        allToAllUs(model, bytes, group, AllToAllAlgorithm::Flat, DType::BF16).timeUs);
-  EXPECT_DOUBLE_EQ(
-      allToAllUs(model, bytes, Group{1, 1}, AllToAllAlgorithm::Flat, DType::BF16).timeUs, 0);
+  for (Group group : {Group{8, 1}, Group{8, 8}}) {
+    EXPECT_EQ(collectiveAlgorithm(AllToAllAlgorithm::Hierarchical, group), Algorithm::Direct);
+    EXPECT_DOUBLE_EQ(allToAllCost(model, bytes, group, AllToAllAlgorithm::Hierarchical).timeUs,
+                     allToAllCost(model, bytes, group, AllToAllAlgorithm::Flat).timeUs);
+  }
+  EXPECT_DOUBLE_EQ(allToAllCost(model, bytes, Group{1, 1}, AllToAllAlgorithm::Flat).timeUs, 0);
 }
 
 // A pipelined chunk of rows / r rows runs its GEMMs on its own: below 128 rows
@@ -268,7 +283,7 @@ TEST(Moe, PhasePipelinesPiecesOfExpertsAndAllToAlls) {
     const double compute = backward ? expertBackwardUs(model, shape, rows, 1, DType::BF16)
                                     : expertForwardUs(model, shape, rows, 1, DType::BF16);
     const double comm =
-        allToAllUs(model, bytes / double(r), Group{8, 1}, AllToAllAlgorithm::Flat, DType::BF16)
+        allToAllCost(model, bytes / double(r), Group{8, 1}, AllToAllAlgorithm::Flat)
             .timeUs;
     return chunkPipelineUs(compute, 2 * comm, r, model.overlapSlowdown());
   };
@@ -279,13 +294,11 @@ TEST(Moe, PhasePipelinesPiecesOfExpertsAndAllToAlls) {
           expected(r, backward));
   EXPECT_DOUBLE_EQ(expected(1, false),
                    expertForwardUs(model, shape, 8.0 * 256, 1, DType::BF16) +
-                       2 * allToAllUs(model, bytes, Group{8, 1}, AllToAllAlgorithm::Flat,
-                                      DType::BF16)
+                       2 * allToAllCost(model, bytes, Group{8, 1}, AllToAllAlgorithm::Flat)
                                .timeUs);
   // Pieces overlap: 4 of them take less than 4 x (experts + all-to-alls) of a piece.
   EXPECT_LT(expected(4, false), 4 * (expertForwardUs(model, shape, 512, 1, DType::BF16) +
-                                     2 * allToAllUs(model, bytes / 4, Group{8, 1},
-                                                    AllToAllAlgorithm::Flat, DType::BF16)
+                                     2 * allToAllCost(model, bytes / 4, Group{8, 1}, AllToAllAlgorithm::Flat)
                                              .timeUs));
   // Without expert parallelism no all-to-all.
   EXPECT_DOUBLE_EQ(
@@ -345,8 +358,7 @@ TEST(Moe, CompressedPhaseTradesKernelsForBytes) {
   int8.method = CompressionMethod::Int8;
   const CompressionCost codec = model.compression(int8, int64_t(elements), 1, 2);
   const auto a2a = [&](CompressionMethod tokens) {
-    return allToAllUs(model, dispatchWireBytes(shape, DType::BF16, tokens), across,
-                      AllToAllAlgorithm::Flat, DType::BF16)
+    return allToAllCost(model, dispatchWireBytes(shape, DType::BF16, tokens), across, AllToAllAlgorithm::Flat)
         .timeUs;
   };
   EXPECT_NEAR(phase(64, CompressionMethod::Int8) - phase(64, CompressionMethod::None),

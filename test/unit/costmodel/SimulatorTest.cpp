@@ -96,6 +96,91 @@ TEST(Simulator, ConcurrentCollectivesShareBandwidth) {
   EXPECT_DOUBLE_EQ(serial.iterationUs, 170);
 }
 
+/// Collectives over 8 ranks of exactly 1 us per kB alone, without latency:
+/// an all-to-all inside one node uses only the node's links, an all-reduce
+/// over 8 nodes (a rank each) only their NICs, one over 2 nodes both levels
+/// (a profile does not say which limits it, so it holds both).
+CostModel twoLevelModel() {
+  Cluster cluster = loadCluster("a100x64");
+  cluster.profiled.push_back({CollectiveKind::AllToAll, 8, 1, 1e12, 0, 1e-3, 1, 0});
+  cluster.profiled.push_back({CollectiveKind::AllReduce, 8, 1, 1e12, 0, 1e-3, 1, 0});
+  cluster.overlapSlowdown = 1.0;
+  return CostModel(cluster);
+}
+
+SimTask twoLevel(CollectiveKind kind, Group group, double us, int stream) {
+  SimTask task = allReduce("t", 0, stream);
+  task.collective = kind;
+  task.group = group;
+  task.bytes = us * 1e3;
+  return task;
+}
+
+TEST(Simulator, LinkLevelsAreSharedApart) {
+  const CostModel model = twoLevelModel();
+  const SimTask insideNode = twoLevel(CollectiveKind::AllToAll, Group{8, 1}, 100, 0);
+  const SimTask onNics = twoLevel(CollectiveKind::AllReduce, Group{8, 8}, 100, 1);
+  const SimTask both = twoLevel(CollectiveKind::AllReduce, Group{8, 2}, 100, 1);
+  CollectiveCost cost = collectiveCost(model, insideNode);
+  EXPECT_DOUBLE_EQ(cost.intraNodeUs, 100);
+  EXPECT_DOUBLE_EQ(cost.interNodeUs, 0);
+  cost = collectiveCost(model, onNics);
+  EXPECT_DOUBLE_EQ(cost.intraNodeUs, 0);
+  EXPECT_DOUBLE_EQ(cost.interNodeUs, 100);
+
+  // Different levels: neither slows the other.
+  SimResult apart = simulate(model, {insideNode, onNics});
+  ASSERT_EQ(apart.error, "");
+  EXPECT_DOUBLE_EQ(apart.endUs[0], 100);
+  EXPECT_DOUBLE_EQ(apart.endUs[1], 100);
+  // One level in common: it is split equally.
+  SimResult shared = simulate(model, {insideNode, both});
+  EXPECT_DOUBLE_EQ(shared.endUs[0], 200);
+  EXPECT_DOUBLE_EQ(shared.endUs[1], 200);
+
+  // Max-min fair: all three at 1/2 (each level holds two) until the two short
+  // ones end at 200; the NIC-only one then runs its last 200 us alone. (One
+  // network shared three ways would end them at 300 and 500.)
+  SimTask longOnNics = onNics;
+  longOnNics.bytes = 300e3;
+  longOnNics.stream = 2;
+  SimResult three = simulate(model, {insideNode, both, longOnNics});
+  EXPECT_DOUBLE_EQ(three.endUs[0], 200);
+  EXPECT_DOUBLE_EQ(three.endUs[1], 200);
+  EXPECT_DOUBLE_EQ(three.endUs[2], 400);
+}
+
+/// A transfer that keeps a level busy only part of the time leaves the rest to
+/// others: a ring all-reduce over 8 nodes of a100x64 is limited by the NICs
+/// (8 x 25 GB/s x 0.96 per node) and keeps NVLink (300 x 0.7833 per rank)
+/// busy for their ratio, so an all-to-all inside a node beside it gets the
+/// rest of NVLink and the all-reduce keeps the NICs' full speed.
+TEST(Simulator, PartialLinkShares) {
+  const CostModel model(loadCluster("a100x64"));
+  SimTask ring = twoLevel(CollectiveKind::AllReduce, Group{64, 8}, 0, 0);
+  ring.bytes = 1e9;
+  ring.algorithm = Algorithm::Ring;
+  SimTask local = twoLevel(CollectiveKind::AllToAll, Group{8, 1}, 0, 1);
+  local.bytes = 1e9;
+  const CollectiveCost ringCost = collectiveCost(model, ring);
+  const CollectiveCost localCost = collectiveCost(model, local);
+  const double share = (8 * 25 * 0.96) / (300 * 0.7833);
+  EXPECT_NEAR(ringCost.intraNodeUs / ringCost.bandwidthUs, share, 1e-9);
+  EXPECT_DOUBLE_EQ(ringCost.interNodeUs, ringCost.bandwidthUs);
+  SimResult result = simulate(model, {ring, local});
+  ASSERT_EQ(result.error, "");
+  // The all-to-all's latency is the shorter: it moves alone until the ring's
+  // ends, then both rise to 1 / (1 + share) of full speed, where NVLink fills.
+  // When the all-to-all ends the ring has moved as much as its rest, so the
+  // ring is delayed by that rest x share (one shared network: x 1).
+  ASSERT_GT(ringCost.latencyUs, localCost.latencyUs);
+  const double rest = localCost.bandwidthUs - (ringCost.latencyUs - localCost.latencyUs);
+  ASSERT_GT(rest, 0);
+  ASSERT_LT(rest, ringCost.bandwidthUs);
+  EXPECT_NEAR(result.endUs[1], ringCost.latencyUs + rest * (1 + share), 1e-6 * rest);
+  EXPECT_NEAR(result.endUs[0], ringCost.timeUs + rest * share, 1e-6 * rest);
+}
+
 TEST(Simulator, PriorityOrdersReadyTasksOnAStream) {
   std::vector<SimTask> tasks = {compute("grad", 10), allReduce("late", 20, 0, {0}, /*priority=*/5),
                                 allReduce("urgent", 20, 0, {0}, /*priority=*/1)};

@@ -115,8 +115,9 @@ GradientSync syncOf(const std::vector<MoeLayer> &layers, cost::Group dp, double 
   for (const MoeLayer &layer : layers)
     add(layer.name + ".experts", double(layer.shape.experts) * layer.shape.expertParams(), true);
   add("dense", 1e8, false);
-  // Its backward is one segment: no MoE compute of its own to replace.
-  sync.layerComputeUs.assign(layers.size(), 0.0);
+  // One forward and one backward segment, no MoE compute of their own to
+  // replace: every layer's pieces start the forward and end the backward.
+  sync.sites.assign(layers.size(), MoeLayerSite{0, 0, 0, 0});
   const int gradients = int(sync.problem.gradients.size());
   for (int g = 0; g < gradients; g += oneBucket ? gradients : 1) {
     BucketChoice bucket;
@@ -142,6 +143,105 @@ TEST(MoePlanning, ExpertGradientsSynchroniseOverTheirReplicasInTheSchedule) {
     // Only the dense gradient left over the dp group: nothing faster than its all-reduce.
     EXPECT_GT(ep64, model.collective(cost::CollectiveKind::AllReduce, 4e8, model.worldGroup())
                         .timeUs);
+  }
+}
+
+/// The index of the task named `name`, or -1.
+int taskNamed(const std::vector<cost::SimTask> &tasks, const std::string &name) {
+  for (size_t t = 0; t < tasks.size(); ++t)
+    if (tasks[t].name == name)
+      return int(t);
+  return -1;
+}
+
+// A layer's phases enter the schedule as pieces: dispatch, experts, combine
+// per piece; forward pieces run before the forward segment the experts start,
+// backward pieces end the segment that completes their gradients, and what
+// waited for that segment waits for the combines.
+TEST(MoePlanning, ScheduleRunsEachLayerInPiecesAroundItsExperts) {
+  const cost::CostModel model = h100();
+  const std::vector<MoeLayer> layers = {wideLayer("a")};
+  MoeRequest request = requestOn(model);
+  const GradientSync sync = syncOf(layers, model.worldGroup(), 1000, false);
+  MoeLayerTime layer;
+  layer.choice.forward = 2;
+  layer.choice.backward = 4;
+  const int64_t ep = 8;
+  const std::vector<cost::SimTask> tasks =
+      moeScheduleTasks(sync, layers, {layer}, ep, request, model);
+  // One bucket per gradient: the experts' bucket moves to their replicas whole.
+  EXPECT_EQ(tasks.size(), buildSimTasks(sync.problem, sync.plan, model).size() + 3 * (2 + 4));
+
+  const int forward = 0, backward = 1;
+  std::vector<int> forwardCombines, backwardCombines;
+  for (int64_t i = 0; i < 4; ++i) {
+    const std::string piece = std::to_string(i);
+    for (const char *phase : {"fwd", "bwd"}) {
+      if (phase == std::string("fwd") && i >= 2) {
+        EXPECT_EQ(taskNamed(tasks, "moe.a.fwd.dispatch" + piece), -1);
+        continue;
+      }
+      const std::string prefix = std::string("moe.a.") + phase + ".";
+      const int dispatch = taskNamed(tasks, prefix + "dispatch" + piece);
+      const int experts = taskNamed(tasks, prefix + "experts" + piece);
+      const int combine = taskNamed(tasks, prefix + "combine" + piece);
+      ASSERT_GE(dispatch, 0);
+      ASSERT_GE(experts, 0);
+      ASSERT_GE(combine, 0);
+      for (int a2a : {dispatch, combine}) {
+        EXPECT_EQ(tasks[a2a].collective, cost::CollectiveKind::AllToAll);
+        EXPECT_EQ(tasks[a2a].group.ranks, ep);
+        EXPECT_EQ(tasks[a2a].group.nodes, 1);
+        EXPECT_DOUBLE_EQ(tasks[a2a].bytes,
+                         cost::dispatchBytes(layers[0].shape, cost::DType::BF16) /
+                             (phase == std::string("fwd") ? 2 : 4));
+        EXPECT_EQ(tasks[a2a].stream, 1); // beside the gradient sync's stream 0
+      }
+      EXPECT_EQ(tasks[experts].deps, std::vector<int>{dispatch});
+      EXPECT_EQ(tasks[combine].deps, std::vector<int>{experts});
+      (phase == std::string("fwd") ? forwardCombines : backwardCombines).push_back(combine);
+      EXPECT_EQ(tasks[dispatch].deps,
+                phase == std::string("fwd") ? std::vector<int>{} : std::vector<int>{backward});
+    }
+  }
+  EXPECT_EQ(tasks[forward].deps, forwardCombines);
+  const int expertSync = taskNamed(tasks, "all_reduce.b0");
+  ASSERT_GE(expertSync, 0);
+  EXPECT_EQ(tasks[expertSync].deps, backwardCombines);
+  EXPECT_EQ(tasks[expertSync].group.ranks, model.worldGroup().ranks / ep);
+
+  // Serial: on the gradient sync's stream, ahead of its collectives.
+  layer.choice.sync = cost::GradientSyncMode::Serial;
+  const std::vector<cost::SimTask> serial =
+      moeScheduleTasks(sync, layers, {layer}, ep, request, model);
+  const cost::SimTask &dispatch = serial[size_t(taskNamed(serial, "moe.a.bwd.dispatch0"))];
+  EXPECT_EQ(dispatch.stream, 0);
+  EXPECT_LT(dispatch.priority, serial[size_t(expertSync)].priority);
+}
+
+// auto's co-scheduled iteration is its choices' simulated schedule, and no
+// baseline's is faster (true by construction: auto takes the fastest of its
+// own choices and the baselines'); extraUs counts from the schedule as it is.
+TEST(MoePlanning, CoScheduledIterationsAreTheSimulatedSchedules) {
+  const cost::CostModel model = h100();
+  const std::vector<MoeLayer> layers = {wideLayer("a"), wideLayer("b")};
+  MoeRequest request = requestOn(model);
+  request.sync = syncOf(layers, model.worldGroup(), 1000, false);
+  for (int64_t ep : {8, 64}) {
+    const MoeEvaluation eval = evaluateMoe(layers, ep, model, request);
+    EXPECT_TRUE(eval.scheduled);
+    EXPECT_DOUBLE_EQ(eval.scheduleUs, evaluate(request.sync->problem, request.sync->plan, model).iterationUs);
+    EXPECT_DOUBLE_EQ(eval.best.iterationUs,
+                     moeScheduleUs(*request.sync, layers, eval.best.layers, ep, request, model));
+    EXPECT_DOUBLE_EQ(eval.extraUs(eval.best), eval.best.iterationUs - eval.scheduleUs);
+    for (const auto &[name, baseline] : eval.baselines) {
+      EXPECT_DOUBLE_EQ(baseline.iterationUs,
+                       moeScheduleUs(*request.sync, layers, baseline.layers, ep, request, model))
+          << name;
+      EXPECT_LE(eval.best.iterationUs, baseline.iterationUs) << name;
+      for (const MoeLayerTime &layer : baseline.layers)
+        EXPECT_EQ(layer.choice.sync, cost::GradientSyncMode::Concurrent) << name;
+    }
   }
 }
 

@@ -37,6 +37,15 @@ struct CollectiveCost {
   /// the work between its two all-reduces.
   double latencyUs = 0;
   double bandwidthUs = 0;
+  /// How long the transfer keeps each link level busy, alone: a rank's links
+  /// inside its node (NVLink, PCIe, shared memory) and the node's NICs. Each
+  /// is at most bandwidthUs; the bottleneck level's equals it for a one-phase
+  /// algorithm, and the phases of a 2D one add (their layout swaps use no
+  /// link). The simulator shares each level apart among concurrent
+  /// collectives, so traffic inside a node does not slow traffic on the NICs
+  /// as much as more traffic on the NICs does.
+  double intraNodeUs = 0;
+  double interNodeUs = 0;
   /// Priced by a profiled alpha-beta override of the cluster file.
   bool profiled = false;
 };
@@ -88,12 +97,13 @@ public:
   CollectiveCost collective(CollectiveKind kind, double bytes, Group group,
                             Algorithm algorithm) const;
   /// ring: every kind but all_to_all/send_recv; tree: all_reduce; hierarchical:
-  /// all_reduce/reduce_scatter/all_gather over >1 node with >1 rank per node;
-  /// direct: all_to_all and send_recv.
+  /// all_reduce/reduce_scatter/all_gather/all_to_all over >1 node with >1 rank
+  /// per node; direct: all_to_all and send_recv.
   static bool supports(CollectiveKind kind, Algorithm algorithm, Group group);
-  /// A collective split into `chunks` pipelined pieces: total time.
-  CollectiveCost chunkedCollective(CollectiveKind kind, double bytes, Group group,
-                                   int64_t chunks) const;
+  /// A collective split into `chunks` pipelined pieces: total time, with the
+  /// cheapest algorithm or the given one (+infinity when it is unsupported).
+  CollectiveCost chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks,
+                                   std::optional<Algorithm> algorithm = std::nullopt) const;
 
   /// Roofline: max(flops / achievable peak, bytes / achievable HBM bandwidth).
   double computeUs(double flops, double bytes, DType dtype = DType::F32) const;
@@ -127,7 +137,9 @@ public:
 
   /// The least per-byte cost of `kind` over `group` under any algorithm,
   /// protocol or profiled size range: every such collective of b bytes, and
-  /// every split of it into pieces, takes at least b times this.
+  /// every split of it into pieces, takes at least b times this, and so do any
+  /// such collectives sharing the links (per algorithm the busier link level's
+  /// per-byte time, which for a 2D algorithm is less than its phases' sum).
   double cheapestUsPerByte(CollectiveKind kind, Group group) const;
   /// The least communication time of any plan that synchronises
   /// `gradientBytes` of fp32 gradients over `group`, uncompressed or with any of

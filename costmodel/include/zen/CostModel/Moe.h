@@ -70,26 +70,19 @@ double dispatchWireBytes(const MoeShape &shape, DType dtype, CompressionMethod m
 enum class AllToAllAlgorithm { Flat, Hierarchical };
 const char *toString(AllToAllAlgorithm algorithm); // "flat", "2d"
 
-struct AllToAllTime {
-  double timeUs = 0;   // intraUs + interUs + layoutUs
-  double intraUs = 0;  // the flat exchange, or the 2D algorithm's intra-node phase
-  double interUs = 0;  // the 2D algorithm's inter-node phase (0 when flat)
-  double layoutUs = 0; // the 2D algorithm's layout swaps through HBM
-};
+/// The CostModel algorithm that runs `algorithm` over `group`: Direct for
+/// flat, Hierarchical for 2D (CostModel prices Tutel's 2DH all-to-all so),
+/// and Direct for 2D on a group inside one node or with one rank per node,
+/// which has nothing to split.
+Algorithm collectiveAlgorithm(AllToAllAlgorithm algorithm, Group group);
 
-/// An all-to-all of `bytes` (one rank's send buffer) over `group`.
-/// Flat: NCCL's grouped send/recv as CostModel::collective prices it — the
-/// intra-node share over each rank's link and the off-node share over its share
-/// of the node's NICs, concurrently, one issue latency per peer.
-/// Hierarchical (Tutel's 2DH): an all-to-all of the whole buffer among the g
-/// ranks of a node, then among the N ranks of the same local index (one per
-/// node), the node's g such groups sharing its NICs (a rank drives one NIC:
-/// with fewer NICs than g, priced as one group moving g / NICs times the
-/// bytes); g - 1 + N - 1 peers instead of n - 1, and two layout swaps (a read
-/// and a write of the buffer each) between them. A group inside
-/// one node or with one rank per node has nothing to split: flat.
-AllToAllTime allToAllUs(const CostModel &model, double bytes, Group group,
-                        AllToAllAlgorithm algorithm, DType dtype);
+/// An all-to-all of `bytes` (one rank's send buffer) over `group` run by
+/// `algorithm` (collectiveAlgorithm). Flat: NCCL's grouped send/recv as
+/// CostModel::collective prices it — the intra-node share over each rank's link
+/// and the off-node share over its share of the node's NICs, concurrently, one
+/// issue latency per peer. 2D: CostModel's hierarchical all-to-all.
+CollectiveCost allToAllCost(const CostModel &model, double bytes, Group group,
+                            AllToAllAlgorithm algorithm);
 
 /// Forward time of `localExperts` experts on `rows` rows each: per expert
 /// [rows x hidden] x [hidden x fc1Rows] and [rows x ffn] x [ffn x hidden] by
@@ -112,30 +105,63 @@ Group expertGroup(int64_t ep, Group dp);
 /// the experts' gradients synchronise.
 Group expertReplicaGroup(int64_t ep, Group dp);
 
+/// How a layer's all-to-alls meet the data-parallel gradient sync of other
+/// layers: concurrent (their own stream, sharing each link level with the
+/// gradient collectives in flight) or serial (one stream with the gradient
+/// sync, taking turns: an all-to-all first when both wait, but a running
+/// gradient collective is not interrupted).
+enum class GradientSyncMode { Concurrent, Serial };
+const char *toString(GradientSyncMode mode); // "concurrent", "serial"
+
 /// How one MoE layer runs: the pipelining degree of dispatch -> experts ->
-/// combine in forward and in backward, the all-to-all algorithm and the
-/// compression of the tokens (and in backward their gradients) on the wire.
+/// combine in forward and in backward, the all-to-all algorithm, the
+/// compression of the tokens (and in backward their gradients) on the wire,
+/// and how its all-to-alls meet the gradient sync (which the phase times
+/// below do not depend on; the simulated schedule does).
 struct MoeLayerChoice {
   int64_t forward = 1;
   int64_t backward = 1;
   AllToAllAlgorithm algorithm = AllToAllAlgorithm::Flat;
   CompressionMethod tokens = CompressionMethod::None;
+  GradientSyncMode sync = GradientSyncMode::Concurrent;
+};
+
+/// One phase of one MoE layer cut into pieces along the capacity: per piece a
+/// dispatch all-to-all, the experts' compute and a combine all-to-all (in
+/// backward, of their gradients, in the same order).
+struct MoePieces {
+  int64_t chunks = 1;
+  /// A piece's experts on the rank (the busiest expert paces them), with the
+  /// token compression's encode and decode kernels.
+  double computeUs = 0;
+  /// One all-to-all of a piece: what a rank sends, over which ranks, how.
+  double bytes = 0;
+  Group group;
+  Algorithm algorithm = Algorithm::Direct;
+  CollectiveCost allToAll; // alone
 };
 
 /// One phase (forward, or backward with `backward`) of one MoE layer on a rank
 /// of a dp group `dp` with experts over `ep` ranks, in `chunks` pieces along the
 /// capacity. A piece's dispatch and combine all-to-alls (dispatchBytes / chunks
-/// each, over expertGroup) share the network; its experts compute
+/// each, over expertGroup, by collectiveAlgorithm); its experts compute
 /// ep x busiestExpertRows / chunks rows each on the experts / ep local experts
-/// (the busiest expert paces the layer). Pieces pipeline by chunkPipelineUs.
-/// At ep 1 there is no all-to-all. With `tokens` compression each all-to-all
-/// moves dispatchWireBytes / chunks, and the compute stage also encodes what a
-/// piece sends and decodes what it receives, in dispatch and in combine
-/// (CostModel::compression's kernels over the activations' width).
-/// Throws std::invalid_argument when the
-/// degree does not divide the capacity (libzenrt's pieces are equal), `tokens`
-/// compresses nothing at `dtype`, or checkExpertParallel,
-/// checkExpertPlacement or busiestExpertRows fails.
+/// (the busiest expert paces the layer). At ep 1 there is no all-to-all. With
+/// `tokens` compression each all-to-all moves dispatchWireBytes / chunks, and
+/// the compute stage also encodes what a piece sends and decodes what it
+/// receives, in dispatch and in combine (CostModel::compression's kernels over
+/// the activations' width). Throws std::invalid_argument when the degree does
+/// not divide the capacity (libzenrt's pieces are equal), `tokens` compresses
+/// nothing at `dtype`, or checkExpertParallel, checkExpertPlacement or
+/// busiestExpertRows fails.
+MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
+                         int64_t chunks, AllToAllAlgorithm algorithm, bool backward,
+                         double imbalance, DType dtype,
+                         CompressionMethod tokens = CompressionMethod::None);
+
+/// moePhasePieces' phase alone: a piece's dispatch and combine share the
+/// network, forming the communication stage, and the pieces pipeline by
+/// chunkPipelineUs. Throws as moePhasePieces.
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
                   DType dtype, CompressionMethod tokens = CompressionMethod::None);

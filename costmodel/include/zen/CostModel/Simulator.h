@@ -2,8 +2,9 @@
 //
 // Simulates one steady-state iteration: one compute stream, a host (CPU)
 // compression worker, one or more communication streams, explicit
-// dependencies, concurrent collectives sharing link bandwidth, and compute
-// slowed while communication overlaps it.
+// dependencies, concurrent collectives sharing the bandwidth of each link level
+// (inside a node, the node's NICs) apart, and compute slowed while
+// communication overlaps it.
 // Every pass and `zenopt simulate` score schedules with it.
 //
 //===----------------------------------------------------------------------===//
@@ -12,6 +13,7 @@
 
 #include "zen/CostModel/CostModel.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,9 @@ struct SimTask {
   double bytes = 0;
   Group group;
   int64_t chunks = 1;
+  /// The algorithm that runs it (an MoE layer's all-to-all: flat or 2D);
+  /// nullopt: the cheapest, as NCCL's tuner picks.
+  std::optional<Algorithm> algorithm;
   /// Collective tasks of a compressed bucket: its compressor and fp32 element
   /// count, for CostModel::compressedCollective (PowerSGD exchanges its payload
   /// in two dependent all-reduces); `collective` and `bytes` stay the totals.
@@ -96,10 +101,13 @@ public:
     double timeUs = 0;
     double latencyUs = 0;
     double bandwidthUs = 0;
+    double intraNodeUs = 0;
+    double interNodeUs = 0;
   };
   /// `entries` is rounded up to a power of two (at least 2).
   explicit CollectiveCostCache(const CostModel &model, size_t entries = size_t(1) << 14);
-  const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks);
+  const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks,
+                                 std::optional<Algorithm> algorithm = std::nullopt);
   const Times &compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
                                     int64_t chunks);
   /// collectiveCost(model, task)'s times.
@@ -113,6 +121,7 @@ private:
     double bytes = -1;  // no collective has negative bytes: an empty entry
     Group group;
     int64_t chunks = 0;
+    int algorithm = -1; // -1: the cheapest
     CompressionMethod method = CompressionMethod::None;
     double ratio = 0;
     int64_t rank = 0;
@@ -137,11 +146,18 @@ private:
 /// Rules: each stream (compute, CPU compression worker, every communication
 /// stream) runs one task at a time, choosing among its ready tasks the lowest
 /// (iteration, priority, index); a collective's latency part runs at full
-/// speed while the bandwidth parts of all collectives in flight share the
-/// network equally (processor sharing); tasks on the compute stream run
+/// speed while the bandwidth parts of the collectives in flight share each
+/// link level: a collective keeps the level inside nodes busy for
+/// intraNodeUs / bandwidthUs of its transfer and the NICs for interNodeUs /
+/// bandwidthUs (CollectiveCost), and the collectives progress at max-min fair
+/// rates (all rise together; those on a full level stop there; none beyond
+/// full speed). Collectives on the same bottleneck split it equally
+/// (processor sharing); an all-to-all inside a node barely slows an
+/// all-reduce limited by the NICs. Tasks on the compute stream run
 /// `overlapSlowdown` times slower while any collective is in flight, tasks on
 /// the CPU worker always take their durationUs.
-/// O(n log n) in the number of tasks and dependencies.
+/// O(n log n + e s) for n tasks and e events with s collectives in flight
+/// (at most one per communication stream).
 /// `cache`, when given, prices the collectives.
 SimResult simulate(const CostModel &model, const std::vector<SimTask> &tasks,
                    CollectiveCostCache *cache = nullptr);

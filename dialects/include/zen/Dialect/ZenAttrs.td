@@ -186,17 +186,24 @@ def Zen_MoeScheduleAttr : Zen_Attr<"MoeSchedule", "moe_schedule"> {
     inside each node, then between the ranks of one local index, then a
     layout swap). `tokens` is how the all-to-alls carry the tokens (and in
     backward their gradients): `"none"` (the default, left out when printed),
-    `"fp16"`, `"bf16"` or `"int8"` (a scale per row). zen-plan-moe writes it on
-    every op of the layer.
+    `"fp16"`, `"bf16"` or `"int8"` (a scale per row). `gradient_sync` is how
+    the all-to-alls meet the data-parallel gradient sync of other layers:
+    `"concurrent"` (the default, left out when printed: a stream of their own,
+    sharing each link level with the gradient collectives in flight) or
+    `"serial"` (the gradient sync's stream, taking turns with it: an
+    all-to-all first when both wait). zen-plan-moe writes it on every op of
+    the layer.
 
     ```mlir
     #zen.moe_schedule<ep = 8, forward = 4, backward = 2, all_to_all = "2d">
-    #zen.moe_schedule<ep = 8, forward = 2, backward = 2, all_to_all = "flat", tokens = "int8">
+    #zen.moe_schedule<ep = 8, forward = 2, backward = 2, all_to_all = "flat", tokens = "int8",
+                      gradient_sync = "serial">
     ```
   }];
   let parameters = (ins "int64_t":$ep, "int64_t":$forward, "int64_t":$backward,
                         StringRefParameter<"flat or 2d">:$all_to_all,
-                        StringRefParameter<"none, fp16, bf16 or int8", "\"none\"">:$tokens);
+                        StringRefParameter<"none, fp16, bf16 or int8", "\"none\"">:$tokens,
+                        StringRefParameter<"concurrent or serial", "\"concurrent\"">:$gradient_sync);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -34,6 +34,10 @@ struct TrainingFunction {
   mlir::func::FuncOp func;
   Problem problem;
   std::vector<GradientOp> gradients;
+  /// The compute segment of every zen.moe_experts (a forward segment, which
+  /// it starts: it reads its experts first) and every MoEGrad zen.compute (a
+  /// backward segment, which it ends: the experts' gradients are its).
+  llvm::DenseMap<mlir::Operation *, int> moeSegments;
 };
 
 /// What extractTraining prices `op` (a zen.compute or an MoE op) at: its FLOPs

@@ -28,14 +28,22 @@ struct MoeLayer {
   std::vector<std::string> parameters;
 };
 
+/// Where an MoE layer's experts sit in a Problem's compute segments, and what
+/// the problem prices them at (their FLOPs and bytes): the time its pipelined
+/// phases replace.
+struct MoeLayerSite {
+  int forwardSegment = -1;  // the forward segment the experts' forward starts
+  int backwardSegment = -1; // the backward segment their backward ends
+  double forwardUs = 0;
+  double backwardUs = 0;
+};
+
 /// A data-parallel gradient schedule and which of its gradients are experts'.
 struct GradientSync {
   Problem problem;
   PlanChoice plan;
-  std::vector<bool> expert; // parallels problem.gradients
-  /// Per MoE layer, what the problem prices its experts' forward and backward
-  /// at (their FLOPs and bytes): the time the MoE decisions replace.
-  std::vector<double> layerComputeUs;
+  std::vector<bool> expert;        // parallels problem.gradients
+  std::vector<MoeLayerSite> sites; // parallels the MoE layers
 };
 
 /// `sync`'s iteration when the expert gradients synchronise over their dp / ep
@@ -67,35 +75,73 @@ struct MoeRequest {
 
 struct MoeLayerTime {
   cost::MoeLayerChoice choice;
-  double forwardUs = 0;
+  double forwardUs = 0;  // the phases alone (cost::moePhaseUs)
   double backwardUs = 0;
 };
 
 /// Every layer's choice and time under one rule.
 struct MoeStrategy {
   std::vector<MoeLayerTime> layers;
-  double moeUs = 0; // the layers' forward and backward, summed
+  double moeUs = 0; // the layers' forward and backward alone, summed
+  /// With the request's sync: the iteration with the layers co-scheduled in
+  /// it (moeScheduleUs); without one, 0.
+  double iterationUs = 0;
 };
+
+/// The simulator tasks of `sync`'s schedule with the expert gradients
+/// synchronised over their replicas (as expertParallelSyncUs) and every MoE
+/// layer's experts (sync.sites) replaced by its pipelined phases under
+/// `layers[l]`'s choice (cost::moePhasePieces): per piece a dispatch
+/// all-to-all, the experts on the compute stream, a combine all-to-all.
+/// Forward pieces start the segment where the experts' forward starts,
+/// backward pieces end the one where their backward ends. A layer's
+/// all-to-alls run on a stream of their own (GradientSyncMode::Concurrent:
+/// sharing each link level with the gradient collectives in flight) or on the
+/// gradient sync's first stream ahead of its waiting collectives (Serial).
+/// Names: "moe.<layer>.{fwd,bwd}.{dispatch,experts,combine}<piece>".
+/// Throws std::logic_error when the sites do not parallel the layers or name
+/// no segment, std::invalid_argument as cost::moePhasePieces.
+std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
+                                            const std::vector<MoeLayer> &layers,
+                                            const std::vector<MoeLayerTime> &choices, int64_t ep,
+                                            const MoeRequest &request,
+                                            const cost::CostModel &model);
+/// The iteration of moeScheduleTasks, simulated. Throws std::logic_error when
+/// it cannot be simulated, and as moeScheduleTasks.
+double moeScheduleUs(const GradientSync &sync, const std::vector<MoeLayer> &layers,
+                     const std::vector<MoeLayerTime> &choices, int64_t ep,
+                     const MoeRequest &request, const cost::CostModel &model);
 
 /// The layers under one ep: auto's choices and the baselines'.
 struct MoeEvaluation {
   int64_t ep = 1;
-  MoeStrategy best; // auto: per layer the fastest degrees and algorithm
-  std::map<std::string, MoeStrategy> baselines;
+  /// auto: with the request's sync, the fastest co-scheduled iteration of
+  /// per-layer choices (each phase's fastest degree, algorithm and token
+  /// compression alone) and of every baseline's, then each layer's gradient
+  /// sync mode in turn kept serial where that is faster; without a sync, per
+  /// layer the fastest phases alone.
+  MoeStrategy best;
+  std::map<std::string, MoeStrategy> baselines; // concurrent with the gradient sync
   /// What the data-parallel schedule prices the layers' experts at (the
   /// request's sync), or without one the layers at ep 1 and degree 1.
   double localUs = 0;
+  /// The request's schedule as it is (the experts at localUs, every gradient
+  /// over the dp group): what the co-scheduled iterations are counted from.
+  double scheduleUs = 0;
   /// The experts' gradient all-reduce per iteration over their dp / ep
   /// replicas (expertReplicaGroup), alone; and what syncing them so saves on
-  /// the request's schedule: its iteration less expertParallelSyncUs (negative
+  /// the request's schedule: scheduleUs less expertParallelSyncUs (negative
   /// when the split collectives cost more than they save).
   double expertSyncUs = 0;
   double syncSavingUs = 0;
+  bool scheduled = false; // the request had a sync
   cost::MoeMemory memory; // ZeRO 0, one micro-batch in flight
 
-  /// What `strategy` adds to the data-parallel plan's iteration.
+  /// What `strategy` adds to the data-parallel plan's iteration: its
+  /// co-scheduled iteration less scheduleUs, or without a schedule its phases
+  /// less localUs.
   double extraUs(const MoeStrategy &strategy) const {
-    return strategy.moeUs - localUs - syncSavingUs;
+    return scheduled ? strategy.iterationUs - scheduleUs : strategy.moeUs - localUs;
   }
 };
 
