@@ -38,9 +38,11 @@ BASELINES = ["moe-nopipe", "tutel", "pipemoe"]
 
 
 def decisions(layers):
-    """Each layer's fwd/bwd/algorithm; one entry when every layer agrees."""
-    each = ["{}/{} {}{}".format(l["forward"], l["backward"], l["all_to_all"],
-                                "" if l["token_compression"] == "none" else " " + l["token_compression"])
+    """Each layer's fwd/bwd/algorithm (tokens, "serial" when its all-to-alls take turns with
+    the gradient sync); one entry when every layer agrees."""
+    each = ["{}/{} {}{}{}".format(l["forward"], l["backward"], l["all_to_all"],
+                                  "" if l["token_compression"] == "none" else " " + l["token_compression"],
+                                  " serial" if l["gradient_sync"] == "serial" else "")
             for l in layers]
     return each[0] + " (all)" if len(set(each)) == 1 else ", ".join(each)
 

@@ -151,17 +151,21 @@ public:
       total.interNodeUs += transferUs * phases_[i].interShare();
       total.protocol = line.protocol;
     }
+    if (count_ > 1) {
+      // Phases run one after another, and which of them meets another
+      // collective's transfer is not modelled: hold every level used, all along.
+      total.intraNodeUs = total.intraNodeUs > 0 ? total.bandwidthUs : 0;
+      total.interNodeUs = total.interNodeUs > 0 ? total.bandwidthUs : 0;
+    }
     return total;
   }
-  /// No way to run it moves a byte for less, alone or with others sharing the
-  /// links: the busier level's per-byte time (latencies only add).
+  /// No way to run it moves a byte for less (latencies only add), alone or
+  /// sharing its bottleneck (every level it uses, for a phased one) with others.
   double minUsPerByte() const {
-    double intra = 0, inter = 0;
-    for (int i = 0; i < count_; ++i) {
-      intra += phases_[i].minUsPerByte() * phases_[i].intraShare();
-      inter += phases_[i].minUsPerByte() * phases_[i].interShare();
-    }
-    return std::max(intra, inter);
+    double total = 0;
+    for (int i = 0; i < count_; ++i)
+      total += phases_[i].minUsPerByte();
+    return total;
   }
 
 private:

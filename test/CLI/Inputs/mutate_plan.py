@@ -51,6 +51,12 @@ elif mutation == "moe_tokens":
     plan["moe"]["layers"][0]["token_compression"] = "topk"
 elif mutation == "moe_gradient_sync":
     plan["moe"]["layers"][0]["gradient_sync"] = "later"
+elif mutation == "moe_not_fitting":
+    plan["moe"]["not_fitting"] = [1, 2]
+elif mutation == "moe_sync_saving":
+    plan["moe"]["sync_saving_us"] = None
+elif mutation == "moe_schedule_us":
+    plan["moe"]["schedule_us"] = -1.0
 elif mutation == "moe_imbalance":
     plan["moe"]["imbalance"] = 0.5
 elif mutation == "moe_unknown":

@@ -39,11 +39,13 @@ struct CollectiveCost {
   double bandwidthUs = 0;
   /// How long the transfer keeps each link level busy, alone: a rank's links
   /// inside its node (NVLink, PCIe, shared memory) and the node's NICs. Each
-  /// is at most bandwidthUs; the bottleneck level's equals it for a one-phase
-  /// algorithm, and the phases of a 2D one add (their layout swaps use no
-  /// link). The simulator shares each level apart among concurrent
-  /// collectives, so traffic inside a node does not slow traffic on the NICs
-  /// as much as more traffic on the NICs does.
+  /// is at most bandwidthUs. A one-phase algorithm keeps its bottleneck busy
+  /// all along and a faster level for the ratio of the rates; a 2D one holds
+  /// every level it uses all along (its phases run one after another, and
+  /// which phase meets another collective is not modelled). The simulator
+  /// shares each level apart among concurrent collectives, so traffic inside a
+  /// node does not slow traffic on the NICs as much as more traffic on the
+  /// NICs does.
   double intraNodeUs = 0;
   double interNodeUs = 0;
   /// Priced by a profiled alpha-beta override of the cluster file.
@@ -138,8 +140,8 @@ public:
   /// The least per-byte cost of `kind` over `group` under any algorithm,
   /// protocol or profiled size range: every such collective of b bytes, and
   /// every split of it into pieces, takes at least b times this, and so do any
-  /// such collectives sharing the links (per algorithm the busier link level's
-  /// per-byte time, which for a 2D algorithm is less than its phases' sum).
+  /// such collectives sharing the links (each holds the bottleneck level of
+  /// its algorithm over `group`, or for a 2D one every level, all along).
   double cheapestUsPerByte(CollectiveKind kind, Group group) const;
   /// The least communication time of any plan that synchronises
   /// `gradientBytes` of fp32 gradients over `group`, uncompressed or with any of
