@@ -407,3 +407,62 @@ TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
         << error.what();
   }
 }
+/// One MoE layer (8 experts, 4096 tokens) whose backward ends the second of two
+/// 100 us backward segments; two dense gradients of `dense` elements each,
+/// ready after the first, in buckets of their own: their all-reduces run
+/// while the layer's backward pieces do.
+GradientSync syncBesideLayer(const MoeLayer &layer, cost::Group dp, double dense) {
+  GradientSync sync;
+  sync.plan.strategy = "test";
+  sync.problem.group = dp;
+  sync.problem.forward = {{"fwd", 1000}};
+  sync.problem.backward = {{"b0", 100}, {"b1", 100}};
+  auto add = [&](const std::string &name, double elements, bool expert, int ready) {
+    GradientTensor gradient;
+    gradient.name = name;
+    gradient.elements = int64_t(elements);
+    gradient.bytes = 4 * gradient.elements;
+    gradient.readyAfterSegment = ready;
+    sync.problem.gradients.push_back(gradient);
+    sync.expert.push_back(expert);
+  };
+  add("dense1", dense, false, 0);
+  add("dense2", dense, false, 0);
+  add(layer.name + ".experts", double(layer.shape.experts) * layer.shape.expertParams(), true, 1);
+  sync.sites = {MoeLayerSite{0, 1, 0, 0}};
+  for (int g = 0; g < 3; ++g) {
+    BucketChoice bucket;
+    bucket.begin = g;
+    bucket.end = g + 1;
+    sync.plan.buckets.push_back(bucket);
+  }
+  return sync;
+}
+
+// The phases alone pick a layer's degrees as if the links and the compute
+// stream were its own. When 8 GB of dense gradients are all-reduced while the
+// layer's backward runs (their sync is then the critical path, sharing NVLink
+// with the all-to-alls and slowing the experts' compute), the co-scheduled
+// iteration is faster with one backward piece than with the eight the phase
+// alone prefers. With a small sync the phase's own choice stands.
+TEST(MoePlanning, CoSchedulingRevisitsDegreesWhereTheSyncCompetes) {
+  const cost::CostModel model = h100();
+  MoeLayer layer = wideLayer("a");
+  layer.shape.tokens = 4096;
+  layer.shape.experts = 8;
+  MoeRequest request = requestOn(model);
+  const int64_t ep = 8;
+  MoeRequest alone = request;
+  const MoeLayerTime phases = evaluateMoe({layer}, ep, model, alone).best.layers[0];
+  EXPECT_EQ(phases.choice.backward, 8);
+
+  request.sync = syncBesideLayer(layer, model.worldGroup(), 1e7);
+  MoeEvaluation small = evaluateMoe({layer}, ep, model, request);
+  EXPECT_EQ(small.best.layers[0].choice.backward, phases.choice.backward);
+
+  request.sync = syncBesideLayer(layer, model.worldGroup(), 1e9);
+  MoeEvaluation large = evaluateMoe({layer}, ep, model, request);
+  EXPECT_EQ(large.best.layers[0].choice.backward, 1);
+  EXPECT_LT(large.best.iterationUs * (1 + 1e-4),
+            moeScheduleUs(*request.sync, {layer}, {phases}, ep, request, model));
+}

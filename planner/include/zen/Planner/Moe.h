@@ -117,9 +117,10 @@ struct MoeEvaluation {
   int64_t ep = 1;
   /// auto: with the request's sync, the fastest co-scheduled iteration of
   /// per-layer choices (each phase's fastest degree, algorithm and token
-  /// compression alone) and of every baseline's, then each layer's gradient
-  /// sync mode in turn kept serial where that is faster; without a sync, per
-  /// layer the fastest phases alone.
+  /// compression alone) and of every baseline's, then per layer in turn each
+  /// other degree, algorithm and gradient sync mode tried in the schedule and
+  /// kept where faster by more than 0.01%; without a sync, per layer the
+  /// fastest phases alone.
   MoeStrategy best;
   std::map<std::string, MoeStrategy> baselines; // concurrent with the gradient sync
   /// What the data-parallel schedule prices the layers' experts at (the
