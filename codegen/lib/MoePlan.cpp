@@ -1,8 +1,11 @@
 //===- MoePlan.cpp - the plan file's MoE section --------------------------===//
 #include "zen/Codegen/MoePlan.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <stdexcept>
 #include <string>
 
 namespace zen::codegen {
@@ -21,10 +24,47 @@ ordered_json choiceJson(const plan::MoeLayerTime &time) {
           {"backward_us", time.backwardUs}};
 }
 
+/// auto's co-scheduled iteration as the simulator runs it: per task its name,
+/// kind, track ("compute", "host cpu", "comm stream K", or "moe all-to-all"
+/// for a stream only MoE layers use), start and duration.
+ordered_json coScheduledTimeline(const std::vector<plan::MoeLayer> &layers,
+                                 const plan::MoeEvaluation &eval,
+                                 const plan::MoeRequest &request, const cost::CostModel &model) {
+  const std::vector<cost::SimTask> tasks = plan::moeScheduleTasks(
+      *request.sync, layers, eval.best.layers, eval.ep, request, model);
+  const cost::SimResult result = cost::simulate(model, tasks);
+  if (!result.error.empty())
+    throw std::logic_error("the co-scheduled iteration cannot be simulated: " + result.error);
+  std::set<int> gradientStreams;
+  for (const cost::SimTask &task : tasks)
+    if (task.kind == cost::TaskKind::Collective && task.bucket >= 0)
+      gradientStreams.insert(task.stream);
+  ordered_json timeline = ordered_json::array();
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    const cost::SimTask &task = tasks[t];
+    std::string kind = "compute", track = "compute";
+    if (task.kind == cost::TaskKind::Collective) {
+      kind = "collective";
+      track = gradientStreams.count(task.stream) ? fmt::format("comm stream {}", task.stream)
+                                                 : "moe all-to-all";
+    } else if (task.kind == cost::TaskKind::Compression) {
+      kind = "compression";
+      track = task.device == cost::Device::CPU ? "host cpu" : "compute";
+    }
+    timeline.push_back({{"name", task.name},
+                        {"kind", kind},
+                        {"track", track},
+                        {"start_us", result.startUs[t]},
+                        {"duration_us", result.endUs[t] - result.startUs[t]}});
+  }
+  return timeline;
+}
+
 } // namespace
 
 void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
-               const plan::MoePlan &planned, const plan::MoeRequest &request) {
+               const plan::MoePlan &planned, const plan::MoeRequest &request,
+               const cost::CostModel &model) {
   const plan::MoeEvaluation &eval = planned.chosen;
   const double dataParallelUs = plan.predictions.iterationUs;
   ordered_json section;
@@ -79,6 +119,8 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
       {"reserve_bytes", dense.reserveBytes},
       {"per_gpu_bytes", whole.perGpuBytes()},
       {"capacity_bytes", whole.capacityBytes}};
+  if (eval.scheduled)
+    section["timeline"] = coScheduledTimeline(layers, eval, request, model);
   plan.moe = section.dump();
 
   const double autoExtraUs = eval.extraUs(eval.best);

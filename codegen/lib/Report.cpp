@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -103,15 +104,9 @@ std::vector<Interval> unionOf(std::vector<Interval> intervals) {
 }
 
 /// Stretches where communication runs and the compute stream is idle.
-std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
-  std::vector<Interval> compute, comm;
-  for (const zenrt::Task &task : plan.schedule) {
-    Interval span{task.startUs, task.startUs + task.durationUs};
-    if (task.kind == zenrt::TaskKind::Collective)
-      comm.push_back(span);
-    else if (!onHostCpu(plan, task))
-      compute.push_back(span);
-  }
+/// The stretches of `comm` during which `compute` is idle.
+std::vector<Interval> exposedOf(const std::vector<Interval> &compute,
+                                const std::vector<Interval> &comm) {
   std::vector<Interval> busy = unionOf(compute), exposed;
   for (const Interval &c : unionOf(comm)) {
     double cursor = c.begin;
@@ -126,6 +121,18 @@ std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
       exposed.push_back({cursor, c.end});
   }
   return exposed;
+}
+
+std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
+  std::vector<Interval> compute, comm;
+  for (const zenrt::Task &task : plan.schedule) {
+    Interval span{task.startUs, task.startUs + task.durationUs};
+    if (task.kind == zenrt::TaskKind::Collective)
+      comm.push_back(span);
+    else if (!onHostCpu(plan, task))
+      compute.push_back(span);
+  }
+  return exposedOf(compute, comm);
 }
 
 std::string escapeXml(const std::string &text) {
@@ -437,12 +444,80 @@ void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vect
   }
 }
 
+/// An MoE plan's co-scheduled iteration (the moe section's timeline): its tasks
+/// on the compute, host, gradient-sync and MoE all-to-all tracks as the
+/// simulator ran them; the MoE layers' pieces in category "moe" with their
+/// layer's decisions.
+void addCoScheduledBars(const json &moe, std::vector<std::string> &rows, std::vector<Bar> &bars,
+                        std::vector<Interval> &exposed) {
+  // Tracks in a fixed order: compute, host cpu, comm streams by number, MoE all-to-alls.
+  auto rank = [](const std::string &track) -> std::pair<int, std::string> {
+    if (track == "compute")
+      return {0, ""};
+    if (track == "host cpu")
+      return {1, ""};
+    if (track.rfind("comm stream ", 0) == 0)
+      return {2, fmt::format("{:>20}", track.substr(12))};
+    return {3, track};
+  };
+  std::vector<std::string> tracks;
+  for (const json &task : moe["timeline"])
+    if (std::find(tracks.begin(), tracks.end(), task["track"]) == tracks.end())
+      tracks.push_back(task["track"].get<std::string>());
+  std::sort(tracks.begin(), tracks.end(),
+            [&](const std::string &a, const std::string &b) { return rank(a) < rank(b); });
+  const int64_t firstRow = int64_t(rows.size());
+  rows.insert(rows.end(), tracks.begin(), tracks.end());
+  std::map<std::string, const json *> layers;
+  for (const json &layer : moe["layers"])
+    layers[layer["name"].get<std::string>()] = &layer;
+  std::vector<Interval> compute, comm;
+  for (const json &task : moe["timeline"]) {
+    Bar bar;
+    bar.name = task["name"].get<std::string>();
+    const std::string kind = task["kind"].get<std::string>(), track = task["track"];
+    bar.row = firstRow + (std::find(tracks.begin(), tracks.end(), track) - tracks.begin());
+    bar.startUs = task["start_us"].get<double>();
+    bar.durationUs = task["duration_us"].get<double>();
+    bar.category = kind;
+    bar.color = kind == "collective"                    ? "#e8833a"
+                : kind == "compression"                 ? "#8e6cc0"
+                : bar.name.rfind("bwd.", 0) == 0        ? "#55a868"
+                : bar.name.rfind("optimizer.", 0) == 0 ? "#8c8c8c"
+                                                        : "#4c86c6";
+    // "moe.<layer>.fwd.<what><piece>": the layer's name may hold dots itself.
+    const size_t forwardAt = bar.name.rfind(".fwd."), backwardAt = bar.name.rfind(".bwd.");
+    const size_t phase = forwardAt == std::string::npos   ? backwardAt
+                         : backwardAt == std::string::npos ? forwardAt
+                                                           : std::max(forwardAt, backwardAt);
+    if (bar.name.rfind("moe.", 0) == 0 && phase != std::string::npos &&
+        layers.count(bar.name.substr(4, phase - 4))) {
+      const json &layer = *layers[bar.name.substr(4, phase - 4)];
+      const bool forward = bar.name.compare(phase, 5, ".fwd.") == 0;
+      bar.category = "moe";
+      bar.color = kind == "collective" ? "#c44e52" : "#dd8452";
+      bar.moe = {{"layer", layer["name"]},
+                 {"phase", forward ? "forward" : "backward"},
+                 {"degree", layer[forward ? "forward" : "backward"]},
+                 {"all_to_all", layer["all_to_all"]},
+                 {"token_compression", tokenCompressionOf(layer)},
+                 {"gradient_sync", gradientSyncOf(layer)},
+                 {"ep", moe["ep"]}};
+    }
+    (kind == "collective" ? comm : compute)
+        .push_back({bar.startUs, bar.startUs + bar.durationUs});
+    bars.push_back(bar);
+  }
+  exposed = exposedOf(compute, comm);
+}
+
 /// What the trace and the picture show. A data-parallel plan: its schedule on
 /// the compute, host and communication rows. A large-model plan: one row per
 /// pipeline stage with every micro-batch's forward and backward steps (the
 /// simulated schedule, docs/design.md "Large models"), then the first stage's
 /// last backward, data-parallel sync and optimizer step from the plan's
-/// schedule, placed where that backward runs in the pipeline.
+/// schedule, placed where that backward runs in the pipeline. An MoE plan with
+/// a co-scheduled timeline: that iteration instead of the schedule's.
 struct Timeline {
   std::vector<std::string> rows;
   std::vector<Bar> bars;
@@ -484,6 +559,12 @@ Timeline timelineOf(const zenrt::Plan &plan) {
         found = true;
       }
     offset = lastBackward - firstBackwardTask;
+  }
+  if (const json moe = moeOf(plan); moe.is_object() && moe.contains("timeline") &&
+                                     !parallel.is_object()) {
+    addCoScheduledBars(moe, timeline.rows, timeline.bars, timeline.exposed);
+    timeline.iterationUs = iterationUs(plan, parallel);
+    return timeline;
   }
   TrackLayout layout(plan);
   const int64_t firstTaskRow = int64_t(timeline.rows.size());
@@ -661,8 +742,13 @@ std::string timelineSvg(const zenrt::Plan &plan) {
       {"forward", "#4c86c6"},     {"backward", "#55a868"},   {"optimizer", "#8c8c8c"},
       {"next forward", "#9bbde3"}, {"collective", "#e8833a"}, {"compression", "#8e6cc0"},
       {"exposed communication", "#d62728"}};
-  if (!plan.moe.empty() && !parallel.is_object())
+  if (const json moe = moeOf(plan); moe.is_object() && moe.contains("timeline") &&
+                                     !parallel.is_object()) {
+    legend.push_back({"MoE all-to-all", "#c44e52"});
+    legend.push_back({"MoE experts", "#dd8452"});
+  } else if (!plan.moe.empty() && !parallel.is_object()) {
     legend.push_back({"MoE layer (all-to-alls and experts)", "#c44e52"});
+  }
   for (auto [name, color] : legend) {
     svg += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" "
                        "fill=\"{}\"/><text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",

@@ -489,7 +489,7 @@ private:
     static const std::set<std::string> keys = {
         "ep",     "imbalance",  "iteration_us", "moe_us",   "local_us", "schedule_us",
         "expert_sync_us", "sync_saving_us", "layers", "baselines", "searched", "not_fitting",
-        "memory"};
+        "memory", "timeline"};
     for (const auto &[key, value] : moe.items())
       if (!keys.count(key))
         error("/moe/" + key, "unknown field");
@@ -585,6 +585,24 @@ private:
     for (const auto &[key, us] : searched.items())
       if (!us.is_number() || !std::isfinite(us.get<double>()) || us.get<double>() < 0)
         error("/moe/searched/" + key, "must be a finite number >= 0");
+    // Optional: the co-scheduled iteration's tasks, for the trace.
+    if (moe.contains("timeline")) {
+      const json &timeline = moe["timeline"];
+      if (!timeline.is_array())
+        error("/moe/timeline", "must be an array of tasks");
+      for (size_t t = 0; t < timeline.size(); ++t) {
+        const std::string at = "/moe/timeline/" + std::to_string(t);
+        for (const char *key : {"name", "track"})
+          if (const json &text = field(timeline[t], at, key);
+              !text.is_string() || text.get<std::string>().empty())
+            error(at + "/" + key, "must be a non-empty string");
+        const json &kind = field(timeline[t], at, "kind");
+        if (kind != "compute" && kind != "compression" && kind != "collective")
+          error(at + "/kind", "must be \"compute\", \"compression\" or \"collective\"");
+        for (const char *key : {"start_us", "duration_us"})
+          amount(timeline[t], at, key);
+      }
+    }
     if (moe.contains("not_fitting")) {
       const json &notFitting = moe["not_fitting"];
       if (!notFitting.is_object())

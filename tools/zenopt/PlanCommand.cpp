@@ -401,7 +401,8 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
                      moeImbalanceOf(options), compressors);
     if (mlir::failed(request))
       throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
-    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, *request), *request);
+    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, *request), *request,
+                       model);
   }
   return std::move(*plan);
 }

@@ -57,6 +57,8 @@ elif mutation == "moe_sync_saving":
     plan["moe"]["sync_saving_us"] = None
 elif mutation == "moe_schedule_us":
     plan["moe"]["schedule_us"] = -1.0
+elif mutation == "moe_timeline":
+    plan["moe"]["timeline"][3]["kind"] = "sleep"
 elif mutation == "moe_imbalance":
     plan["moe"]["imbalance"] = 0.5
 elif mutation == "moe_unknown":

@@ -15,13 +15,16 @@
 namespace zen::codegen {
 
 /// Sets `plan`'s moe section for `planned` (the layers of `layers`, planned
-/// for `request`) on top of its data-parallel schedule, whose predicted
-/// iteration the MoE decisions change by MoeEvaluation::extraUs. Adds
-/// moe-nopipe, tutel and pipemoe to the baselines and moves every other
-/// baseline by auto's extraUs: the gradient-sync baselines run with auto's MoE
-/// decisions, so the comparison stays like with like.
+/// for `request` on `model`) on top of its data-parallel schedule, whose
+/// predicted iteration the MoE decisions change by MoeEvaluation::extraUs.
+/// With the request's schedule, also the co-scheduled iteration's timeline
+/// (plan::moeScheduleTasks of auto's choices, simulated): every task's track,
+/// start and duration. Adds moe-nopipe, tutel and pipemoe to the baselines and
+/// moves every other baseline by auto's extraUs: the gradient-sync baselines
+/// run with auto's MoE decisions, so the comparison stays like with like.
 void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
-               const plan::MoePlan &planned, const plan::MoeRequest &request);
+               const plan::MoePlan &planned, const plan::MoeRequest &request,
+               const cost::CostModel &model);
 
 } // namespace zen::codegen
 
