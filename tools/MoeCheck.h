@@ -23,32 +23,37 @@
 namespace zen::cli {
 
 /// Every expert's weights, in zenrt::moe::Layer's layout, drawn from a seed: every rank draws
-/// them all, holds its share and checks against all.
+/// them all, holds its share and checks against all. A bias the layer does not have is empty.
 struct MoeWeights {
-  MoeWeights(const zenrt::moe::Layer &shape, uint64_t seed) {
+  MoeWeights(const zenrt::moe::Layer &shape, uint64_t seed, bool withFc1Bias = true,
+             bool withFc2Bias = true) {
     DeterministicValues values(seed);
     const size_t e = size_t(shape.experts), h = size_t(shape.hidden), f = size_t(shape.ffn);
     fc1 = values.take(e * f * h);
-    fc1Bias = values.take(e * f);
+    if (withFc1Bias)
+      fc1Bias = values.take(e * f);
     fc2 = values.take(e * h * f);
-    fc2Bias = values.take(e * h);
+    if (withFc2Bias)
+      fc2Bias = values.take(e * h);
   }
   /// Points `layer` at the weights from expert `first` on (a rank's experts).
   void lend(zenrt::moe::Layer &layer, int64_t first) const {
     const int64_t h = layer.hidden, f = layer.ffn;
     layer.fc1 = &fc1[size_t(first * f * h)];
-    layer.fc1Bias = &fc1Bias[size_t(first * f)];
+    layer.fc1Bias = fc1Bias.empty() ? nullptr : &fc1Bias[size_t(first * f)];
     layer.fc2 = &fc2[size_t(first * h * f)];
-    layer.fc2Bias = &fc2Bias[size_t(first * h)];
+    layer.fc2Bias = fc2Bias.empty() ? nullptr : &fc2Bias[size_t(first * h)];
   }
   std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
 };
 
-/// Weight gradients of local experts summed in double.
+/// Weight gradients of local experts summed in double (a bias `w` lacks: empty).
 struct GradientSums {
-  GradientSums(const zenrt::moe::Layer &shape, int64_t local)
-      : fc1(size_t(local * shape.ffn * shape.hidden)), fc1Bias(size_t(local * shape.ffn)),
-        fc2(size_t(local * shape.hidden * shape.ffn)), fc2Bias(size_t(local * shape.hidden)) {}
+  GradientSums(const zenrt::moe::Layer &shape, int64_t local, const MoeWeights &w)
+      : fc1(size_t(local * shape.ffn * shape.hidden)),
+        fc1Bias(w.fc1Bias.empty() ? 0 : size_t(local * shape.ffn)),
+        fc2(size_t(local * shape.hidden * shape.ffn)),
+        fc2Bias(w.fc2Bias.empty() ? 0 : size_t(local * shape.hidden)) {}
   std::vector<double> fc1, fc1Bias, fc2, fc2Bias;
 };
 
@@ -71,13 +76,14 @@ inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w,
                             const ExpertOutputs &to) {
   const size_t h = size_t(shape.hidden), f = size_t(shape.ffn), l = size_t(to.local);
   const float *fc1 = &w.fc1[size_t(e) * f * h], *fc2 = &w.fc2[size_t(e) * h * f];
-  const float *b1 = &w.fc1Bias[size_t(e) * f], *b2 = &w.fc2Bias[size_t(e) * h];
+  const float *b1 = w.fc1Bias.empty() ? nullptr : &w.fc1Bias[size_t(e) * f];
+  const float *b2 = w.fc2Bias.empty() ? nullptr : &w.fc2Bias[size_t(e) * h];
   const double rounding = double(h + 2) * 0x1p-23;
   std::vector<double> z(f), unitGradient(f), kink(f), out(h), slack(h);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + size_t(r) * h, *dyr = dy + size_t(r) * h;
     for (size_t u = 0; u < f; ++u) {
-      double sum = b1[u], magnitude = std::abs(b1[u]), gradient = 0;
+      double sum = b1 ? b1[u] : 0.0, magnitude = std::abs(sum), gradient = 0;
       for (size_t k = 0; k < h; ++k) {
         sum += double(fc1[u * h + k]) * xr[k];
         magnitude += std::abs(double(fc1[u * h + k]) * xr[k]);
@@ -89,7 +95,7 @@ inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w,
     }
     if (to.y)
       for (size_t o = 0; o < h; ++o) {
-        double sum = b2[o];
+        double sum = b2 ? b2[o] : 0.0;
         for (size_t u = 0; u < f; ++u)
           sum += double(fc2[o * f + u]) * std::max(z[u], 0.0);
         to.y[size_t(r) * h + o] = float(sum);
@@ -111,13 +117,16 @@ inline void referenceExpert(const zenrt::moe::Layer &shape, const MoeWeights &w,
       double *g1 = &to.sums->fc1[l * f * h], *g2 = &to.sums->fc2[l * h * f];
       double *s1 = &to.sumsSlack->fc1[l * f * h];
       for (size_t o = 0; o < h; ++o) {
-        to.sums->fc2Bias[l * h + o] += dyr[o];
+        if (b2)
+          to.sums->fc2Bias[l * h + o] += dyr[o];
         for (size_t u = 0; u < f; ++u)
           g2[o * f + u] += double(dyr[o]) * std::max(z[u], 0.0);
       }
       for (size_t u = 0; u < f; ++u) {
-        to.sums->fc1Bias[l * f + u] += unitGradient[u];
-        to.sumsSlack->fc1Bias[l * f + u] += kink[u];
+        if (b1) {
+          to.sums->fc1Bias[l * f + u] += unitGradient[u];
+          to.sumsSlack->fc1Bias[l * f + u] += kink[u];
+        }
         for (size_t k = 0; k < h; ++k) {
           g1[u * h + k] += unitGradient[u] * xr[k];
           s1[u * h + k] += kink[u] * std::abs(xr[k]);
@@ -193,7 +202,7 @@ inline MoeReference referenceRun(const zenrt::moe::Layer &shape, const MoeWeight
     referenceExpert(shape, w, e, &x[size_t(e) * expertFloats], &dy[size_t(e) * expertFloats],
                     shape.capacity, to);
   }
-  GradientSums sums(shape, local), sumsSlack(shape, local);
+  GradientSums sums(shape, local, w), sumsSlack(shape, local, w);
   const int64_t first = member * local;
   for (int64_t l = 0; l < local; ++l)
     for (int64_t s = 0; s < ranks; ++s) {

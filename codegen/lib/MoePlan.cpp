@@ -82,7 +82,9 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
     ordered_json layer = {{"name", layers[l].name},
                           {"parameters", layers[l].parameters},
                           {"experts", layers[l].shape.experts},
-                          {"capacity", layers[l].shape.capacity()}};
+                          {"capacity", layers[l].shape.capacity()},
+                          {"hidden", layers[l].shape.hidden},
+                          {"ffn", layers[l].shape.ffn}};
     layer.update(choiceJson(eval.best.layers[l]));
     chosen.push_back(layer);
   }

@@ -257,7 +257,7 @@ Geometry geometryOf(const Layer &layer, const Schedule &schedule, MPI_Comm base,
   auto invalid = [](const std::string &message) {
     return Error(ZENRT_ERR_INVALID_ARGUMENT, "MoE layer: " + message);
   };
-  if (!input || !output || !layer.fc1 || !layer.fc1Bias || !layer.fc2 || !layer.fc2Bias)
+  if (!input || !output || !layer.fc1 || !layer.fc2)
     throw invalid("a buffer or weight is null");
   if (layer.experts < 1 || layer.hidden < 1 || layer.ffn < 1 || layer.capacity < 1)
     throw invalid("experts, hidden, ffn and capacity must be at least 1");
@@ -350,13 +350,15 @@ void toChunkLayout(const Geometry &g, const float *expertSide, float *results) {
       });
 }
 
-/// Local expert l's weights.
+/// Local expert l's weights; a bias the layer does not have is empty.
 struct ExpertWeights {
   ExpertWeights(const Layer &layer, int64_t l)
       : fc1(layer.fc1 + l * layer.ffn * layer.hidden, layer.ffn, layer.hidden),
         fc2(layer.fc2 + l * layer.hidden * layer.ffn, layer.hidden, layer.ffn),
-        fc1Bias(layer.fc1Bias + l * layer.ffn, layer.ffn),
-        fc2Bias(layer.fc2Bias + l * layer.hidden, layer.hidden) {}
+        fc1Bias(layer.fc1Bias ? layer.fc1Bias + l * layer.ffn : nullptr,
+                layer.fc1Bias ? layer.ffn : 0),
+        fc2Bias(layer.fc2Bias ? layer.fc2Bias + l * layer.hidden : nullptr,
+                layer.fc2Bias ? layer.hidden : 0) {}
   ConstMap fc1, fc2;
   ConstVector fc1Bias, fc2Bias;
 };
@@ -385,10 +387,14 @@ void forward(const Layer &layer, const Schedule &schedule, const float *dispatch
           const size_t first = g.expertChunk(l, c);
           const ConstMap x(&activations.rows[first * size_t(g.hidden)], n, g.hidden);
           Map units(&activations.units[first * size_t(g.ffn)], n, g.ffn);
-          units = (detail::rowProduct(x, w.fc1.transpose()).rowwise() + w.fc1Bias).cwiseMax(0.0f);
+          units = detail::rowProduct(x, w.fc1.transpose());
+          if (w.fc1Bias.size() > 0)
+            units.rowwise() += w.fc1Bias;
+          units = units.cwiseMax(0.0f);
           Map y(&outputs[size_t(l * n * g.hidden)], n, g.hidden);
           y = detail::rowProduct(units, w.fc2.transpose());
-          y.rowwise() += w.fc2Bias;
+          if (w.fc2Bias.size() > 0)
+            y.rowwise() += w.fc2Bias;
         }
         toChunkLayout(g, outputs.data(), results);
       },
@@ -406,9 +412,9 @@ Gradients backward(const Layer &layer, const Schedule &schedule, const Activatio
   const int64_t h = g.hidden, f = g.ffn, n = int64_t(g.chunkExpertRows());
   Gradients gradients;
   gradients.fc1.assign(size_t(g.local * f * h), 0.0f);
-  gradients.fc1Bias.assign(size_t(g.local * f), 0.0f);
+  gradients.fc1Bias.assign(layer.fc1Bias ? size_t(g.local * f) : 0, 0.0f);
   gradients.fc2.assign(size_t(g.local * h * f), 0.0f);
-  gradients.fc2Bias.assign(size_t(g.local * h), 0.0f);
+  gradients.fc2Bias.assign(layer.fc2Bias ? size_t(g.local * h) : 0, 0.0f);
   // The output gradients that arrived and the gradients before the ReLU, on the experts'
   // side: the weight gradients read them a block at a time.
   std::vector<float> outputGradients(g.expertRows() * size_t(h)),
@@ -435,14 +441,18 @@ Gradients backward(const Layer &layer, const Schedule &schedule, const Activatio
             dz(&unitGradients[first * size_t(f)], count, f);
         Map fc2(&gradients.fc2[size_t(l * h * f)], h, f),
             fc1(&gradients.fc1[size_t(l * f * h)], f, h);
-        Vector fc2Bias(&gradients.fc2Bias[size_t(l * h)], h),
-            fc1Bias(&gradients.fc1Bias[size_t(l * f)], f);
         fc2.noalias() += dy.transpose() * units;
         fc1.noalias() += dz.transpose() * x;
         // Row by row: Eigen's column sums add in an order that depends on the data's alignment.
-        for (int64_t row = 0; row < count; ++row) {
-          fc2Bias += dy.row(row);
-          fc1Bias += dz.row(row);
+        if (layer.fc2Bias) {
+          Vector fc2Bias(&gradients.fc2Bias[size_t(l * h)], h);
+          for (int64_t row = 0; row < count; ++row)
+            fc2Bias += dy.row(row);
+        }
+        if (layer.fc1Bias) {
+          Vector fc1Bias(&gradients.fc1Bias[size_t(l * f)], f);
+          for (int64_t row = 0; row < count; ++row)
+            fc1Bias += dz.row(row);
         }
       }
       summed += rows;

@@ -68,33 +68,54 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
     out.forwardUs = layer.at("forward_us").get<double>();
     out.backwardUs = layer.at("backward_us").get<double>();
 
-    // fc1 [E, rows, hidden], fc1 bias [E, rows], fc2 [E, hidden, ffn], fc2 bias [E, hidden],
-    // with rows = ffn (2 x ffn for fused SwiGLU; the runtime's experts are ReLU MLPs).
+    // fc1 [E, rows, hidden], optional fc1 bias [E, rows], fc2 [E, hidden, ffn], optional fc2
+    // bias [E, hidden], with rows = ffn (2 x ffn for fused SwiGLU; the runtime's experts are
+    // ReLU MLPs).
     const json &parameters = layer.at("parameters");
     const std::string sizes = at + "/parameters";
-    if (parameters.size() != 4)
-      throw fail(sizes, "the runtime reads the hidden and inter sizes from the experts' fc1, "
-                        "fc1 bias, fc2 and fc2 bias; the layer has " +
-                            std::to_string(parameters.size()) + " parameters");
-    int64_t count[4];
-    for (size_t p = 0; p < 4; ++p) {
+    std::vector<int64_t> count;
+    for (size_t p = 0; p < parameters.size(); ++p) {
       const std::string name = parameters[p].get<std::string>();
       auto found = elements.find(name);
       if (found == elements.end())
         throw fail(sizes + "/" + std::to_string(p), "'" + name + "' is not a tensor of the plan");
-      count[p] = found->second;
+      count.push_back(found->second);
     }
     const int64_t experts = out.shape.experts;
-    const int64_t rows = count[1] / experts, hidden = count[3] / experts;
-    const int64_t ffn = hidden > 0 ? count[2] / (experts * hidden) : 0;
-    if (rows < 1 || hidden < 1 || ffn < 1 || count[1] != experts * rows ||
-        count[3] != experts * hidden || count[2] != experts * hidden * ffn ||
-        count[0] != experts * rows * hidden || (rows != ffn && rows != 2 * ffn))
-      throw fail(sizes, "the tensors' sizes (" + std::to_string(count[0]) + ", " +
-                            std::to_string(count[1]) + ", " + std::to_string(count[2]) + ", " +
-                            std::to_string(count[3]) +
-                            ") are not fc1, fc1 bias, fc2, fc2 bias of " + std::to_string(experts) +
-                            " experts");
+    int64_t hidden = 0, ffn = 0;
+    if (layer.contains("hidden")) {
+      hidden = layer.at("hidden").get<int64_t>();
+      ffn = layer.at("ffn").get<int64_t>();
+    } else if (count.size() == 4 && count[3] % experts == 0 && count[3] > 0) {
+      // Plans before `hidden` and `ffn`: the four tensors give them.
+      hidden = count[3] / experts;
+      ffn = count[2] / (experts * hidden);
+    }
+    // Which tensors are there, by their sizes, in operand order.
+    size_t next = 0;
+    auto take = [&](int64_t elements) {
+      if (next < count.size() && count[next] == elements) {
+        ++next;
+        return true;
+      }
+      return false;
+    };
+    const bool fc1 = hidden > 0 && ffn > 0 &&
+                     (take(experts * ffn * hidden) || take(experts * 2 * ffn * hidden));
+    const int64_t rows = fc1 && count[0] == experts * 2 * ffn * hidden ? 2 * ffn : ffn;
+    out.fc1Bias = fc1 && take(experts * rows);
+    const bool fc2 = fc1 && take(experts * hidden * ffn);
+    out.fc2Bias = fc2 && take(experts * hidden);
+    if (!fc2 || next != count.size()) {
+      std::string list;
+      for (int64_t c : count)
+        list += (list.empty() ? "" : ", ") + std::to_string(c);
+      throw fail(sizes, "the tensors' sizes (" + list + ") are not fc1, an optional fc1 bias, "
+                        "fc2 and an optional fc2 bias of " + std::to_string(experts) +
+                        " experts" + (hidden > 0 ? " of hidden " + std::to_string(hidden) +
+                                                       " and ffn " + std::to_string(ffn)
+                                                 : ""));
+    }
     out.shape.hidden = hidden;
     out.shape.ffn = ffn;
     planned.layers.push_back(out);

@@ -565,6 +565,10 @@ private:
         error(at + "/experts", "ep " + std::to_string(ep) + " does not divide the " +
                                    std::to_string(experts) + " experts");
       capacities.push_back(integer(layers[l], at, "capacity", int64_t{1} << 40));
+      // Optional together (plans before them derive the sizes from the parameters).
+      if (layers[l].contains("hidden") || layers[l].contains("ffn"))
+        for (const char *key : {"hidden", "ffn"})
+          integer(layers[l], at, key, int64_t{1} << 40);
       checkChoice(layers[l], at, capacities.back());
     }
     const json &baselines = field(moe, "/moe", "baselines");

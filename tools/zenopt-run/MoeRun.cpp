@@ -25,6 +25,14 @@ uint64_t seedOf(uint64_t base, size_t layer, uint64_t stream) {
   return base + (uint64_t(layer) + 1) * 1000003u + stream;
 }
 
+/// Which biases a layer's experts have: "fc1 and fc2", "fc1", "fc2" or "none".
+const char *biasesOf(const PlannedLayer &layer) {
+  return layer.fc1Bias && layer.fc2Bias ? "fc1 and fc2"
+         : layer.fc1Bias                ? "fc1"
+         : layer.fc2Bias                ? "fc2"
+                                        : "none";
+}
+
 /// An [experts][capacity][hidden] buffer drawn from a seed.
 std::vector<float> bufferOf(const Layer &shape, uint64_t seed) {
   return zen::cli::DeterministicValues(seed).take(
@@ -71,7 +79,8 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
     const PlannedLayer &plannedLayer = planned.layers[index];
     Layer layer = plannedLayer.shape;
     const int64_t local = layer.experts / ep;
-    const MoeWeights weights(layer, seedOf(options.seed, index, 0));
+    const MoeWeights weights(layer, seedOf(options.seed, index, 0), plannedLayer.fc1Bias,
+                             plannedLayer.fc2Bias);
     weights.lend(layer, member * local);
     std::vector<std::vector<float>> dispatched, combinedGradient;
     for (int s = 0; s < ep; ++s) {
@@ -152,6 +161,7 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
                                  {"capacity", p.shape.capacity},
                                  {"hidden", p.shape.hidden},
                                  {"ffn", p.shape.ffn},
+                                 {"biases", biasesOf(p)},
                                  {"forward", p.forwardChunks},
                                  {"backward", p.backwardChunks},
                                  {"all_to_all", algorithmName(p.algorithm)},
@@ -173,11 +183,12 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
                   planned.layers.size());
       for (size_t l = 0; l < planned.layers.size(); ++l) {
         const PlannedLayer &p = planned.layers[l];
-        std::printf("  layer %zu %s: %lld experts, capacity %lld, hidden %lld, ffn %lld; "
+        std::printf("  layer %zu %s: %lld experts, capacity %lld, hidden %lld, ffn %lld, biases %s; "
                     "forward r=%lld, backward r=%lld, %s, tokens %s\n",
                     l, p.name.c_str(), static_cast<long long>(p.shape.experts),
                     static_cast<long long>(p.shape.capacity),
                     static_cast<long long>(p.shape.hidden), static_cast<long long>(p.shape.ffn),
+                    biasesOf(p),
                     static_cast<long long>(p.forwardChunks),
                     static_cast<long long>(p.backwardChunks), algorithmName(p.algorithm),
                     zen::cli::tokenFormatName(p.tokens));

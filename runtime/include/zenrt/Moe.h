@@ -33,7 +33,7 @@ struct Layer {
   int64_t capacity = 0; // rows per expert each rank sends
   /// The rank's experts, one after another, row-major: fc1 [ffn x hidden], fc1Bias [ffn],
   /// fc2 [hidden x ffn], fc2Bias [hidden]. Each expert computes
-  /// fc2 relu(fc1 x + fc1Bias) + fc2Bias per row.
+  /// fc2 relu(fc1 x + fc1Bias) + fc2Bias per row; a null bias is a layer without it.
   const float *fc1 = nullptr;
   const float *fc1Bias = nullptr;
   const float *fc2 = nullptr;
@@ -62,7 +62,8 @@ struct Activations {
   std::vector<float> units; // [experts / ranks][capacity][ranks][ffn]
 };
 
-/// The gradients of the rank's experts, laid out as Layer's weights.
+/// The gradients of the rank's experts, laid out as Layer's weights (a bias the layer does
+/// not have: empty).
 struct Gradients {
   std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
 };
@@ -96,6 +97,7 @@ struct PlannedLayer {
   AllToAll algorithm = AllToAll::Flat;
   TokenFormat tokens = TokenFormat::None; // `token_compression`
   double forwardUs = 0, backwardUs = 0;   // predicted
+  bool fc1Bias = true, fc2Bias = true;    // the experts have them
 };
 
 /// A plan's `moe` section: experts spread over `ep` consecutive ranks (each group of ep ranks
@@ -106,11 +108,12 @@ struct PlannedMoe {
   std::vector<PlannedLayer> layers;
 };
 
-/// Reads a validated plan's `moe` section. A layer's hidden and inter sizes come from its
-/// `parameters`, the plan tensors of its experts' fc1, fc1 bias, fc2 and fc2 bias; the nodes
-/// from the cluster spec's `gpus_per_node` (none: one node). Throws PlanError(BadInput)
-/// naming `source` and the JSON path: no `moe`, parameters that do not give the sizes, an ep
-/// group that straddles nodes.
+/// Reads a validated plan's `moe` section. A layer's hidden and inter sizes are its `hidden`
+/// and `ffn` (plans before them: derived from four `parameters`); its `parameters`, the plan
+/// tensors of its experts' fc1, optional fc1 bias, fc2 and optional fc2 bias, in that order,
+/// say which biases it has; the nodes come from the cluster spec's `gpus_per_node` (none: one
+/// node). Throws PlanError(BadInput) naming `source` and the JSON path: no `moe`, parameters
+/// that are not those tensors, an ep group that straddles nodes.
 PlannedMoe plannedMoe(const Plan &plan, const std::string &source);
 
 } // namespace zenrt::moe
