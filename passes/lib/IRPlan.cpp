@@ -346,7 +346,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
                    model.computeUs(static_cast<double>(work.flops),
                                    static_cast<double>(work.bytes), work.dtype));
         if (isa<MoeExpertsOp>(op))
-          training.moeSegments[&op] = static_cast<int>(problem.forward.size());
+          training.moeSegments.emplace_back(&op, static_cast<int>(problem.forward.size()));
       }
       continue;
     }
@@ -364,7 +364,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
         backward = ComputeSegment{segmentName(compute), 0};
       addCost(*backward, work, us);
       if (compute.getOpType() == "MoEGrad")
-        training.moeSegments[&op] = static_cast<int>(problem.backward.size());
+        training.moeSegments.emplace_back(&op, static_cast<int>(problem.backward.size()));
       break;
     case Phase::optimizer: {
       SmallVector<Value> params;

@@ -17,6 +17,8 @@
 #include "mlir/IR/BuiltinOps.h"
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace zen::plan {
 
@@ -36,8 +38,9 @@ struct TrainingFunction {
   std::vector<GradientOp> gradients;
   /// The compute segment of every zen.moe_experts (a forward segment, which
   /// it starts: it reads its experts first) and every MoEGrad zen.compute (a
-  /// backward segment, which it ends: the experts' gradients are its).
-  llvm::DenseMap<mlir::Operation *, int> moeSegments;
+  /// backward segment, which it ends: the experts' gradients are its), in
+  /// program order.
+  std::vector<std::pair<mlir::Operation *, int>> moeSegments;
 };
 
 /// What extractTraining prices `op` (a zen.compute or an MoE op) at: its FLOPs
