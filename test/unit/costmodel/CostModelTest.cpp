@@ -221,6 +221,51 @@ TEST(CostModel, ChunkingPaysLatencyPerChunk) {
   EXPECT_NEAR(four.latencyUs + four.bandwidthUs, four.timeUs, 1e-6);
 }
 
+// How busy each collective keeps a rank's links inside its node and the node's NICs, which
+// the simulator shares apart. a100x64: NVLink 300 x 0.7833 GB/s per rank, NICs 8 x 25 x 0.96
+// GB/s per node.
+TEST(CostModel, LinkLevelsOfEachAlgorithm) {
+  CostModel model(loadCluster("a100x64"));
+  const double nvlink = 300 * 0.7833, nics = 8 * 25 * 0.96;
+  auto cost = [&](Algorithm algorithm, Group group, int64_t chunks = 1) {
+    return model.chunkedCollective(CollectiveKind::AllReduce, kGiB, group, chunks, algorithm);
+  };
+  // Inside a node the ring is NVLink's alone.
+  CollectiveCost inside = cost(Algorithm::Ring, Group{8, 1});
+  EXPECT_DOUBLE_EQ(inside.intraNodeUs, inside.bandwidthUs);
+  EXPECT_DOUBLE_EQ(inside.interNodeUs, 0);
+  // Across nodes the ring and the tree are bound by the NICs and keep NVLink busy for
+  // the ratio of the rates.
+  for (Algorithm algorithm : {Algorithm::Ring, Algorithm::Tree}) {
+    CollectiveCost across = cost(algorithm, Group{64, 8});
+    EXPECT_DOUBLE_EQ(across.interNodeUs, across.bandwidthUs) << toString(algorithm);
+    EXPECT_NEAR(across.intraNodeUs, across.bandwidthUs * nics / nvlink, 1e-6 * across.bandwidthUs)
+        << toString(algorithm);
+  }
+  // One rank per node: the NICs alone.
+  CollectiveCost spread = cost(Algorithm::Ring, Group{8, 8});
+  EXPECT_DOUBLE_EQ(spread.intraNodeUs, 0);
+  EXPECT_DOUBLE_EQ(spread.interNodeUs, spread.bandwidthUs);
+  // The 2D algorithm's phases run one after another: it holds both levels all along.
+  CollectiveCost twoD = cost(Algorithm::Hierarchical, Group{64, 8});
+  EXPECT_DOUBLE_EQ(twoD.intraNodeUs, twoD.bandwidthUs);
+  EXPECT_DOUBLE_EQ(twoD.interNodeUs, twoD.bandwidthUs);
+  // Pieces add, as their bandwidth parts do.
+  CollectiveCost four = cost(Algorithm::Ring, Group{64, 8}, 4);
+  CollectiveCost piece =
+      model.collective(CollectiveKind::AllReduce, kGiB / 4, Group{64, 8}, Algorithm::Ring);
+  EXPECT_NEAR(four.intraNodeUs, 4 * piece.intraNodeUs, 1e-6);
+  EXPECT_NEAR(four.interNodeUs, 4 * piece.interNodeUs, 1e-6);
+  // A profiled fit does not say which level limits it: it holds every level its group uses.
+  Cluster cluster = loadCluster("a100x64");
+  cluster.profiled.push_back({CollectiveKind::AllReduce, 16, 1, 1e12, 10, 1e-6, 1, 0});
+  CollectiveCost fitted =
+      CostModel(cluster).collective(CollectiveKind::AllReduce, kGiB, Group{16, 2});
+  EXPECT_TRUE(fitted.profiled);
+  EXPECT_DOUBLE_EQ(fitted.intraNodeUs, fitted.bandwidthUs);
+  EXPECT_DOUBLE_EQ(fitted.interNodeUs, fitted.bandwidthUs);
+}
+
 TEST(CostModel, CommunicationBoundIsTheCheapestSlope) {
   CostModel model(loadCluster("a100x64"));
   Group world = model.worldGroup();
