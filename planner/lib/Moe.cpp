@@ -189,93 +189,19 @@ double simulatedUs(const std::vector<cost::SimTask> &tasks, const cost::CostMode
   return result.iterationUs;
 }
 
-/// The least relative gain for which co-scheduling changes a layer's choice.
-constexpr double kCoScheduleGain = 1e-4;
-
 /// A priority ahead of every gradient collective's (theirs are not negative).
 constexpr int64_t kAheadOfGradients = std::numeric_limits<int64_t>::min() / 2;
 
-/// Places `eval`'s strategies in the request's schedule (request.sync): each
-/// baseline's iteration as it is; auto becomes the fastest of its own choices
-/// and every baseline's (its own on ties), then each layer in turn tries, one
-/// change at a time, every forward and backward degree, the other all-to-all
-/// algorithm and taking turns with the gradient sync, keeping a change where
-/// the co-scheduled iteration is faster by more than kCoScheduleGain (the
-/// phases alone cannot see the gradient sync competing for the links; smaller
-/// differences are below what the model resolves and would only churn the
-/// decisions).
-void coSchedule(MoeEvaluation &eval, const std::vector<MoeLayer> &layers,
-                const MoeRequest &request, const LayerPricer &pricer,
-                const cost::CostModel &model) {
-  auto iterationUs = [&](const MoeStrategy &strategy) {
-    return moeScheduleUs(*request.sync, layers, strategy.layers, eval.ep, request, model);
-  };
-  eval.best.iterationUs = iterationUs(eval.best);
-  for (const std::string &name : moeBaselineNames()) {
-    MoeStrategy &baseline = eval.baselines.at(name);
-    baseline.iterationUs = iterationUs(baseline);
-    if (baseline.iterationUs < eval.best.iterationUs)
-      eval.best = baseline;
-  }
-  // Without all-to-alls there is nothing to co-schedule.
-  if (eval.ep == 1)
-    return;
-  MoeStrategy &best = eval.best;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    auto tryChoice = [&](MoeLayerChoice choice) {
-      const MoeLayerTime kept = best.layers[l];
-      best.layers[l] = pricer.time(layers[l], choice);
-      const double us = iterationUs(best);
-      if (us < best.iterationUs * (1 - kCoScheduleGain)) {
-        best.moeUs += best.layers[l].forwardUs + best.layers[l].backwardUs - kept.forwardUs -
-                      kept.backwardUs;
-        best.iterationUs = us;
-      } else {
-        best.layers[l] = kept;
-      }
-    };
-    for (int64_t r : moeDegrees(layers[l].shape)) {
-      MoeLayerChoice choice = best.layers[l].choice;
-      if (choice.forward != r) {
-        choice.forward = r;
-        tryChoice(choice);
-      }
-      choice = best.layers[l].choice;
-      if (choice.backward != r) {
-        choice.backward = r;
-        tryChoice(choice);
-      }
-    }
-    MoeLayerChoice other = best.layers[l].choice;
-    other.algorithm = other.algorithm == AllToAllAlgorithm::Flat ? AllToAllAlgorithm::Hierarchical
-                                                                  : AllToAllAlgorithm::Flat;
-    if (cost::collectiveAlgorithm(other.algorithm, cost::expertGroup(eval.ep, request.dp)) !=
-        cost::collectiveAlgorithm(best.layers[l].choice.algorithm,
-                                  cost::expertGroup(eval.ep, request.dp)))
-      tryChoice(other);
-    MoeLayerChoice turns = best.layers[l].choice;
-    turns.sync = turns.sync == cost::GradientSyncMode::Concurrent
-                     ? cost::GradientSyncMode::Serial
-                     : cost::GradientSyncMode::Concurrent;
-    tryChoice(turns);
-  }
-}
-
-} // namespace
-
-double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
-                            const cost::CostModel &model) {
-  return simulatedUs(expertSyncTasks(sync, ep, dp, model), model);
-}
-
-std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
-                                            const std::vector<MoeLayer> &layers,
-                                            const std::vector<MoeLayerTime> &choices, int64_t ep,
-                                            const MoeRequest &request,
-                                            const cost::CostModel &model) {
+/// moeScheduleTasks on `tasks`, expertSyncTasks' schedule at `ep`: the layers'
+/// pieces put in it.
+std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
+                                         const GradientSync &sync,
+                                         const std::vector<MoeLayer> &layers,
+                                         const std::vector<MoeLayerTime> &choices, int64_t ep,
+                                         const MoeRequest &request,
+                                         const cost::CostModel &model) {
   if (sync.sites.size() != layers.size() || choices.size() != layers.size())
     throw std::logic_error("the MoE layers' sites and choices must parallel the layers");
-  std::vector<cost::SimTask> tasks = expertSyncTasks(sync, ep, request.dp, model);
   const int forwardCount = int(sync.problem.forward.size());
   const int segments = forwardCount + int(sync.problem.backward.size());
   int ownStream = 0;
@@ -354,6 +280,94 @@ std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
   return tasks;
 }
 
+/// The least relative gain for which co-scheduling changes a layer's choice.
+constexpr double kCoScheduleGain = 1e-4;
+
+/// Places `eval`'s strategies in the request's schedule (request.sync, whose
+/// expertSyncTasks at eval.ep are `expertSync`, built once for every trial): each
+/// baseline's iteration as it is; auto becomes the fastest of its own choices
+/// and every baseline's (its own on ties), then each layer in turn tries, one
+/// change at a time, every forward and backward degree, the other all-to-all
+/// algorithm and taking turns with the gradient sync, keeping a change where
+/// the co-scheduled iteration is faster by more than kCoScheduleGain (the
+/// phases alone cannot see the gradient sync competing for the links; smaller
+/// differences are below what the model resolves and would only churn the
+/// decisions).
+void coSchedule(MoeEvaluation &eval, const std::vector<MoeLayer> &layers,
+                const MoeRequest &request, const LayerPricer &pricer,
+                const std::vector<cost::SimTask> &expertSync, const cost::CostModel &model) {
+  auto iterationUs = [&](const MoeStrategy &strategy) {
+    return simulatedUs(withMoePieces(expertSync, *request.sync, layers, strategy.layers, eval.ep,
+                                     request, model),
+                       model);
+  };
+  eval.best.iterationUs = iterationUs(eval.best);
+  for (const std::string &name : moeBaselineNames()) {
+    MoeStrategy &baseline = eval.baselines.at(name);
+    baseline.iterationUs = iterationUs(baseline);
+    if (baseline.iterationUs < eval.best.iterationUs)
+      eval.best = baseline;
+  }
+  // Without all-to-alls there is nothing to co-schedule.
+  if (eval.ep == 1)
+    return;
+  MoeStrategy &best = eval.best;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    auto tryChoice = [&](MoeLayerChoice choice) {
+      const MoeLayerTime kept = best.layers[l];
+      best.layers[l] = pricer.time(layers[l], choice);
+      const double us = iterationUs(best);
+      if (us < best.iterationUs * (1 - kCoScheduleGain)) {
+        best.moeUs += best.layers[l].forwardUs + best.layers[l].backwardUs - kept.forwardUs -
+                      kept.backwardUs;
+        best.iterationUs = us;
+      } else {
+        best.layers[l] = kept;
+      }
+    };
+    for (int64_t r : moeDegrees(layers[l].shape)) {
+      MoeLayerChoice choice = best.layers[l].choice;
+      if (choice.forward != r) {
+        choice.forward = r;
+        tryChoice(choice);
+      }
+      choice = best.layers[l].choice;
+      if (choice.backward != r) {
+        choice.backward = r;
+        tryChoice(choice);
+      }
+    }
+    MoeLayerChoice other = best.layers[l].choice;
+    other.algorithm = other.algorithm == AllToAllAlgorithm::Flat ? AllToAllAlgorithm::Hierarchical
+                                                                  : AllToAllAlgorithm::Flat;
+    if (cost::collectiveAlgorithm(other.algorithm, cost::expertGroup(eval.ep, request.dp)) !=
+        cost::collectiveAlgorithm(best.layers[l].choice.algorithm,
+                                  cost::expertGroup(eval.ep, request.dp)))
+      tryChoice(other);
+    MoeLayerChoice turns = best.layers[l].choice;
+    turns.sync = turns.sync == cost::GradientSyncMode::Concurrent
+                     ? cost::GradientSyncMode::Serial
+                     : cost::GradientSyncMode::Concurrent;
+    tryChoice(turns);
+  }
+}
+
+} // namespace
+
+double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
+                            const cost::CostModel &model) {
+  return simulatedUs(expertSyncTasks(sync, ep, dp, model), model);
+}
+
+std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
+                                            const std::vector<MoeLayer> &layers,
+                                            const std::vector<MoeLayerTime> &choices, int64_t ep,
+                                            const MoeRequest &request,
+                                            const cost::CostModel &model) {
+  return withMoePieces(expertSyncTasks(sync, ep, request.dp, model), sync, layers, choices, ep,
+                       request, model);
+}
+
 double moeScheduleUs(const GradientSync &sync, const std::vector<MoeLayer> &layers,
                      const std::vector<MoeLayerTime> &choices, int64_t ep,
                      const MoeRequest &request, const cost::CostModel &model) {
@@ -419,10 +433,10 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
       eval.localUs += site.forwardUs + site.backwardUs;
     eval.scheduled = true;
     eval.scheduleUs = expertParallelSyncUs(sync, 1, request.dp, model);
+    const std::vector<cost::SimTask> expertSync = expertSyncTasks(sync, ep, request.dp, model);
     if (ep > 1)
-      eval.syncSavingUs =
-          eval.scheduleUs - expertParallelSyncUs(sync, ep, request.dp, model);
-    coSchedule(eval, layers, request, pricer, model);
+      eval.syncSavingUs = eval.scheduleUs - simulatedUs(expertSync, model);
+    coSchedule(eval, layers, request, pricer, expertSync, model);
   } else {
     const LayerPricer local{model, request, 1};
     eval.localUs = strategyOf(layers, [&](const MoeLayer &layer) {
