@@ -10,3 +10,12 @@ function(zen_add_unittest name)
 endfunction()
 
 # zen_mlir_tablegen_target(...) wrappers live next to their .td files; this file stays generic.
+
+# zen_use_fast_allocator(TARGET): the executable allocates with mimalloc where it was found.
+# Linked without --as-needed (nothing calls it by name) and ahead of the C library, so
+# its malloc and free replace glibc's for the whole process, shared libraries included.
+function(zen_use_fast_allocator target)
+  if(TARGET mimalloc)
+    target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed" mimalloc "-Wl,--pop-state")
+  endif()
+endfunction()

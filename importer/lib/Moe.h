@@ -27,7 +27,8 @@ bool isMoeNode(const onnx::NodeProto &node);
 
 /// Registers the com.microsoft MoE schema (version 1) with ONNX, so that the
 /// schema checks and shape inference cover it: 5 to 8 inputs, its attributes
-/// and their types, output of the input's type and shape. Idempotent.
+/// and their types, output of the input's type and shape. Idempotent and thread-safe
+/// (a concurrent call waits); the first call makes ONNX register its own schemas too.
 void registerMoeSchema();
 
 /// Replaces every plain-ONNX MoE pattern of the shape-inferred `model` by a

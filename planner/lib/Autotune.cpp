@@ -64,7 +64,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -272,8 +274,21 @@ private:
   /// made from: as a seed of `origin`, or (without one) as a local-search result.
   void offer(const Candidate &candidate, const std::vector<int> &madeFrom,
              std::optional<Origin> origin);
-  void seedBaselines(AutotuneResult &result);
-  void seedDynamicPrograms();
+  /// A seed and where `offer` credits it.
+  struct Seed {
+    Candidate candidate;
+    std::vector<int> madeFrom;
+    Origin origin;
+  };
+  /// The baselines as reported and their seeds. Reads only the problem, the model and the
+  /// options (its prices are its own), so it runs beside the dynamic programs.
+  struct BaselineSeeds {
+    std::vector<Seed> seeds;
+    std::map<std::string, double> baselineUs, baselineUncompressedUs;
+    int64_t evaluations = 0;
+  };
+  BaselineSeeds evaluateBaselines() const;
+  std::vector<Seed> dynamicProgramSeeds();
   /// `choice` scored by the simulator on the condensed problem.
   Candidate condensedCandidate(PlanChoice choice, int streams);
   Evaluation condensedEvaluation(const PlanChoice &choice);
@@ -600,7 +615,10 @@ PlanChoice Searcher::choiceOf(const ProgramRun &run) const {
   return choice;
 }
 
-void Searcher::seedBaselines(AutotuneResult &result) {
+Searcher::BaselineSeeds Searcher::evaluateBaselines() const {
+  BaselineSeeds result;
+  cost::CollectiveCostCache prices(model_, std::clamp<size_t>(16 * problem_.gradients.size(),
+                                                              1024, 1 << 14));
   std::vector<std::string> names = baselineNames();
   if (!options_.baseline.manualBuckets.empty())
     names.push_back("manual");
@@ -609,21 +627,23 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     // As reported: each allowed compressor on every bucket, the best kept.
     std::string error;
     std::vector<BaselineResult> candidates;
-    // With the search's prices: a baseline of one bucket per tensor prices a collective per
+    // With cached prices: a baseline of one bucket per tensor prices a collective per
     // tensor in every evaluation, most of them of sizes seen before.
     std::optional<BaselineResult> reported =
         bestBaseline(name, problem_, model_, options_.baseline, options_.compressors, error,
-                     &candidates, &prices_);
+                     &candidates, &prices);
     if (!reported)
       continue;
     result.baselineUs[name] = reported->evaluation.iterationUs;
-    evaluations_ += static_cast<int64_t>(candidates.size());
+    result.evaluations += static_cast<int64_t>(candidates.size());
     for (size_t c = 0; c < candidates.size(); ++c)
-      offer(Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
-            compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{}, kBaseline);
+      result.seeds.push_back(
+          Seed{Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
+               compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{},
+               kBaseline});
   }
   if (!compressed)
-    return;
+    return result;
   for (const std::string &name : names) {
     BaselineOptions uncompressed = options_.baseline;
     uncompressed.compression.reset();
@@ -631,17 +651,19 @@ void Searcher::seedBaselines(AutotuneResult &result) {
     std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
     if (!choice)
       continue;
-    Evaluation evaluation = evaluate(problem_, *choice, model_, &prices_);
-    ++evaluations_;
+    Evaluation evaluation = evaluate(problem_, *choice, model_, &prices);
+    ++result.evaluations;
     result.baselineUncompressedUs[name] = evaluation.iterationUs;
     // A baseline's user may always switch compression off: it is reported at its best.
     if (auto reported = result.baselineUs.find(name); reported != result.baselineUs.end())
       reported->second = std::min(reported->second, evaluation.iterationUs);
-    offer(Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline);
+    result.seeds.push_back(Seed{Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline});
   }
+  return result;
 }
 
-void Searcher::seedDynamicPrograms() {
+std::vector<Searcher::Seed> Searcher::dynamicProgramSeeds() {
+  std::vector<Seed> seeds;
   std::vector<ProgramRun> runs;
   for (size_t f = 0; f < families_.size(); ++f)
     for (Origin model : {kPlainProgram, kKernelAwareProgram, kOverlapAwareProgram})
@@ -670,10 +692,12 @@ void Searcher::seedDynamicPrograms() {
       chooseChunks(problem_, chunked, model_);
       for (PlanChoice *choice : {&planned, &chunked}) {
         ++evaluations_;
-        offer(condensedCandidate(*choice, streams), families_[run.family].compressors, run.model);
+        seeds.push_back(Seed{condensedCandidate(*choice, streams),
+                             families_[run.family].compressors, run.model});
       }
     }
   }
+  return seeds;
 }
 
 Candidate Searcher::localSearch(const Family &family, Candidate current, double &work,
@@ -884,8 +908,19 @@ AutotuneResult Searcher::run() {
   AutotuneResult result;
   result.lowerBoundUs = lowerBoundUs_ = lowerBoundUs(problem_, model_, options_.compressors);
   ready_ = readyTimesAlone(backwardEndUs_);
-  seedBaselines(result);
-  seedDynamicPrograms();
+  // The baselines and the dynamic programs seed the search independently: the baselines are
+  // evaluated on a second thread meanwhile, and all seeds are offered in one fixed order, so
+  // the plan does not depend on which finishes first.
+  std::future<BaselineSeeds> baselines =
+      std::async(std::launch::async, [this] { return evaluateBaselines(); });
+  std::vector<Seed> programs = dynamicProgramSeeds();
+  BaselineSeeds reported = baselines.get();
+  result.baselineUs = std::move(reported.baselineUs);
+  result.baselineUncompressedUs = std::move(reported.baselineUncompressedUs);
+  evaluations_ += reported.evaluations;
+  for (std::vector<Seed> *seeds : {&reported.seeds, &programs})
+    for (const Seed &seed : *seeds)
+      offer(seed.candidate, seed.madeFrom, seed.origin);
 
   // Per family, narrowest first; the widest family holds every result: the answer.
   for (const Family &family : families_)
