@@ -689,7 +689,7 @@ std::vector<Searcher::Seed> Searcher::dynamicProgramSeeds() {
         continue;
       assignSchedule(planned, streams);
       PlanChoice chunked = planned;
-      chooseChunks(problem_, chunked, model_);
+      chooseChunks(problem_, chunked, model_, &prices_);
       for (PlanChoice *choice : {&planned, &chunked}) {
         ++evaluations_;
         seeds.push_back(Seed{condensedCandidate(*choice, streams),

@@ -538,7 +538,8 @@ std::optional<BaselineResult> bestBaseline(const std::string &name, const Proble
   return best;
 }
 
-void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model) {
+void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model,
+                  cost::CollectiveCostCache *cache) {
   for (BucketChoice &bucket : choice.buckets) {
     if (bucket.compression.method != CompressionMethod::None) {
       bucket.chunks = 1;  // compressed payloads are sent whole
@@ -548,10 +549,14 @@ void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostMo
     for (int g = bucket.begin; g < bucket.end; ++g)
       bytes += static_cast<double>(problem.gradients[g].bytes);
     CollectiveKind kind = mainCollective(bucket);
-    double best = model.collective(kind, bytes, problem.group).timeUs;
+    auto timeUs = [&](int64_t chunks) {
+      return cache ? cache->chunkedCollective(kind, bytes, problem.group, chunks).timeUs
+                   : model.chunkedCollective(kind, bytes, problem.group, chunks).timeUs;
+    };
+    double best = timeUs(1);
     bucket.chunks = 1;
     for (int64_t chunks = 2; chunks <= 16; chunks *= 2) {
-      double time = model.chunkedCollective(kind, bytes, problem.group, chunks).timeUs;
+      double time = timeUs(chunks);
       if (time < best * (1 - 1e-9)) {
         best = time;
         bucket.chunks = chunks;

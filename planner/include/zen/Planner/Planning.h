@@ -203,8 +203,10 @@ std::optional<BaselineResult> bestBaseline(const std::string &name, const Proble
                                            std::vector<BaselineResult> *candidates = nullptr,
                                            cost::CollectiveCostCache *cache = nullptr);
 
-/// Sets chunks to the cost model's fastest chunk count for each bucket.
-void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model);
+/// Sets chunks to the cost model's fastest chunk count for each bucket (prices from `cache`
+/// when given: the same numbers).
+void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostModel &model,
+                  cost::CollectiveCostCache *cache = nullptr);
 /// Assigns issue priorities and streams: collectives in ready order on stream
 /// 0; with `streams` > 1 the decoupled all-gathers go to stream 1, in the order
 /// the next forward needs them.
