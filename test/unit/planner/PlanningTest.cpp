@@ -507,6 +507,10 @@ TEST(Autotune, Deterministic) {
     EXPECT_EQ(first.best.buckets[b].chunks, second.best.buckets[b].chunks);
   }
   EXPECT_EQ(first.bestEval.iterationUs, second.bestEval.iterationUs);
+  // The baselines are evaluated on a second thread: reported and counted the same each time.
+  EXPECT_EQ(first.baselineUs, second.baselineUs);
+  EXPECT_EQ(first.baselineUncompressedUs, second.baselineUncompressedUs);
+  EXPECT_EQ(first.evaluations, second.evaluations);
 }
 
 /// A GPU-compute-bound model on a slow network: a 100 MB gradient is ready
