@@ -8,7 +8,9 @@
 //   Import/<model>   read + parse + shape inference + costs + backward (importModel)
 //   BuildIR/<model>  ModelGraph -> verified zen module (buildZenModule)
 //   Plan/<model>     the zen-autotune pass on a freshly built module
-//   Codegen/<model>  planned module -> plan (emitPlan) -> plan JSON text (writePlan)
+//   Codegen/<model>  planned module -> plan (emitPlan)
+//   WritePlan/<model> plan -> plan JSON text (writePlan; zenopt does it for -o only)
+// As zenopt runs them: contexts without threading, no verifier after the pass.
 // The label of Plan/<model> carries the gradient tensor count, so a driver can
 // fit planning time against tensors. bench/run uses it for RESULTS.md.
 //
@@ -66,6 +68,7 @@ bool plan(mlir::MLIRContext &context, mlir::ModuleOp module, const Settings &set
   options.cluster = settings.cluster;
   options.compressor = settings.compressor;
   mlir::PassManager pipeline(&context);
+  pipeline.enableVerifier(false);
   pipeline.addPass(zen::createAutotune(options));
   if (mlir::failed(pipeline.run(module))) {
     state.SkipWithError("zen-autotune failed");
@@ -85,7 +88,7 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
 
   benchmark::RegisterBenchmark(("BuildIR/" + name).c_str(), [model](benchmark::State &state) {
     for (auto _ : state) {
-      mlir::MLIRContext context;
+      mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
       auto module = zen::importer::buildZenModule(context, model->graph);
       if (!module)
         state.SkipWithError("the imported IR failed to verify");
@@ -96,7 +99,7 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
   benchmark::RegisterBenchmark(("Plan/" + name).c_str(), [model, settings](benchmark::State &state) {
     for (auto _ : state) {
       state.PauseTiming();
-      auto context = std::make_unique<mlir::MLIRContext>();
+      auto context = std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
       auto module = zen::importer::buildZenModule(*context, model->graph);
       state.ResumeTiming();
       bool planned = module && plan(*context, *module, settings, state);
@@ -113,7 +116,7 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
 
   benchmark::RegisterBenchmark(
       ("Codegen/" + name).c_str(), [model, settings, costModel](benchmark::State &state) {
-        mlir::MLIRContext context;
+        mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
         auto module = zen::importer::buildZenModule(context, model->graph);
         if (!module || !plan(context, *module, settings, state))
           return;
@@ -124,6 +127,23 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
             state.SkipWithError("emitPlan failed");
             break;
           }
+          benchmark::DoNotOptimize(planned);
+        }
+      })->Unit(benchmark::kMillisecond)->UseRealTime();
+
+  benchmark::RegisterBenchmark(
+      ("WritePlan/" + name).c_str(), [model, settings, costModel](benchmark::State &state) {
+        mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+        auto module = zen::importer::buildZenModule(context, model->graph);
+        if (!module || !plan(context, *module, settings, state))
+          return;
+        mlir::FailureOr<zenrt::Plan> planned =
+            zen::codegen::emitPlan(*module, *costModel, settings.compressor);
+        if (mlir::failed(planned)) {
+          state.SkipWithError("emitPlan failed");
+          return;
+        }
+        for (auto _ : state) {
           try {
             benchmark::DoNotOptimize(zenrt::writePlan(*planned));
           } catch (const zenrt::PlanError &error) {
