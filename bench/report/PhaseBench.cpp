@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,18 @@ bool plan(mlir::MLIRContext &context, mlir::ModuleOp module, const Settings &set
   return true;
 }
 
+/// The plan of the planned `module`; none (with the reason in `state`) on failure.
+std::optional<zenrt::Plan> emit(mlir::ModuleOp module, const zen::cost::CostModel &costModel,
+                                const Settings &settings, benchmark::State &state) {
+  mlir::FailureOr<zenrt::Plan> planned =
+      zen::codegen::emitPlan(module, costModel, settings.compressor);
+  if (mlir::failed(planned)) {
+    state.SkipWithError("emitPlan failed");
+    return std::nullopt;
+  }
+  return std::move(*planned);
+}
+
 void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings &settings,
                    const std::shared_ptr<const zen::cost::CostModel> &costModel) {
   const std::string name = stem(model->path);
@@ -120,29 +133,19 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
         auto module = zen::importer::buildZenModule(context, model->graph);
         if (!module || !plan(context, *module, settings, state))
           return;
-        for (auto _ : state) {
-          mlir::FailureOr<zenrt::Plan> planned =
-              zen::codegen::emitPlan(*module, *costModel, settings.compressor);
-          if (mlir::failed(planned)) {
-            state.SkipWithError("emitPlan failed");
+        for (auto _ : state)
+          if (!emit(*module, *costModel, settings, state))
             break;
-          }
-          benchmark::DoNotOptimize(planned);
-        }
       })->Unit(benchmark::kMillisecond)->UseRealTime();
 
   benchmark::RegisterBenchmark(
       ("WritePlan/" + name).c_str(), [model, settings, costModel](benchmark::State &state) {
         mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
         auto module = zen::importer::buildZenModule(context, model->graph);
-        if (!module || !plan(context, *module, settings, state))
+        std::optional<zenrt::Plan> planned;
+        if (!module || !plan(context, *module, settings, state) ||
+            !(planned = emit(*module, *costModel, settings, state)))
           return;
-        mlir::FailureOr<zenrt::Plan> planned =
-            zen::codegen::emitPlan(*module, *costModel, settings.compressor);
-        if (mlir::failed(planned)) {
-          state.SkipWithError("emitPlan failed");
-          return;
-        }
         for (auto _ : state) {
           try {
             benchmark::DoNotOptimize(zenrt::writePlan(*planned));
