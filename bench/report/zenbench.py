@@ -810,7 +810,11 @@ def compare_section(rep, compare, tensors):
     if len(xs) >= 2:
         rep.add(f"Plan phase in process (`zen-phase-bench`, median of the growth repetitions) "
                 f"with the earlier build: growth exponents "
-                f"{fmt_regimes(regime_fits(xs, old_ys))} (this commit's are above).")
+                f"{fmt_regimes(regime_fits(xs, old_ys))} (this commit's are above). The "
+                f"earlier build's zen-phase-bench may time the phase differently from this "
+                f"one (up to 36809c0 it planned in a multi-threaded MLIRContext and verified "
+                f"the module after the pass, which zenopt does neither of), so compare planner "
+                f"speed across builds in the end-to-end table above.")
         rep.add()
         rep.add(table(["model", "tensors", f"plan, {old_label}"], rows))
         rep.add()
