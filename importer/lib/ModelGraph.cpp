@@ -712,7 +712,7 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
 ModelGraph importModel(const std::string &path, const ImportOptions &options) {
   // ONNX registers every opset's operator schemas the first time one is looked up (8 ms, a
   // fifth of planning GPT-2 small end to end): on a second thread, while the file is read and
-  // parsed. The import waits for it where it first needs a schema.
+  // parsed. The import waits for it before it first reads a registry.
   std::future<void> schemas = std::async(std::launch::async, detail::registerMoeSchema);
   // Protobuf's own limit on a message: larger models keep their weights as external data.
   constexpr uint64_t kMaxModelBytes = uint64_t(std::numeric_limits<int>::max());

@@ -932,12 +932,14 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
   onnx::ModelProto &model = *loaded.model;
   parseModel(bytes, path, model);
+  // Before anything reads ONNX's registries: importModel may still be registering on another
+  // thread (the opset ranges included), and this waits for it.
+  registerMoeSchema();
   checkVersions(model, path, loaded);
   onnx::GraphProto &graph = *model.mutable_graph();
   checkAndSortGraph(graph, path);
   checkAllDims(graph, path);
   checkAllTensorData(graph, path);
-  registerMoeSchema();
   verifyNodesAgainstSchemas(model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
