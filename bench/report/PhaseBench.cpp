@@ -112,7 +112,8 @@ void registerModel(const std::shared_ptr<const ModelCase> &model, const Settings
   benchmark::RegisterBenchmark(("Plan/" + name).c_str(), [model, settings](benchmark::State &state) {
     for (auto _ : state) {
       state.PauseTiming();
-      auto context = std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
+      auto context =
+          std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
       auto module = zen::importer::buildZenModule(*context, model->graph);
       state.ResumeTiming();
       bool planned = module && plan(*context, *module, settings, state);

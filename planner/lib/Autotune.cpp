@@ -227,6 +227,12 @@ bool sameSpec(const CompressionSpec &a, const CompressionSpec &b) {
   return a.method == b.method && a.device == b.device && a.ratio == b.ratio && a.rank == b.rank;
 }
 
+/// Entries of a search's collective price cache, sized to the problem: a small model does not
+/// pay for touching a large table.
+size_t priceCacheEntries(const Problem &problem) {
+  return std::clamp<size_t>(16 * problem.gradients.size(), 1024, 1 << 14);
+}
+
 bool better(const Evaluation &candidate, const Evaluation &incumbent) {
   return candidate.iterationUs < incumbent.iterationUs * (1 - 1e-9);
 }
@@ -241,8 +247,7 @@ class Searcher {
 public:
   Searcher(const Problem &problem, const cost::CostModel &model, const AutotuneOptions &options)
       : problem_(problem), model_(model), options_(options), ranges_(problem),
-        // Sized to the problem: a small model does not pay for touching a large table.
-        prices_(model, std::clamp<size_t>(16 * problem.gradients.size(), 1024, 1 << 14)) {
+        prices_(model, priceCacheEntries(problem)) {
     const size_t segments = problem.backward.size();
     backwardPrefixUs_ = prefixSums<double>(
         segments, [&](size_t k) { return problem.backward[k].durationUs; });
@@ -617,8 +622,7 @@ PlanChoice Searcher::choiceOf(const ProgramRun &run) const {
 
 Searcher::BaselineSeeds Searcher::evaluateBaselines() const {
   BaselineSeeds result;
-  cost::CollectiveCostCache prices(model_, std::clamp<size_t>(16 * problem_.gradients.size(),
-                                                              1024, 1 << 14));
+  cost::CollectiveCostCache prices(model_, priceCacheEntries(problem_));
   std::vector<std::string> names = baselineNames();
   if (!options_.baseline.manualBuckets.empty())
     names.push_back("manual");
@@ -657,7 +661,8 @@ Searcher::BaselineSeeds Searcher::evaluateBaselines() const {
     // A baseline's user may always switch compression off: it is reported at its best.
     if (auto reported = result.baselineUs.find(name); reported != result.baselineUs.end())
       reported->second = std::min(reported->second, evaluation.iterationUs);
-    result.seeds.push_back(Seed{Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline});
+    result.seeds.push_back(
+        Seed{Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline});
   }
   return result;
 }

@@ -472,7 +472,8 @@ int runPlan(const PlanOptions &options) {
   // Planning runs on one thread (one function, no parallel pass); without threading
   // MLIR uniques every attribute and type without locks and thread-local caches.
   // (The constructor's Threading::DISABLED leaves the uniquers in threaded mode.)
-  auto owningContext = std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
+  auto owningContext =
+      std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
   mlir::MLIRContext &context = *owningContext;
   context.disableMultithreading();
   DiagnosticCollector diagnostics(context);
@@ -494,7 +495,8 @@ int runPlan(const PlanOptions &options) {
     llvm::BuryPointer(module.release().getOperation());
     llvm::BuryPointer(std::move(owningContext));
   };
-  if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics)) {
+  if (std::optional<zenrt::Plan> plan =
+          planLargeModel(options, graph, *module, model, diagnostics)) {
     const int status = report(options, *plan, *module);
     leaveForExit();
     return status;

@@ -491,6 +491,35 @@ TEST(Autotune, WithinOnePercentOfExhaustiveSearch) {
   }
 }
 
+/// The search's price cache gives chooseChunks the cost model's numbers: the same chunk counts,
+/// from the same price of every chunk count it weighs (a small cache, so entries are evicted).
+TEST(Planning, ChooseChunksFromTheCacheAsFromTheModel) {
+  for (const char *cluster : {"a100x64", "v100x16-10gbe", "h100x256"}) {
+    SCOPED_TRACE(cluster);
+    cost::CostModel model = modelOf(cluster);
+    Problem problem = syntheticProblem(200, 7, model, model.worldGroup());
+    std::vector<std::pair<int, int>> ranges;
+    for (int begin = 0, width = 1; begin < 200; begin += width, width = width % 40 + 3)
+      ranges.emplace_back(begin, std::min(200, begin + width));
+    PlanChoice direct = bucketsOf(ranges);
+    PlanChoice cached = direct;
+    chooseChunks(problem, direct, model);
+    cost::CollectiveCostCache cache(model, 64);
+    chooseChunks(problem, cached, model, &cache);
+    for (size_t b = 0; b < direct.buckets.size(); ++b) {
+      EXPECT_EQ(cached.buckets[b].chunks, direct.buckets[b].chunks) << "bucket " << b;
+      double bytes = 0;
+      for (int g = direct.buckets[b].begin; g < direct.buckets[b].end; ++g)
+        bytes += static_cast<double>(problem.gradients[g].bytes);
+      const cost::CollectiveKind kind = cost::CollectiveKind::AllReduce;
+      for (int64_t chunks = 1; chunks <= 16; chunks *= 2)
+        EXPECT_EQ(cache.chunkedCollective(kind, bytes, problem.group, chunks).timeUs,
+                  model.chunkedCollective(kind, bytes, problem.group, chunks).timeUs)
+            << "bucket " << b << ", " << chunks << " chunks";
+    }
+  }
+}
+
 TEST(Autotune, Deterministic) {
   cost::CostModel model = modelOf("a100x64");
   Problem problem = syntheticProblem(120, 42, model, model.worldGroup());
