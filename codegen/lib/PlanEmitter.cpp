@@ -37,7 +37,8 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
 
   for (size_t i = 0; i < problem.gradients.size(); ++i) {
     const plan::GradientTensor &g = problem.gradients[i];
-    out.tensors.push_back({g.name, g.elements, "f32", static_cast<int64_t>(i)});
+    out.tensors.push_back(
+        {g.name, g.elements, "f32", g.readyOrder >= 0 ? g.readyOrder : int64_t(i), g.expertParallel});
   }
   for (size_t b = 0; b < choice.buckets.size(); ++b) {
     const plan::BucketChoice &choiceBucket = choice.buckets[b];
@@ -49,6 +50,8 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
       bucket.elements += gradient.elements;
     }
     bucket.bytes = 4 * bucket.elements;
+    bucket.group = choiceBucket.expertReplicas ? zenrt::BucketGroup::ExpertReplicas
+                                               : zenrt::BucketGroup::DataParallel;
     const cost::CompressionSpec &spec = choiceBucket.compression;
     bucket.compression.method = spec.method;
     bucket.compression.ratio = vocab::takesRatio(spec.method) ? spec.ratio : 1.0;
@@ -141,6 +144,21 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
     return std::nullopt;
   }
   return out;
+}
+
+void syncExpertsOverReplicas(zenrt::Plan &plan, const plan::GradientSync &sync, int64_t ep,
+                             cost::Group dp, const cost::CostModel &model) {
+  const plan::ExpertParallelSync split = plan::expertParallelSync(sync, ep, dp);
+  std::string error;
+  std::optional<zenrt::Plan> lowered = lowerChoice(
+      split.problem, split.plan, model,
+      {plan.model.name, plan.model.hash, plan.strategy, plan.compressor, plan.parallel}, error);
+  if (!lowered)
+    throw std::logic_error("the expert-parallel gradient sync cannot be lowered: " + error);
+  plan.tensors = std::move(lowered->tensors);
+  plan.buckets = std::move(lowered->buckets);
+  plan.schedule = std::move(lowered->schedule);
+  plan.predictions = lowered->predictions;
 }
 
 mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,

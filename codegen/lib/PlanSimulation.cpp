@@ -1,7 +1,10 @@
 //===- PlanSimulation.cpp - score a plan file with the simulator ----------===//
 #include "zen/Codegen/PlanSimulation.h"
 
+#include "zen/CostModel/Moe.h"
 #include "zen/CostModel/Transformer.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -36,6 +39,18 @@ cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &mo
   return cost::parallelGroups(parallelConfigOf(plan), model.cluster()).data;
 }
 
+cost::Group bucketGroup(const zenrt::Plan &plan, const zenrt::Bucket &bucket,
+                        const cost::CostModel &model) {
+  const cost::Group dp = dataParallelGroup(plan, model);
+  if (bucket.group == zenrt::BucketGroup::DataParallel)
+    return dp;
+  // The runtime's checks give every expert tensor the plan's one ep.
+  int64_t ep = 1;
+  for (const zenrt::TensorInfo &tensor : plan.tensors)
+    ep = std::max(ep, tensor.expertParallel);
+  return cost::expertReplicaGroup(ep, dp);
+}
+
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.cluster.worldSize > model.cluster().worldSize())
     throw zenrt::PlanError(
@@ -46,7 +61,6 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
   // forward and backward at the plan's compute precision, optimizer steps at fp32.
   const bool sameCluster = model.cluster().name == plan.cluster.name;
   const cost::DType computeDtype = cost::parseDType(plan.computeDtype).value_or(cost::DType::F32);
-  const cost::Group group = dataParallelGroup(plan, model);
   std::vector<size_t> collectivesSeen(plan.buckets.size(), 0);
 
   std::vector<cost::SimTask> tasks;
@@ -85,8 +99,8 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       // Sparse and sign payloads are all-gathered: one decode consumes every rank's.
       const bool gathered = !bucket.collectives.empty() &&
                             bucket.collectives.front().op == zenrt::CollectiveKind::AllGather;
-      cost::CompressionCost cost =
-          model.compression(spec, bucket.elements, gathered ? group.ranks : 1);
+      cost::CompressionCost cost = model.compression(
+          spec, bucket.elements, gathered ? bucketGroup(plan, bucket, model).ranks : 1);
       sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
       break;
     }
@@ -96,7 +110,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.kind = cost::TaskKind::Collective;
       sim.collective = collective.op;
       sim.bytes = static_cast<double>(collective.bytes);
-      sim.group = group;
+      sim.group = bucketGroup(plan, bucket, model);
       sim.chunks = collective.chunks;
       sim.stream = static_cast<int>(collective.stream);
       if (bucket.compression.method != cost::CompressionMethod::None) {
@@ -112,10 +126,13 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
 }
 
 namespace {
-double gradientBytes(const zenrt::Plan &plan) {
+/// The gradient bytes one rank synchronises over the data-parallel group
+/// (`experts` false) or over the expert replicas (true).
+double gradientBytes(const zenrt::Plan &plan, bool experts) {
   double bytes = 0;
   for (const zenrt::TensorInfo &tensor : plan.tensors)
-    bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
+    if ((tensor.expertParallel > 1) == experts)
+      bytes += static_cast<double>(tensor.elements * zenrt::dtypeBytes(tensor.dtype));
   return bytes;
 }
 
@@ -155,12 +172,22 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   plan.predictions.computeUs = result.computeUs;
   plan.predictions.exposedCommUs = result.exposedCommUs;
   // The least any plan with the same compressors spends synchronising every
-  // gradient byte over the plan's data-parallel group.
-  const double bytes = gradientBytes(plan);
+  // gradient byte over the plan's data-parallel group; with expert parallelism
+  // the larger of that for the other gradients and for the experts' over
+  // their replicas (each alone needs at least its own).
   const cost::Group group = dataParallelGroup(plan, model);
   const std::vector<cost::CompressionSpec> compressors = compressorsOf(plan);
-  plan.predictions.commBoundUs = model.communicationBoundUs(bytes, group, compressors);
-  plan.predictions.lowerBoundUs = model.lowerBoundUs(modelComputeUs, bytes, group, compressors);
+  double commBoundUs = model.communicationBoundUs(gradientBytes(plan, false), group, compressors);
+  for (const zenrt::Bucket &bucket : plan.buckets)
+    if (bucket.group == zenrt::BucketGroup::ExpertReplicas) {
+      commBoundUs = std::max(commBoundUs,
+                             model.communicationBoundUs(gradientBytes(plan, true),
+                                                        bucketGroup(plan, bucket, model),
+                                                        compressors));
+      break;
+    }
+  plan.predictions.commBoundUs = commBoundUs;
+  plan.predictions.lowerBoundUs = std::max(modelComputeUs, commBoundUs);
   return result;
 }
 

@@ -129,57 +129,12 @@ double expertSyncUs(const std::vector<MoeLayer> &layers, int64_t ep,
   return us;
 }
 
-/// expertParallelSyncUs' tasks: buildSimTasks' with the expert gradients over
-/// their replicas. The compute segments stay tasks 0 .. forward + backward - 1.
+/// expertParallelSyncUs' tasks: buildSimTasks' of expertParallelSync. The
+/// compute segments stay tasks 0 .. forward + backward - 1.
 std::vector<cost::SimTask> expertSyncTasks(const GradientSync &sync, int64_t ep, cost::Group dp,
                                            const cost::CostModel &model) {
-  Problem problem = sync.problem;
-  if (sync.expert.size() != problem.gradients.size())
-    throw std::logic_error("the expert flags must parallel the gradients");
-  const double share = 1.0 / double(ep);
-  for (size_t g = 0; g < problem.gradients.size(); ++g)
-    if (sync.expert[g]) {
-      GradientTensor &gradient = problem.gradients[g];
-      gradient.elements = (gradient.elements + ep - 1) / ep;
-      gradient.bytes = (gradient.bytes + ep - 1) / ep;
-      gradient.optimizerUs *= share;
-    }
-  std::vector<cost::SimTask> tasks = buildSimTasks(problem, sync.plan, model);
-  if (ep > 1) {
-    const cost::Group replicas = cost::expertReplicaGroup(ep, dp);
-    const size_t planned = tasks.size();
-    for (size_t t = 0; t < planned; ++t) {
-      if (tasks[t].kind != cost::TaskKind::Collective || tasks[t].bucket < 0)
-        continue;
-      const BucketChoice &bucket = sync.plan.buckets[size_t(tasks[t].bucket)];
-      double expertElements = 0, elements = 0;
-      for (int g = bucket.begin; g < bucket.end; ++g) {
-        elements += double(problem.gradients[size_t(g)].elements);
-        if (sync.expert[size_t(g)])
-          expertElements += double(problem.gradients[size_t(g)].elements);
-      }
-      if (expertElements == 0)
-        continue;
-      const double fraction = expertElements / elements;
-      cost::SimTask experts = tasks[t];
-      experts.group = replicas;
-      experts.bytes *= fraction;
-      experts.elements = std::llround(double(experts.elements) * fraction);
-      if (fraction == 1) {
-        tasks[t] = experts;
-        continue;
-      }
-      experts.name += ".experts";
-      tasks[t].bytes -= experts.bytes;
-      tasks[t].elements -= experts.elements;
-      const int id = int(tasks.size());
-      tasks.push_back(std::move(experts));
-      for (size_t u = 0; u < planned; ++u)
-        if (std::find(tasks[u].deps.begin(), tasks[u].deps.end(), int(t)) != tasks[u].deps.end())
-          tasks[u].deps.push_back(id);
-    }
-  }
-  return tasks;
+  const ExpertParallelSync split = expertParallelSync(sync, ep, dp);
+  return buildSimTasks(split.problem, split.plan, model);
 }
 
 double simulatedUs(const std::vector<cost::SimTask> &tasks, const cost::CostModel &model) {
@@ -353,6 +308,49 @@ void coSchedule(MoeEvaluation &eval, const std::vector<MoeLayer> &layers,
 }
 
 } // namespace
+
+ExpertParallelSync expertParallelSync(const GradientSync &sync, int64_t ep, cost::Group dp) {
+  const Problem &problem = sync.problem;
+  if (sync.expert.size() != problem.gradients.size())
+    throw std::logic_error("the expert flags must parallel the gradients");
+  ExpertParallelSync split{problem, sync.plan};
+  if (ep <= 1)
+    return split;
+  split.problem.expertReplicas = cost::expertReplicaGroup(ep, dp);
+  split.problem.gradients.clear();
+  split.plan.buckets.clear();
+  // Each bucket's gradients in ready order, its other gradients first; a
+  // bucket of both kinds becomes two with its settings, issued one after
+  // the other where it was.
+  for (const BucketChoice &bucket : sync.plan.buckets)
+    for (bool experts : {false, true}) {
+      BucketChoice part = bucket;
+      part.begin = int(split.problem.gradients.size());
+      part.expertReplicas = experts;
+      for (int g = bucket.begin; g < bucket.end; ++g) {
+        if (sync.expert[size_t(g)] != experts)
+          continue;
+        GradientTensor gradient = problem.gradients[size_t(g)];
+        gradient.readyOrder = g;
+        if (experts) {
+          // One rank holds experts / ep of every expert tensor [experts, ...].
+          if (gradient.elements % ep != 0)
+            throw std::logic_error("expert gradient '" + gradient.name + "' of " +
+                                   std::to_string(gradient.elements) +
+                                   " elements does not divide by ep " + std::to_string(ep));
+          gradient.expertParallel = ep;
+          gradient.elements /= ep;
+          gradient.bytes /= ep;
+          gradient.optimizerUs /= double(ep);
+        }
+        split.problem.gradients.push_back(std::move(gradient));
+      }
+      part.end = int(split.problem.gradients.size());
+      if (part.end > part.begin)
+        split.plan.buckets.push_back(part);
+    }
+  return split;
+}
 
 double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
                             const cost::CostModel &model) {

@@ -136,6 +136,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       optimizerUs += gradient.optimizerUs;
       readySegment = std::max(readySegment, gradient.readyAfterSegment);
     }
+    const cost::Group group = bucket.expertReplicas ? problem.expertReplicas : problem.group;
     int ready = choice.afterBackward ? backwardEnd
                 : readySegment >= 0  ? backwardTask[readySegment]
                                      : forwardEnd;
@@ -148,7 +149,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       compression = model.compression(bucket.compression, elements,
                                       isAllReducible(bucket.compression.method)
                                           ? 1
-                                          : problem.group.ranks);
+                                          : group.ranks);
       wireBytes = compression.wireBytes;
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
@@ -163,9 +164,9 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
     collective.collective = mainCollective(bucket);
     // Gathered compressed payloads: every rank's payload lands everywhere.
     collective.bytes = collective.collective == CollectiveKind::AllGather
-                           ? wireBytes * static_cast<double>(problem.group.ranks)
+                           ? wireBytes * static_cast<double>(group.ranks)
                            : wireBytes;
-    collective.group = problem.group;
+    collective.group = group;
     collective.chunks = bucket.chunks;
     if (compressed) {
       collective.compression = bucket.compression;
@@ -180,7 +181,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       SimTask &gather = tasks[done];
       gather.collective = CollectiveKind::AllGather;
       gather.bytes = bytes;
-      gather.group = problem.group;
+      gather.group = group;
       // libzenrt runs a bucket's collectives in the same pieces.
       gather.chunks = bucket.chunks;
       gather.stream = bucket.gatherStream;

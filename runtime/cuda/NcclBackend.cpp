@@ -71,6 +71,12 @@ public:
     MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, base);
     checkNccl(ncclCommInitRank(&nccl, mySize, id, myRank), "ncclCommInitRank");
   }
+  /// A group of another NCCL backend's ranks (split).
+  NcclBackend(ncclComm_t group, int deviceOfRank, std::unique_ptr<Backend> hostBackend)
+      : host(std::move(hostBackend)), device(deviceOfRank), nccl(group) {
+    checkNccl(ncclCommUserRank(nccl, &myRank), "ncclCommUserRank");
+    checkNccl(ncclCommCount(nccl, &mySize), "ncclCommCount");
+  }
   ~NcclBackend() override {
     int previous = device;
     cudaGetDevice(&previous);
@@ -170,6 +176,14 @@ public:
     cudaEventDestroy(it->second);
     pending.erase(it);
     return true;
+  }
+  std::unique_ptr<Backend> split(int color) override {
+    // The host group first: it bounds the wait for every rank by the timeout.
+    std::unique_ptr<Backend> hostGroup = host->split(color);
+    DeviceScope scope(device);
+    ncclComm_t group = nullptr;
+    checkNccl(ncclCommSplit(nccl, color, myRank, &group, nullptr), "ncclCommSplit");
+    return std::make_unique<NcclBackend>(group, device, std::move(hostGroup));
   }
   std::vector<uint64_t> exchange(uint64_t value) override { return host->exchange(value); }
   void setTimeout(double seconds) override { host->setTimeout(seconds); }

@@ -64,6 +64,10 @@ public:
   virtual void openStreams(const std::vector<int> &streams) = 0;
   /// Seconds the start-up calls (exchange, openStreams) may wait for the other ranks.
   virtual void setTimeout(double seconds) = 0;
+  /// A backend over the ranks that pass the same `color`, in this one's rank order (a
+  /// collective call of every rank, bounded by the timeout): rank() and size() within
+  /// the group, its own streams (openStreams) and requests; it keeps this one's timeout.
+  virtual std::unique_ptr<Backend> split(int color) = 0;
 
   /// Where a rank's executor is (opaque here; equal plans give equal lengths).
   using Position = std::vector<uint64_t>;

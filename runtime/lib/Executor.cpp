@@ -88,8 +88,11 @@ void Executor::setUpBucket(size_t b) {
   run.buffers.index = b;
   run.buffers.elements = size_t(spec.elements);
   run.buffers.errorFeedback = spec.compression.errorFeedback;
-  run.first = &backend->compute(int(spec.collectives.front().stream));
-  run.last = &backend->compute(int(spec.collectives.back().stream));
+  run.comm = spec.group == BucketGroup::ExpertReplicas && !mutated(Mutation::ExpertsOverWorld)
+                 ? expertBackend.get()
+                 : backend.get();
+  run.first = &run.comm->compute(int(spec.collectives.front().stream));
+  run.last = &run.comm->compute(int(spec.collectives.back().stream));
   size_t elements = size_t(spec.elements);
   run.buffers.fusion = run.first->allocate<float>(elements);
   if (spec.compression.errorFeedback)
@@ -102,7 +105,7 @@ void Executor::setUpBucket(size_t b) {
     tensors[t].bucket = b;
     tensors[t].entry = e;
   }
-  run.program = createProgram(spec, *backend);
+  run.program = createProgram(spec, *run.comm);
   if (spec.collectives.back().decoupled)
     for (size_t s = 0; s < run.program->stageCount(); ++s)
       if (run.program->stageCollective(s) == spec.collectives.size() - 1) {
@@ -143,11 +146,22 @@ void Executor::agreeOnPlan() {
                        prefix + "the plan is for world_size " +
                            std::to_string(thePlan.cluster.worldSize) + " but the job has " +
                            std::to_string(backend->size()) + " ranks");
-  std::set<int> streamNumbers;
+  std::set<int> streamNumbers, expertStreams;
+  int64_t ep = 1;
   for (const Bucket &bucket : thePlan.buckets)
-    for (const Collective &collective : bucket.collectives)
+    for (const Collective &collective : bucket.collectives) {
       streamNumbers.insert(int(collective.stream));
+      if (bucket.group == BucketGroup::ExpertReplicas)
+        expertStreams.insert(int(collective.stream));
+    }
+  for (const TensorInfo &tensor : thePlan.tensors)
+    ep = std::max(ep, tensor.expertParallel);
   backend->openStreams(std::vector<int>(streamNumbers.begin(), streamNumbers.end()));
+  if (!expertStreams.empty()) {
+    // Experts spread over ep consecutive ranks: rank r holds the experts of r % ep.
+    expertBackend = backend->split(int(backend->rank() % ep));
+    expertBackend->openStreams(std::vector<int>(expertStreams.begin(), expertStreams.end()));
+  }
 }
 
 void Executor::buildQueues() {
@@ -584,7 +598,7 @@ bool Executor::testInFlight() {
     if (!run.stageInFlight)
       continue;
     auto open = std::remove_if(run.requests.begin(), run.requests.end(),
-                               [&](Backend::Request request) { return backend->test(request); });
+                               [&](Backend::Request request) { return run.comm->test(request); });
     run.requests.erase(open, run.requests.end());
     if (!run.requests.empty())
       continue;

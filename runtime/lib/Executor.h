@@ -59,6 +59,7 @@ private:
   struct BucketRun {
     BucketBuffers buffers;
     std::unique_ptr<BucketProgram> program;
+    Backend *comm = nullptr;  // its group's: the executor's, or the expert replicas'
     Compute *first = nullptr, *last = nullptr;  // of its first and last collective's streams
     std::vector<size_t> tensorIds;  // plan tensor index of each entry
     BucketState state = BucketState::Idle;
@@ -115,6 +116,9 @@ private:
   Plan thePlan;
   uint64_t planHashValue = 0;
   std::unique_ptr<Backend> backend;
+  /// The ranks holding the same experts as this one (every ep-th rank): the group of the
+  /// plan's expert_replicas buckets; null without any. Destroyed before `backend`.
+  std::unique_ptr<Backend> expertBackend;
   ExecutorOptions options;
   std::vector<BucketRun> buckets;
   std::vector<TensorRun> tensors;

@@ -46,9 +46,11 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
                               std::to_string(world) + " ranks");
   planned.ranksPerNode = std::min(ep, perNode);
 
+  // A layer's shape is its parameters' whole tensors: an expert tensor of the plan holds
+  // one rank's experts / ep of it.
   std::map<std::string, int64_t> elements;
   for (const TensorInfo &tensor : plan.tensors)
-    elements[tensor.name] = tensor.elements;
+    elements[tensor.name] = tensor.elements * tensor.expertParallel;
   const json &layers = moe.at("layers");
   for (size_t l = 0; l < layers.size(); ++l) {
     const std::string at = "/moe/layers/" + std::to_string(l);

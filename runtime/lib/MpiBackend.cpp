@@ -90,6 +90,19 @@ public:
       comms[stream] = duplicateBounded("opening stream " + std::to_string(stream));
   }
   void setTimeout(double seconds) override { timeoutSeconds = seconds; }
+  std::unique_ptr<Backend> split(int color) override {
+    // Every rank joins the bounded duplicate first, so the split itself does not wait.
+    MPI_Comm joined = duplicateBounded("splitting the ranks into groups");
+    MPI_Comm part = MPI_COMM_NULL;
+    const int code = MPI_Comm_split(joined, color, myRank, &part);
+    MPI_Comm_free(&joined);
+    check(code, "MPI_Comm_split");
+    MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN);
+    auto group = std::make_unique<MpiBackend>(&part);
+    group->ownsBase = true;
+    group->setTimeout(timeoutSeconds);
+    return group;
+  }
   ~MpiBackend() override {
     std::lock_guard<std::mutex> lock(mutex);
     if (queryRequest != MPI_REQUEST_NULL) {
@@ -105,6 +118,8 @@ public:
         MPI_Comm_free(&comm);
       if (control != MPI_COMM_NULL)
         MPI_Comm_free(&control);
+      if (ownsBase)
+        MPI_Comm_free(&base);
     }
     MPI_Op_free(&halfSum);
     MPI_Op_free(&bf16Sum);
@@ -427,6 +442,7 @@ private:
 
   std::unique_ptr<Compute> host = createHostCompute();
   bool ownsMpi = false;
+  bool ownsBase = false;  // a split's group communicator
   MPI_Comm base = MPI_COMM_NULL;
   int myRank = 0, mySize = 1;
   MPI_Op halfSum = MPI_OP_NULL, bf16Sum = MPI_OP_NULL;

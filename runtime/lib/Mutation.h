@@ -32,6 +32,8 @@ enum class Mutation {
                         // ReLU mask
   MoeDropsGradientBlock, // "moe-weight-gradient": an MoE backward leaves the last block of
                          // rows out of the expert weights' gradients
+  ExpertsOverWorld,     // "expert-replicas": expert tensors' buckets synchronise over every
+                        // rank instead of the ranks holding the same experts
 };
 
 #ifdef ZENRT_MUTANTS
@@ -39,7 +41,7 @@ inline bool mutated(Mutation mutation) {
   static const char *const kNames[] = {
       "topk",       "randomk",        "sign",             "powersgd-rank", "powersgd-zero",
       "error-feedback", "tp-partial", "tp-chunk-order", "pipeline-message", "dp-sync",
-      "moe-backward-chunk", "moe-weight-gradient"};
+      "moe-backward-chunk", "moe-weight-gradient", "expert-replicas"};
   static const char *const chosen = std::getenv("ZENRT_MUTATE");
   return chosen && std::strcmp(chosen, kNames[static_cast<int>(mutation)]) == 0;
 }

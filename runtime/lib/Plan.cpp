@@ -41,6 +41,8 @@ constexpr Spelling<Phase> kPhases[] = {{Phase::Forward, "forward"},
                                        {Phase::Backward, "backward"},
                                        {Phase::Optimizer, "optimizer"},
                                        {Phase::NextForward, "next_forward"}};
+constexpr Spelling<BucketGroup> kBucketGroups[] = {
+    {BucketGroup::DataParallel, "data_parallel"}, {BucketGroup::ExpertReplicas, "expert_replicas"}};
 
 template <typename Enum> struct SpellingTable;
 #define ZENRT_SPELLING_TABLE(Enum, Table)                                                \
@@ -52,6 +54,7 @@ ZENRT_SPELLING_TABLE(Device, zen::vocab::kDevices)
 ZENRT_SPELLING_TABLE(CollectiveKind, zen::vocab::kCollectiveKinds)
 ZENRT_SPELLING_TABLE(TaskKind, kTaskKinds)
 ZENRT_SPELLING_TABLE(Phase, kPhases)
+ZENRT_SPELLING_TABLE(BucketGroup, kBucketGroups)
 #undef ZENRT_SPELLING_TABLE
 
 /// Values the format has: all but the point-to-point send_recv, which no plan
@@ -224,6 +227,8 @@ Plan decodePlan(const Node &root) {
         tensor.elements = t.field("elements").asInt();
         tensor.dtype = t.field("dtype").asString();
         tensor.readyOrder = t.field("ready_order").asInt();
+        if (auto ep = t.optionalField("expert_parallel"))
+          tensor.expertParallel = ep->asInt();
         plan.tensors.push_back(std::move(tensor));
       });
     for (const Node &b : n.field("buckets").elements())
@@ -259,6 +264,8 @@ Plan decodePlan(const Node &root) {
             collective.bytes = c.field("bytes").asInt();
             bucket.collectives.push_back(std::move(collective));
           });
+        if (auto group = b.optionalField("group"))
+          bucket.group = group->asEnum<BucketGroup>();
         plan.buckets.push_back(std::move(bucket));
       });
     for (const Node &t : n.field("schedule").elements())
@@ -641,7 +648,24 @@ private:
         error(path + "/ready_order", "ready_order " + std::to_string(tensor.readyOrder) +
                                          " is used by two tensors");
       orderSeen[size_t(tensor.readyOrder)] = true;
+      checkExpertParallel(path + "/expert_parallel", tensor.expertParallel);
     }
+  }
+
+  /// One ep for every expert tensor: the MoE section's, dividing the world
+  /// (consecutive ranks hold every expert once); not with `parallel`.
+  void checkExpertParallel(const std::string &path, int64_t ep) {
+    if (ep == 1)
+      return;
+    inRange(path, ep, 2, plan.cluster.worldSize);
+    if (plan.cluster.worldSize % ep != 0)
+      error(path, "must divide the world size " + std::to_string(plan.cluster.worldSize));
+    if (!plan.parallel.empty())
+      error(path, "expert parallelism does not combine with a `parallel` section");
+    if (plan.moe.empty())
+      error(path, "an expert tensor needs the plan's `moe` section");
+    if (const int64_t planned = json::parse(plan.moe)["ep"].get<int64_t>(); ep != planned)
+      error(path, "must equal /moe/ep " + std::to_string(planned));
   }
 
   void checkBuckets() {
@@ -670,6 +694,13 @@ private:
         if (entry.elements != plan.tensors[it->second].elements)
           error(tpath + "/elements", "must equal the tensor's elements " +
                                          std::to_string(plan.tensors[it->second].elements));
+        const bool expert = plan.tensors[it->second].expertParallel > 1;
+        if (expert != (bucket.group == BucketGroup::ExpertReplicas))
+          error(tpath + "/name", expert ? "expert tensor '" + entry.name +
+                                              "' must be in an expert_replicas bucket"
+                                        : "tensor '" + entry.name +
+                                              "' is not an expert tensor (expert_parallel) "
+                                              "but its bucket's group is expert_replicas");
         offset += entry.elements;  // both <= kMaxElements: no overflow
         if (offset > kMaxElements)
           error(path + "/elements", "the bucket's tensors add up to more than " +
@@ -899,14 +930,18 @@ ordered_json encodePlan(const Plan &plan) {
   root["compressor"] = plan.compressor;
   root["compute_dtype"] = plan.computeDtype;
   root["tensors"] = ordered_json::array();
-  for (const TensorInfo &t : plan.tensors)
-    root["tensors"].push_back({{"name", t.name},
-                               {"elements", t.elements},
-                               {"dtype", t.dtype},
-                               {"ready_order", t.readyOrder}});
+  for (const TensorInfo &t : plan.tensors) {
+    ordered_json tensor = {{"name", t.name},
+                           {"elements", t.elements},
+                           {"dtype", t.dtype},
+                           {"ready_order", t.readyOrder}};
+    if (t.expertParallel != 1)
+      tensor["expert_parallel"] = t.expertParallel;
+    root["tensors"].push_back(std::move(tensor));
+  }
   root["buckets"] = ordered_json::array();
   for (const Bucket &b : plan.buckets) {
-    ordered_json bucket = objectWithRoom(6);
+    ordered_json bucket = objectWithRoom(7);
     bucket["id"] = b.id;
     bucket["tensors"] = ordered_json::array();
     for (const BucketTensor &t : b.tensors)
@@ -928,6 +963,8 @@ ordered_json encodePlan(const Plan &plan) {
                                        {"priority", c.priority},
                                        {"decoupled", c.decoupled},
                                        {"bytes", c.bytes}});
+    if (b.group != BucketGroup::DataParallel)
+      bucket["group"] = toString(b.group);
     root["buckets"].push_back(std::move(bucket));
   }
   root["schedule"] = ordered_json::array();
@@ -973,6 +1010,7 @@ ordered_json encodePlan(const Plan &plan) {
 
 const char *toString(TaskKind v) { return enumName(v); }
 const char *toString(Phase v) { return enumName(v); }
+const char *toString(BucketGroup v) { return enumName(v); }
 std::optional<TaskKind> parseTaskKind(const std::string &s) { return enumParse<TaskKind>(s); }
 std::optional<Phase> parsePhase(const std::string &s) { return enumParse<Phase>(s); }
 

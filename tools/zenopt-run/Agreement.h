@@ -12,6 +12,7 @@
 #include "zenrt/Runtime.h"
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -28,6 +29,9 @@ struct RunnerOptions {
   bool json = false;
   double timeoutSeconds = 300;
   uint64_t seed = 1;
+  /// With `json`: the report of the plan's gradient sync run before (main.cpp), which
+  /// the runner's JSON object carries as `gradient_sync`; null otherwise.
+  nlohmann::ordered_json gradientSync;
 };
 
 /// Reductions of one value over MPI_COMM_WORLD.

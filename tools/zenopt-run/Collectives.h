@@ -18,31 +18,33 @@ namespace zen::run {
 
 class BoundedCollectives {
 public:
-  explicit BoundedCollectives(zenrt::Runtime &runtime) : runtime(runtime) {}
+  /// Over `comm`: the world, or a group of its ranks.
+  explicit BoundedCollectives(zenrt::Runtime &runtime, MPI_Comm comm = MPI_COMM_WORLD)
+      : runtime(runtime), comm(comm) {}
 
   void barrier(const std::string &what) {
     MPI_Request request;
-    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    MPI_Ibarrier(comm, &request);
     await(request, what + " (MPI_Ibarrier)");
   }
   std::vector<double> allreduceSum(const std::vector<double> &local, const std::string &what) {
     std::vector<double> out(local.size());
     MPI_Request request;
     MPI_Iallreduce(local.data(), out.data(), int(local.size()), MPI_DOUBLE, MPI_SUM,
-                   MPI_COMM_WORLD, &request);
+                   comm, &request);
     await(request, what + " (MPI_Iallreduce)");
     return out;
   }
   double allreduceScalar(double value, MPI_Op op, const std::string &what) {
     double out = 0;
     MPI_Request request;
-    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
+    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, comm, &request);
     await(request, what + " (MPI_Iallreduce)");
     return out;
   }
   void broadcast(std::vector<double> &values, const std::string &what) {
     MPI_Request request;
-    MPI_Ibcast(values.data(), int(values.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD, &request);
+    MPI_Ibcast(values.data(), int(values.size()), MPI_DOUBLE, 0, comm, &request);
     await(request, what + " (MPI_Ibcast)");
   }
 
@@ -57,6 +59,7 @@ private:
         what);
   }
   zenrt::Runtime &runtime;
+  MPI_Comm comm;
 };
 
 }  // namespace zen::run

@@ -174,6 +174,8 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
                                  {"max_error", reports[l].maxError}});
       }
       out["numerics"] = allOk ? "ok" : "failed";
+      if (!options.gradientSync.is_null())
+        out["gradient_sync"] = options.gradientSync;
       std::printf("%s\n", out.dump(2).c_str());
     } else {
       std::printf("plan %s: %d ranks, ep %lld (%d groups, %lld ranks per node), %d iterations, "

@@ -25,6 +25,7 @@
 #include "HybridRun.h"
 #include "MoeRun.h"
 #include "Numerics.h"
+#include "zenrt/Moe.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 
@@ -198,27 +199,25 @@ double timeoutOf(const Options &options) {
   return 300;
 }
 
-/// Large-model plans execute every rank's stage program (HybridRun.h), MoE plans their MoE
-/// layers (MoeRun.h); the options that shape the data-parallel runner's simulated compute and
-/// gradients do not apply.
-int runRealCompute(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
-                   const std::vector<std::string> &explicitOptions) {
-  const bool largeModel = !plan.parallel.empty();
-  if (!explicitOptions.empty())
-    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
-                       explicitOptions.front() + " does not apply to " + options.planPath + ": " +
-                           (largeModel
-                                ? "a large-model plan runs its model's real compute and data"
-                                : "a Mixture-of-Experts plan runs its MoE layers on their own "
-                                  "data"));
+zen::run::RunnerOptions runnerOptions(const Options &options) {
   zen::run::RunnerOptions runner;
   runner.planPath = options.planPath;
   runner.iterations = options.iterations;
   runner.json = options.json;
   runner.timeoutSeconds = timeoutOf(options);
   runner.seed = options.seed;
-  return largeModel ? zen::run::runHybrid(runner, plan, rank, ranks)
-                    : zen::run::runMoe(runner, plan, rank, ranks);
+  return runner;
+}
+
+/// Large-model plans execute every rank's stage program (HybridRun.h); the options that
+/// shape the data-parallel runner's simulated compute and gradients do not apply.
+int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
+                  const std::vector<std::string> &explicitOptions) {
+  if (!explicitOptions.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       explicitOptions.front() + " does not apply to " + options.planPath +
+                           ": a large-model plan runs its model's real compute and data");
+  return zen::run::runHybrid(runnerOptions(options), plan, rank, ranks);
 }
 
 int run(const Options &options, int rank, int ranks,
@@ -232,8 +231,12 @@ int run(const Options &options, int rank, int ranks,
     readable = zenrt::loadPlanFile(options.planPath);
   } catch (const zenrt::PlanError &) {
   }
-  if (readable && (!readable->parallel.empty() || !readable->moe.empty()))
-    return runRealCompute(options, *readable, rank, ranks, dataParallelOnly);
+  if (readable && !readable->parallel.empty())
+    return runLargeModel(options, *readable, rank, ranks, dataParallelOnly);
+  // An MoE plan's layers run after its gradient sync: what the runtime cannot run of them
+  // fails before anything runs.
+  if (readable && !readable->moe.empty())
+    zenrt::moe::plannedMoe(*readable, options.planPath);
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -242,6 +245,16 @@ int run(const Options &options, int rank, int ranks,
   zenrt::Runtime runtime = zenrt::Runtime::fromFile(options.planPath, runtimeOptions);
   zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
   BoundedCollectives mpi(runtime);
+  // Expert tensors' buckets average over the ranks holding the same experts (rank % ep).
+  int64_t ep = 1;
+  for (const zenrt::TensorInfo &tensor : plan.tensors)
+    ep = std::max(ep, tensor.expertParallel);
+  MPI_Comm replicaComm = MPI_COMM_NULL;
+  std::optional<BoundedCollectives> replicaMpi;
+  if (ep > 1) {
+    MPI_Comm_split(MPI_COMM_WORLD, int(rank % ep), rank, &replicaComm);
+    replicaMpi.emplace(runtime, replicaComm);
+  }
 
   std::map<std::string, size_t> tensorIndex;
   GradientStore gradients(plan, options.device, rank);
@@ -359,8 +372,10 @@ int run(const Options &options, int rank, int ranks,
       data.sent = gradients.fetch(view.sent, view.elements);
       if (view.residual)
         data.residual = gradients.fetch(view.residual, view.elements);
+      const bool replicas = bucket.group == zenrt::BucketGroup::ExpertReplicas;
       BucketCheck check =
-          zen::run::checkBucket(bucket, b, data, options.gradients, ranks, mpi);
+          zen::run::checkBucket(bucket, b, data, options.gradients,
+                                replicas ? int(ranks / ep) : ranks, replicas ? *replicaMpi : mpi);
       if (!check.ok)
         std::fprintf(stderr, "zenopt-run: rank %d: iteration %d: bucket %zu (%s): %s\n", rank,
                      iteration, b, zenrt::toString(bucket.compression.method),
@@ -394,9 +409,15 @@ int run(const Options &options, int rank, int ranks,
       predictedCompute += task.durationUs * options.timeScale;
   const char *computeName = compute == ComputeMode::Gemm ? "gemm" : "sleep";
 
+  if (replicaComm != MPI_COMM_NULL)
+    MPI_Comm_free(&replicaComm);
+  // A Mixture-of-Experts plan then runs its MoE layers (MoeRun.h), whose report carries
+  // this one's in JSON.
+  const bool moe = !plan.moe.empty();
+  nlohmann::ordered_json syncJson;
   if (rank == 0) {
     if (options.json) {
-      nlohmann::ordered_json out;
+      nlohmann::ordered_json &out = syncJson;
       out["plan"] = options.planPath;
       out["ranks"] = ranks;
       out["iterations"] = options.iterations;
@@ -412,12 +433,15 @@ int run(const Options &options, int rank, int ranks,
       for (size_t b = 0; b < plan.buckets.size(); ++b)
         out["buckets"].push_back({{"id", b},
                                   {"method", zenrt::toString(plan.buckets[b].compression.method)},
+                                  {"group", zenrt::toString(plan.buckets[b].group)},
                                   {"check", worst[b].check},
                                   {"max_error", errors[b]}});
-      std::printf("%s\n", out.dump(2).c_str());
+      if (!moe)
+        std::printf("%s\n", out.dump(2).c_str());
     } else {
-      std::printf("plan %s: %d ranks, %d iterations, time scale %g\n", options.planPath.c_str(),
-                  ranks, options.iterations, options.timeScale);
+      std::printf("plan %s: %d ranks, %d iterations, time scale %g%s\n", options.planPath.c_str(),
+                  ranks, options.iterations, options.timeScale,
+                  moe ? " (its gradient sync; the MoE layers follow)" : "");
       std::printf("  predicted iteration  %12.1f us (on %s)\n", plan.predictions.iterationUs,
                   plan.cluster.name.c_str());
       std::printf("  predicted compute    %12.1f us (scaled)\n", predictedCompute);
@@ -428,14 +452,22 @@ int run(const Options &options, int rank, int ranks,
       std::printf("  measured iteration   %12.1f us (mean, slowest rank; best %.1f us)\n",
                   measured, measuredBest);
       for (size_t b = 0; b < plan.buckets.size(); ++b)
-        std::printf("  bucket %zu %-8s %-56s max error %.3g\n", b,
+        std::printf("  bucket %zu %-8s %-56s max error %.3g%s\n", b,
                     zenrt::toString(plan.buckets[b].compression.method), worst[b].check.c_str(),
-                    errors[b]);
+                    errors[b],
+                    plan.buckets[b].group == zenrt::BucketGroup::ExpertReplicas
+                        ? " (over the expert replicas)"
+                        : "");
       std::printf("numerics: %s\n", allOk ? "ok" : "FAILED");
     }
     std::fflush(stdout);
   }
-  return allOk ? 0 : 1;
+  const int syncStatus = allOk ? 0 : 1;
+  if (!moe)
+    return syncStatus;
+  zen::run::RunnerOptions runner = runnerOptions(options);
+  runner.gradientSync = std::move(syncJson);
+  return std::max(syncStatus, zen::run::runMoe(runner, plan, rank, ranks));
 }
 
 }  // namespace
@@ -448,8 +480,8 @@ int main(int argc, char **argv) {
                "of its shape. A Mixture-of-Experts plan (`moe`) runs each MoE layer's forward "
                "and backward with the plan's ep, degrees and all-to-all, checked against the "
                "layer unpipelined (bit for bit) and a reference without communication, timed "
-               "next to the plan's forward_us and backward_us; its data-parallel gradient sync "
-               "is not run.\nExit codes: 0 ok, 1 "
+               "next to the plan's forward_us and backward_us, after its gradient sync (the "
+               "expert tensors' buckets over the ranks holding the same experts).\nExit codes: 0 ok, 1 "
                "numerics check failed, 2 bad command line, 65 bad plan or ranks disagree, "
                "66 plan unreadable, 70 timeout or internal error."};
   app.add_option("plan", options.planPath, "Plan file (plan.json)")->required();

@@ -402,8 +402,11 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
                      moeImbalanceOf(options), compressors);
     if (mlir::failed(request))
       throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
-    codegen::attachMoe(*plan, moeLayers, zen::plan::planMoe(moeLayers, model, *request), *request,
-                       model);
+    const zen::plan::MoePlan planned = zen::plan::planMoe(moeLayers, model, *request);
+    codegen::attachMoe(*plan, moeLayers, planned, *request, model);
+    // The runtime runs the sync the MoE section's iteration was simulated with.
+    if (planned.chosen.ep > 1 && request->sync)
+      codegen::syncExpertsOverReplicas(*plan, *request->sync, planned.chosen.ep, dp, model);
   }
   return std::move(*plan);
 }

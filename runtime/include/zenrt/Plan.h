@@ -76,7 +76,13 @@ struct TensorInfo {
   int64_t elements = 0;
   std::string dtype = "f32";  // only "f32" in format version 1
   int64_t readyOrder = 0;
+  /// > 1: an expert tensor whose experts spread over this many consecutive
+  /// ranks (expert parallelism); `elements` is one rank's experts.
+  int64_t expertParallel = 1;
 };
+
+enum class BucketGroup { DataParallel, ExpertReplicas };
+const char *toString(BucketGroup group);
 
 /// A tensor's place in its bucket's fusion buffer (in elements).
 struct BucketTensor {
@@ -113,6 +119,10 @@ struct Bucket {
   int64_t bytes = 0;     // uncompressed size: elements * 4
   Compression compression;
   std::vector<Collective> collectives;
+  /// The ranks its collectives run over: the data-parallel group (the world),
+  /// or for a bucket of expert tensors the ranks holding the same experts
+  /// (every ep-th rank from rank % ep).
+  BucketGroup group = BucketGroup::DataParallel;
 };
 
 /// One task of the ordered schedule. Collective tasks map 1:1, in order, onto

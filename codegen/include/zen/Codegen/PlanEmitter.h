@@ -3,6 +3,7 @@
 #define ZEN_CODEGEN_PLANEMITTER_H
 
 #include "zen/CostModel/CostModel.h"
+#include "zen/Planner/Moe.h"
 #include "zen/Planner/Planning.h"
 #include "zenrt/Plan.h"
 
@@ -29,6 +30,15 @@ struct PlanHeader {
 std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan::PlanChoice &choice,
                                        const cost::CostModel &model, const PlanHeader &header,
                                        std::string &error);
+
+/// Replaces `plan`'s tensors, buckets, schedule and predictions (the
+/// data-parallel sync `sync`, as lowered) by plan::expertParallelSync's at
+/// `ep` on `dp`: each rank's expert tensors are its experts' (expert_parallel),
+/// in expert_replicas buckets whose collectives run over the ranks holding the
+/// same experts, as libzenrt runs them. Throws std::logic_error when that
+/// cannot be lowered (the plan would not score as the planner's schedule).
+void syncExpertsOverReplicas(zenrt::Plan &plan, const plan::GradientSync &sync, int64_t ep,
+                             cost::Group dp, const cost::CostModel &model);
 
 /// Lowers the synchronised, scheduled training function of `module` (after
 /// zen-autotune or the individual planning passes) to a plan: tensors, buckets

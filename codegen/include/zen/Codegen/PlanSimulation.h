@@ -18,6 +18,11 @@ namespace zen::codegen {
 /// The group a plan's gradient collectives run over: the whole world for a
 /// data-parallel plan, the placed data-parallel group of a large-model plan.
 cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &model);
+/// The group `bucket`'s collectives run over: the data-parallel group, or for
+/// an expert_replicas bucket the ranks holding the same experts
+/// (cost::expertReplicaGroup at the plan's expert_parallel).
+cost::Group bucketGroup(const zenrt::Plan &plan, const zenrt::Bucket &bucket,
+                        const cost::CostModel &model);
 /// tp x pp x dp of a large-model plan's `parallel` section.
 int64_t parallelWorldSize(const zenrt::Plan &plan);
 

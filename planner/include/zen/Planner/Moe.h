@@ -46,13 +46,26 @@ struct GradientSync {
   std::vector<MoeLayerSite> sites; // parallels the MoE layers
 };
 
+/// `sync` with the expert gradients synchronised over their dp / ep replicas
+/// (cost::expertReplicaGroup, the problem's expertReplicas): every expert
+/// gradient becomes one rank's experts / ep of it (its elements, bytes and
+/// optimizer step divided by ep, expertParallel = ep, readyOrder its index in
+/// `sync`), and a bucket holding expert gradients and others becomes two, in
+/// its place and with its settings: the others over the data-parallel group,
+/// then the experts' over the replicas (expertReplicas). In each bucket the
+/// gradients keep their ready order. At ep 1, `sync` as it is. Throws
+/// std::logic_error when the expert flags do not parallel the gradients or an
+/// expert gradient does not divide by ep.
+struct ExpertParallelSync {
+  Problem problem;
+  PlanChoice plan;
+};
+ExpertParallelSync expertParallelSync(const GradientSync &sync, int64_t ep, cost::Group dp);
+
 /// `sync`'s iteration when the expert gradients synchronise over their dp / ep
-/// replicas (cost::expertReplicaGroup) instead of the dp group: a rank holds
-/// experts / ep of them (their bytes, elements and optimizer steps shrink so),
-/// and a bucket's collective becomes one over the dp group for its other
-/// gradients and one over the replicas for the experts', issued where it was
-/// and both awaited by what awaited it. At ep 1 the schedule as it is.
-/// Throws std::logic_error when the schedule cannot be simulated.
+/// replicas instead of the dp group: expertParallelSync's schedule, simulated.
+/// At ep 1 the schedule as it is. Throws std::logic_error as
+/// expertParallelSync and when the schedule cannot be simulated.
 double expertParallelSyncUs(const GradientSync &sync, int64_t ep, cost::Group dp,
                             const cost::CostModel &model);
 

@@ -47,6 +47,13 @@ struct GradientTensor {
   /// all-gather must have completed in the next iteration).
   int forwardSegment = 0;
   double optimizerUs = 0;  // the optimizer step of this parameter
+  /// Expert parallelism (plan::expertParallelSync): > 1 for an expert tensor
+  /// whose experts spread over this many ranks; `elements` and `bytes` are
+  /// then one rank's experts.
+  int64_t expertParallel = 1;
+  /// The position in which backward produces it, where Problem::gradients is
+  /// not in that order (expertParallelSync); -1: its index.
+  int64_t readyOrder = -1;
 };
 
 struct Problem {
@@ -54,6 +61,9 @@ struct Problem {
   std::vector<ComputeSegment> backward;
   std::vector<GradientTensor> gradients;
   cost::Group group;       // the data-parallel ranks
+  /// The ranks holding the same experts (expert parallelism): what buckets
+  /// marked expertReplicas synchronise over.
+  cost::Group expertReplicas;
   /// The precision fp32 forward and backward ops were priced at: F32, or
   /// TF32/BF16/F16 for mixed-precision training (AMP). Gradients stay fp32 on
   /// the wire and the optimizer step stays fp32.
@@ -82,6 +92,9 @@ struct BucketChoice {
   int64_t priority = 0;    // lower issues first among ready collectives
   int gatherStream = 0;    // stream of the decoupled all_gather
   int64_t gatherPriority = 0;
+  /// Expert gradients only, synchronised over Problem::expertReplicas instead
+  /// of the data-parallel group (plan::expertParallelSync).
+  bool expertReplicas = false;
 
   int size() const { return end - begin; }
 };
