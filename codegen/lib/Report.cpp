@@ -353,8 +353,14 @@ std::string summaryText(const zenrt::Plan &plan) {
     out += parallelText(parallel);
   if (const json moe = moeOf(plan); moe.is_object())
     out += moeText(moe);
-  out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets\n",
-                     plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size());
+  const auto expertBuckets = std::count_if(
+      plan.buckets.begin(), plan.buckets.end(),
+      [](const zenrt::Bucket &b) { return b.group == zenrt::BucketGroup::ExpertReplicas; });
+  out += fmt::format("  gradients             {} tensors, {:.1f} MB in {} buckets{}\n",
+                     plan.tensors.size(), gradientBytes(plan) / 1e6, plan.buckets.size(),
+                     expertBuckets ? fmt::format(" ({} of the experts' over their replicas)",
+                                                 expertBuckets)
+                                   : "");
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
   if (plan.computeDtype != "fp32")
     out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);

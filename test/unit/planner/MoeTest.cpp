@@ -146,6 +146,76 @@ TEST(MoePlanning, ExpertGradientsSynchroniseOverTheirReplicasInTheSchedule) {
   }
 }
 
+// A bucket holding expert gradients and others becomes two in its place, with its settings:
+// the others over the dp group, then one rank's experts / ep of the experts' over the
+// dp / ep replicas; the gradients keep their ready order inside each. At ep 1 nothing
+// changes.
+TEST(MoePlanning, ExpertParallelSyncSplitsBucketsByGroup) {
+  const cost::CostModel model = h100();
+  MoeLayer layer = wideLayer("a");
+  GradientSync sync = syncOf({layer}, model.worldGroup(), 1000, /*oneBucket=*/true);
+  // One bucket of dense0, the experts and dense, in ready order.
+  GradientTensor first = sync.problem.gradients.back();
+  first.name = "dense0";
+  sync.problem.gradients.insert(sync.problem.gradients.begin(), first);
+  sync.expert.insert(sync.expert.begin(), false);
+  sync.plan.buckets = {BucketChoice{0, 3}};
+  sync.plan.buckets[0].chunks = 4;
+  sync.plan.buckets[0].decomposed = true;
+  const int64_t expertElements = sync.problem.gradients[1].elements;
+
+  const ExpertParallelSync same = expertParallelSync(sync, 1, model.worldGroup());
+  EXPECT_EQ(same.plan.buckets.size(), 1u);
+  EXPECT_FALSE(same.plan.buckets[0].expertReplicas);
+  EXPECT_EQ(same.problem.gradients[1].elements, expertElements);
+
+  const ExpertParallelSync split = expertParallelSync(sync, 8, model.worldGroup());
+  ASSERT_EQ(split.plan.buckets.size(), 2u);
+  const BucketChoice &dense = split.plan.buckets[0], &experts = split.plan.buckets[1];
+  EXPECT_EQ(dense.begin, 0);
+  EXPECT_EQ(dense.end, 2);
+  EXPECT_FALSE(dense.expertReplicas);
+  EXPECT_EQ(experts.begin, 2);
+  EXPECT_EQ(experts.end, 3);
+  EXPECT_TRUE(experts.expertReplicas);
+  for (const BucketChoice *bucket : {&dense, &experts}) {
+    EXPECT_EQ(bucket->chunks, 4);
+    EXPECT_TRUE(bucket->decomposed);
+  }
+  const std::vector<GradientTensor> &gradients = split.problem.gradients;
+  EXPECT_EQ(gradients[0].name, "dense0");
+  EXPECT_EQ(gradients[1].name, "dense");
+  EXPECT_EQ(gradients[2].name, "a.experts");
+  EXPECT_EQ(gradients[0].readyOrder, 0);
+  EXPECT_EQ(gradients[1].readyOrder, 2);
+  EXPECT_EQ(gradients[2].readyOrder, 1);
+  EXPECT_EQ(gradients[2].elements, expertElements / 8);
+  EXPECT_EQ(gradients[2].bytes, 4 * (expertElements / 8));
+  EXPECT_EQ(gradients[2].expertParallel, 8);
+  EXPECT_EQ(gradients[1].expertParallel, 1);
+  // 256 ranks over 32 nodes: the ranks of one expert slot are every 8th, one per node.
+  EXPECT_EQ(split.problem.expertReplicas.ranks, 32);
+  EXPECT_EQ(split.problem.expertReplicas.nodes, 32);
+
+  // The simulator runs the experts' collectives over the replicas, the others over dp.
+  const std::vector<cost::SimTask> tasks = buildSimTasks(split.problem, split.plan, model);
+  int replicaCollectives = 0;
+  for (const cost::SimTask &task : tasks)
+    if (task.kind == cost::TaskKind::Collective) {
+      const cost::Group expected = task.bucket == 1 ? split.problem.expertReplicas
+                                                    : model.worldGroup();
+      EXPECT_EQ(task.group.ranks, expected.ranks) << task.name;
+      replicaCollectives += task.bucket == 1;
+    }
+  EXPECT_EQ(replicaCollectives, 2); // reduce-scatter and all-gather
+  EXPECT_DOUBLE_EQ(expertParallelSyncUs(sync, 8, model.worldGroup(), model),
+                   evaluate(split.problem, split.plan, model).iterationUs);
+
+  // An expert tensor that does not divide by ep is a planner bug, not a plan.
+  sync.problem.gradients[1].elements += 1;
+  EXPECT_THROW(expertParallelSync(sync, 8, model.worldGroup()), std::logic_error);
+}
+
 /// The index of the task named `name`, or -1.
 int taskNamed(const std::vector<cost::SimTask> &tasks, const std::string &name) {
   for (size_t t = 0; t < tasks.size(); ++t)
