@@ -128,8 +128,11 @@ def match_gradients(plan_json, model):
         elif not parameter.requires_grad:
             frozen.append(tensor["name"])  # plan() marks them --frozen: another plan
         elif parameter.numel() != tensor["elements"] or parameter.dtype != torch.float32:
-            sizes.append(f"{tensor['name']} (plan: {tensor['elements']} f32 elements, model: "
-                         f"{parameter.numel()} {parameter.dtype} elements, shape "
+            # An expert-parallel plan holds one rank's experts / ep of an expert tensor.
+            share = (f", one rank's experts of {tensor['expert_parallel']}-way expert "
+                     "parallelism" if tensor.get("expert_parallel", 1) > 1 else "")
+            sizes.append(f"{tensor['name']} (plan: {tensor['elements']} f32 elements{share}, "
+                         f"model: {parameter.numel()} {parameter.dtype} elements, shape "
                          f"{tuple(parameter.shape)})")
         else:
             pairs.append((tensor["name"], parameter))
