@@ -86,6 +86,15 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
                           {"hidden", layers[l].shape.hidden},
                           {"ffn", layers[l].shape.ffn}};
     layer.update(choiceJson(eval.best.layers[l]));
+    if (request.sync) {
+      // The schedule's compute tasks are its segments, forward then backward, in order.
+      const plan::MoeLayerSite &site = request.sync->sites.at(l);
+      const int64_t forwardTasks = int64_t(request.sync->problem.forward.size());
+      layer["forward_task"] = site.forwardSegment;
+      layer["backward_task"] = forwardTasks + site.backwardSegment;
+      layer["forward_flops"] = site.forwardFlops;
+      layer["backward_flops"] = site.backwardFlops;
+    }
     chosen.push_back(layer);
   }
   section["layers"] = chosen;

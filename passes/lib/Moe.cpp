@@ -109,9 +109,11 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
       if (experts) {
         site.forwardSegment = segment;
         site.forwardUs += us;
+        site.forwardFlops += static_cast<int64_t>(cast<MoeOpInterface>(op).getWorkFlops());
       } else {
         site.backwardSegment = segment;
         site.backwardUs += us;
+        site.backwardFlops += static_cast<int64_t>(cast<ComputeOp>(op).getFlops());
       }
     }
     for (const plan::MoeLayer &layer : layers) {

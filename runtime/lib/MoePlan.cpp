@@ -69,6 +69,10 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
                                     : TokenFormat::None;
     out.forwardUs = layer.at("forward_us").get<double>();
     out.backwardUs = layer.at("backward_us").get<double>();
+    out.forwardTask = layer.value("forward_task", int64_t{-1});
+    out.backwardTask = layer.value("backward_task", int64_t{-1});
+    out.forwardFlops = layer.value("forward_flops", int64_t{0});
+    out.backwardFlops = layer.value("backward_flops", int64_t{0});
 
     // fc1 [E, rows, hidden], optional fc1 bias [E, rows], fc2 [E, hidden, ffn], optional fc2
     // bias [E, hidden], with rows = ffn (2 x ffn for fused SwiGLU; the runtime's experts are
@@ -120,6 +124,8 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
     }
     out.shape.hidden = hidden;
     out.shape.ffn = ffn;
+    for (const json &parameter : parameters)
+      out.parameters.push_back(parameter.get<std::string>());
     planned.layers.push_back(out);
   }
   return planned;

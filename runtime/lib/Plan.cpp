@@ -348,6 +348,8 @@ public:
     checkTensors();
     checkBuckets();
     checkSchedule();
+    if (!plan.moe.empty())
+      checkMoeTasks();
     checkPredictions();
   }
 
@@ -796,6 +798,38 @@ private:
     if (ops.size() == 2 && bucket.collectives[0].chunks != bucket.collectives[1].chunks)
       error(path + "/collectives/1/chunks", "must equal the first collective's chunks " +
                                                 std::to_string(bucket.collectives[0].chunks));
+  }
+
+  /// Where each MoE layer's experts run in the schedule (optional: plans before them): a
+  /// forward and a backward compute task, and at most the FLOPs those tasks count.
+  void checkMoeTasks() const {
+    const json layers = json::parse(plan.moe)["layers"];
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const std::string at = "/moe/layers/" + std::to_string(l);
+      const json &layer = layers[l];
+      const bool any = layer.contains("forward_task") || layer.contains("backward_task") ||
+                       layer.contains("forward_flops") || layer.contains("backward_flops");
+      if (!any)
+        continue;
+      for (const auto &[phase, wanted] :
+           {std::pair<const char *, Phase>{"forward", Phase::Forward}, {"backward", Phase::Backward}}) {
+        const std::string taskKey = std::string(phase) + "_task";
+        const std::string flopsKey = std::string(phase) + "_flops";
+        for (const std::string &key : {taskKey, flopsKey})
+          if (!layer.contains(key) || !layer[key].is_number_integer() || layer[key].get<int64_t>() < 0)
+            error(at + "/" + key, "must be an integer >= 0 (the task and FLOPs come together)");
+        const int64_t id = layer[taskKey].get<int64_t>();
+        const auto task = std::find_if(plan.schedule.begin(), plan.schedule.end(),
+                                       [&](const Task &t) { return t.id == id; });
+        if (task == plan.schedule.end() || task->kind != TaskKind::Compute ||
+            task->phase != wanted)
+          error(at + "/" + taskKey, "task " + std::to_string(id) + " is not a " + phase +
+                                        " compute task of the schedule");
+        if (layer[flopsKey].get<int64_t>() > task->flops)
+          error(at + "/" + flopsKey, "more than task " + std::to_string(id) + "'s " +
+                                         std::to_string(task->flops) + " FLOPs");
+      }
+    }
   }
 
   void checkSchedule() const {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 namespace zen::run {
@@ -53,6 +54,113 @@ public:
 };
 
 } // namespace
+
+/// One layer of the step: its shape with this rank's experts, its rank's inputs, the
+/// schedule, and what its last step produced.
+struct MoeStep::State {
+  struct StepLayer {
+    PlannedLayer planned;
+    Layer layer;
+    std::unique_ptr<MoeWeights> weights;
+    std::vector<float> dispatched, combinedGradient;
+    zenrt::moe::Schedule schedule;
+    zenrt::moe::Activations kept;
+    MoeResult result;
+  };
+  std::unique_ptr<GroupComm> group;
+  std::vector<StepLayer> layers;
+};
+
+MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank)
+    : state(std::make_unique<State>()) {
+  const zenrt::moe::PlannedMoe planned = zenrt::moe::plannedMoe(plan, options.planPath);
+  const int ep = int(planned.ep), member = rank % ep;
+  state->group = std::make_unique<GroupComm>(rank / ep, member);
+  for (size_t index = 0; index < planned.layers.size(); ++index) {
+    const PlannedLayer &plannedLayer = planned.layers[index];
+    if (plannedLayer.forwardTask < 0 || plannedLayer.backwardTask < 0)
+      continue;
+    State::StepLayer step;
+    step.planned = plannedLayer;
+    step.layer = plannedLayer.shape;
+    // The inputs and weights runMoe draws for the layer (the same seeds).
+    step.weights = std::make_unique<MoeWeights>(step.layer, seedOf(options.seed, index, 0),
+                                                plannedLayer.fc1Bias, plannedLayer.fc2Bias);
+    step.weights->lend(step.layer, member * (step.layer.experts / ep));
+    step.dispatched = bufferOf(step.layer, seedOf(options.seed, index, 1 + 2 * uint64_t(rank)));
+    step.combinedGradient =
+        bufferOf(step.layer, seedOf(options.seed, index, 2 + 2 * uint64_t(rank)));
+    step.schedule.algorithm = plannedLayer.algorithm;
+    step.schedule.ranksPerNode = planned.ranksPerNode;
+    step.schedule.timeoutSeconds = options.timeoutSeconds;
+    step.schedule.tokens = plannedLayer.tokens;
+    step.result.combined.assign(step.dispatched.size(), NAN);
+    step.result.dispatchedGradient.assign(step.dispatched.size(), NAN);
+    state->layers.push_back(std::move(step));
+  }
+}
+
+MoeStep::~MoeStep() = default;
+
+size_t MoeStep::layerCount() const { return state->layers.size(); }
+
+int64_t MoeStep::layerFlops(int64_t task) const {
+  int64_t flops = 0;
+  for (const State::StepLayer &step : state->layers) {
+    if (step.planned.forwardTask == task)
+      flops += step.planned.forwardFlops;
+    if (step.planned.backwardTask == task)
+      flops += step.planned.backwardFlops;
+  }
+  return flops;
+}
+
+void MoeStep::forward(int64_t task) {
+  for (State::StepLayer &step : state->layers)
+    if (step.planned.forwardTask == task) {
+      step.schedule.chunks = step.planned.forwardChunks;
+      zenrt::moe::forward(step.layer, step.schedule, step.dispatched.data(),
+                          step.result.combined.data(), &state->group->comm, &step.kept);
+    }
+}
+
+void MoeStep::backward(
+    int64_t task,
+    const std::function<void(const std::string &, const std::vector<float> &)> &deliver) {
+  // Backward meets the layers in reverse model order.
+  for (auto step = state->layers.rbegin(); step != state->layers.rend(); ++step) {
+    if (step->planned.backwardTask != task)
+      continue;
+    step->schedule.chunks = step->planned.backwardChunks;
+    step->result.gradients =
+        zenrt::moe::backward(step->layer, step->schedule, step->kept,
+                             step->combinedGradient.data(),
+                             step->result.dispatchedGradient.data(), &state->group->comm);
+    // The parameters in operand order: fc1, its bias if any, fc2, its bias if any.
+    const zenrt::moe::Gradients &g = step->result.gradients;
+    std::vector<const std::vector<float> *> values = {&g.fc1};
+    if (step->planned.fc1Bias)
+      values.push_back(&g.fc1Bias);
+    values.push_back(&g.fc2);
+    if (step->planned.fc2Bias)
+      values.push_back(&g.fc2Bias);
+    for (size_t p = 0; p < values.size() && p < step->planned.parameters.size(); ++p)
+      deliver(step->planned.parameters[p], *values[p]);
+  }
+}
+
+std::string MoeStep::checkAgainstAlone() {
+  for (State::StepLayer &step : state->layers) {
+    const MoeResult alone = zen::cli::runLayer(
+        step.layer, step.schedule, step.planned.forwardChunks, step.planned.backwardChunks,
+        step.dispatched, step.combinedGradient, &state->group->comm, [] {});
+    const std::string difference = zen::cli::firstDifference(step.result, alone);
+    if (!difference.empty())
+      return "MoE layer " + step.planned.name + ": " + difference +
+             " differs from the layer run alone";
+  }
+  return "";
+}
 
 int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int ranks) {
   if (plan.cluster.worldSize != ranks)

@@ -112,6 +112,10 @@ public:
   float *registered(size_t t) { return device ? onDevice[t] : host[t].data(); }
   void copyIn() {
     for (size_t t = 0; device && t < host.size(); ++t)
+      copyIn(t);
+  }
+  void copyIn(size_t t) {
+    if (device)
       transfer(onDevice[t], host[t].data(), host[t].size(), true);
   }
   void copyOut() {
@@ -304,6 +308,23 @@ int run(const Options &options, int rank, int ranks,
   if (compute == ComputeMode::Gemm)
     work.emplace(largestTaskBytes);
 
+  // An MoE plan's layers run inside the step, at the compute tasks their experts run in.
+  const bool moe = !plan.moe.empty();
+  std::optional<zen::run::MoeStep> moeStep;
+  if (moe)
+    moeStep.emplace(runnerOptions(options), plan, rank);
+  std::string moeInStep = moe ? "not run (a plan without the layers' tasks)" : "";
+  auto deliverExpertGradient = [&](const std::string &name, const std::vector<float> &values) {
+    const size_t t = tensorIndex.at(name);
+    // The runtime's ReLU experts: a fused SwiGLU layer's fc1 has another size; it keeps
+    // the random gradient.
+    if (values.size() != inputs[t].size())
+      return;
+    inputs[t] = values;
+    gradients.values(t) = values;
+    gradients.copyIn(t);
+  };
+
   std::vector<double> iterationUs, computeUs;
   std::vector<BucketCheck> worst(plan.buckets.size());
   bool numericsOk = true;
@@ -337,11 +358,21 @@ int run(const Options &options, int rank, int ranks,
       if (task.phase == zenrt::Phase::Optimizer && !waited)
         finishBackward();
       auto taskStart = std::chrono::steady_clock::now();
+      // The MoE layers' experts start their forward task and end their backward task; the
+      // rest of the task's work runs as for any plan.
+      const int64_t layerFlops = moeStep ? moeStep->layerFlops(task.id) : 0;
+      if (moeStep && task.phase == zenrt::Phase::Forward)
+        moeStep->forward(task.id);
+      const double rest =
+          task.flops > 0 ? double(task.flops - layerFlops) / double(task.flops) : 1.0;
       if (work)
-        work->run(double(task.flops) * options.timeScale, double(task.bytes) * options.timeScale);
+        work->run(double(task.flops - layerFlops) * options.timeScale,
+                  double(task.bytes) * rest * options.timeScale);
       else
         std::this_thread::sleep_for(
-            std::chrono::duration<double, std::micro>(task.durationUs * options.timeScale));
+            std::chrono::duration<double, std::micro>(task.durationUs * rest * options.timeScale));
+      if (moeStep && task.phase == zenrt::Phase::Backward)
+        moeStep->backward(task.id, deliverExpertGradient);
       computing += std::chrono::steady_clock::now() - taskStart;
       for (const std::string &name : task.produces)
         runtime.markReady(name);
@@ -356,6 +387,16 @@ int run(const Options &options, int rank, int ranks,
     gradients.copyOut();
     if (iteration == 0 && options.faultPhase == "check")
       injectFault(options, rank);
+    if (iteration == 0 && moeStep && moeStep->layerCount() > 0) {
+      const std::string difference = moeStep->checkAgainstAlone();
+      const bool same =
+          mpi.allreduceScalar(difference.empty() ? 0 : 1, MPI_MAX, "the MoE step check") == 0;
+      if (!difference.empty())
+        std::fprintf(stderr, "zenopt-run: rank %d: %s\n", rank, difference.c_str());
+      moeInStep = std::to_string(moeStep->layerCount()) + " layers, " +
+                  (same ? "identical to their runs alone" : "differ from their runs alone");
+      numericsOk &= same;
+    }
 
     for (size_t b = 0; b < plan.buckets.size(); ++b) {
       const zenrt::Bucket &bucket = plan.buckets[b];
@@ -411,10 +452,11 @@ int run(const Options &options, int rank, int ranks,
 
   if (replicaComm != MPI_COMM_NULL)
     MPI_Comm_free(&replicaComm);
-  // A Mixture-of-Experts plan then runs its MoE layers (MoeRun.h), whose report carries
-  // this one's in JSON.
-  const bool moe = !plan.moe.empty();
+  // A Mixture-of-Experts plan then runs its MoE layers alone (MoeRun.h), whose report
+  // carries this one's in JSON.
   nlohmann::ordered_json syncJson;
+  const double coScheduledUs =
+      moe ? nlohmann::json::parse(plan.moe).at("iteration_us").get<double>() : 0.0;
   if (rank == 0) {
     if (options.json) {
       nlohmann::ordered_json &out = syncJson;
@@ -423,6 +465,10 @@ int run(const Options &options, int rank, int ranks,
       out["iterations"] = options.iterations;
       out["time_scale"] = options.timeScale;
       out["predicted_iteration_us"] = plan.predictions.iterationUs;
+      if (moe) {
+        out["predicted_moe_iteration_us"] = coScheduledUs;
+        out["moe_layers_in_step"] = moeInStep;
+      }
       out["compute"] = computeName;
       out["predicted_compute_us"] = predictedCompute;
       out["measured_compute_us"] = measuredCompute;
@@ -441,9 +487,14 @@ int run(const Options &options, int rank, int ranks,
     } else {
       std::printf("plan %s: %d ranks, %d iterations, time scale %g%s\n", options.planPath.c_str(),
                   ranks, options.iterations, options.timeScale,
-                  moe ? " (its gradient sync; the MoE layers follow)" : "");
+                  moe ? " (its training step; the MoE layers alone follow)" : "");
       std::printf("  predicted iteration  %12.1f us (on %s)\n", plan.predictions.iterationUs,
                   plan.cluster.name.c_str());
+      if (moe) {
+        std::printf("  predicted with MoE   %12.1f us (the layers pipelined beside the sync)\n",
+                    coScheduledUs);
+        std::printf("  MoE layers in step   %s\n", moeInStep.c_str());
+      }
       std::printf("  predicted compute    %12.1f us (scaled)\n", predictedCompute);
       std::printf("  measured compute     %12.1f us (--compute %s: %s; mean, slowest rank)\n",
                   measuredCompute, computeName,

@@ -98,6 +98,12 @@ struct PlannedLayer {
   TokenFormat tokens = TokenFormat::None; // `token_compression`
   double forwardUs = 0, backwardUs = 0;   // predicted
   bool fc1Bias = true, fc2Bias = true;    // the experts have them
+  /// fc1, its bias if any, fc2, its bias if any: the plan's tensors of the experts.
+  std::vector<std::string> parameters;
+  /// The schedule's compute tasks (ids) the experts' forward and backward run in, and the
+  /// FLOPs those tasks count for them; -1 and 0 in plans written before them.
+  int64_t forwardTask = -1, backwardTask = -1;
+  int64_t forwardFlops = 0, backwardFlops = 0;
 };
 
 /// A plan's `moe` section: experts spread over `ep` consecutive ranks (each group of ep ranks

@@ -36,6 +36,10 @@ struct MoeLayerSite {
   int backwardSegment = -1; // the backward segment their backward ends
   double forwardUs = 0;
   double backwardUs = 0;
+  /// The FLOPs the problem's segments count for them (a runtime that runs the
+  /// layer itself leaves them out of the segments' work).
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
 };
 
 /// A data-parallel gradient schedule and which of its gradients are experts'.
