@@ -255,6 +255,10 @@ int zenrt_test(zenrt_t rt, const char *tensor, int *done) {
   });
 }
 
+int zenrt_hold_collectives(zenrt_t rt, int hold) {
+  return guarded([&] { executorOf(rt).holdCollectives(hold != 0); });
+}
+
 int zenrt_abort(zenrt_t rt, int exit_code) {
   return guarded([&] { executorOf(rt).abort(exit_code); });
 }

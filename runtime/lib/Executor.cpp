@@ -284,9 +284,26 @@ bool Executor::workPending() const {
 
 bool Executor::allDone(const BucketRun &run) const { return run.state == BucketState::Done; }
 
+void Executor::holdCollectives(bool hold) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    throwIfFailed();
+    held = hold;
+  }
+  workReady.notify_all();
+}
+
+void Executor::throwIfHeld(const char *call) const {
+  if (held)
+    throw RuntimeError(ZENRT_ERR_STATE, "rank " + std::to_string(backend->rank()) + ": " +
+                                            call + " while the collectives are held "
+                                            "(zenrt_hold_collectives)");
+}
+
 void Executor::wait(const std::string &tensor) {
   std::unique_lock<std::mutex> lock(mutex);
   throwIfFailed();
+  throwIfHeld("zenrt_wait");
   size_t b = tensors[tensorIndex(tensor)].bucket;
   if (buckets[b].state == BucketState::Idle)
     throw RuntimeError(ZENRT_ERR_STATE, "rank " + std::to_string(backend->rank()) +
@@ -298,6 +315,7 @@ void Executor::wait(const std::string &tensor) {
 void Executor::waitAll() {
   std::unique_lock<std::mutex> lock(mutex);
   throwIfFailed();
+  throwIfHeld("zenrt_wait_all");
   std::vector<size_t> all(buckets.size());
   for (size_t b = 0; b < all.size(); ++b)
     all[b] = b;
@@ -568,6 +586,8 @@ bool Executor::compressComplete() {
 
 bool Executor::issueReady() {
   bool progressed = false;
+  if (held)
+    return false;
   for (StreamQueue &queue : streams) {
     while (!queue.ops.empty()) {
       auto [b, c] = queue.ops[queue.cursor];

@@ -43,6 +43,8 @@ public:
   void wait(const std::string &tensor);
   void waitAll();
   bool test(const std::string *tensor);
+  /// While held, no further collective stage starts; those in flight complete.
+  void holdCollectives(bool hold);
   [[noreturn]] void abort(int exitCode);
   /// Polls `done` (an application's own collective, e.g. a barrier) until it returns true,
   /// bounded by the timeout; on timeout fails the handle naming the ranks waited for.
@@ -112,6 +114,7 @@ private:
   Backend::Position position() const;
   [[noreturn]] void failWith(int status, const std::string &message);
   void throwIfFailed() const;
+  void throwIfHeld(const char *call) const;
 
   Plan thePlan;
   uint64_t planHashValue = 0;
@@ -125,6 +128,7 @@ private:
   std::map<std::string, size_t> tensorByName;
   std::vector<StreamQueue> streams;
   int64_t iteration = 0;
+  bool held = false;  // holdCollectives
 
   mutable std::mutex mutex;
   std::condition_variable workReady, progressMade;

@@ -67,6 +67,7 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
                  : tokens == "bf16" ? TokenFormat::Bf16
                  : tokens == "int8" ? TokenFormat::Int8
                                     : TokenFormat::None;
+    out.serial = layer.value("gradient_sync", "concurrent") == "serial";
     out.forwardUs = layer.at("forward_us").get<double>();
     out.backwardUs = layer.at("backward_us").get<double>();
     out.forwardTask = layer.value("forward_task", int64_t{-1});

@@ -69,10 +69,22 @@ struct MoeStep::State {
   };
   std::unique_ptr<GroupComm> group;
   std::vector<StepLayer> layers;
+  std::function<void(bool)> holdSync;
+
+  /// Runs `body` for `step`, holding the gradient sync around it when planned serial.
+  template <typename Body> void inTurn(const StepLayer &step, Body body) {
+    if (step.planned.serial)
+      holdSync(true);
+    body();
+    if (step.planned.serial)
+      holdSync(false);
+  }
 };
 
-MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank)
+MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank,
+                 std::function<void(bool)> holdSync)
     : state(std::make_unique<State>()) {
+  state->holdSync = std::move(holdSync);
   const zenrt::moe::PlannedMoe planned = zenrt::moe::plannedMoe(plan, options.planPath);
   const int ep = int(planned.ep), member = rank % ep;
   state->group = std::make_unique<GroupComm>(rank / ep, member);
@@ -104,6 +116,11 @@ MoeStep::~MoeStep() = default;
 
 size_t MoeStep::layerCount() const { return state->layers.size(); }
 
+size_t MoeStep::serialCount() const {
+  return size_t(std::count_if(state->layers.begin(), state->layers.end(),
+                              [](const State::StepLayer &step) { return step.planned.serial; }));
+}
+
 int64_t MoeStep::layerFlops(int64_t task) const {
   int64_t flops = 0;
   for (const State::StepLayer &step : state->layers) {
@@ -119,8 +136,10 @@ void MoeStep::forward(int64_t task) {
   for (State::StepLayer &step : state->layers)
     if (step.planned.forwardTask == task) {
       step.schedule.chunks = step.planned.forwardChunks;
-      zenrt::moe::forward(step.layer, step.schedule, step.dispatched.data(),
-                          step.result.combined.data(), &state->group->comm, &step.kept);
+      state->inTurn(step, [&] {
+        zenrt::moe::forward(step.layer, step.schedule, step.dispatched.data(),
+                            step.result.combined.data(), &state->group->comm, &step.kept);
+      });
     }
 }
 
@@ -132,10 +151,12 @@ void MoeStep::backward(
     if (step->planned.backwardTask != task)
       continue;
     step->schedule.chunks = step->planned.backwardChunks;
-    step->result.gradients =
-        zenrt::moe::backward(step->layer, step->schedule, step->kept,
-                             step->combinedGradient.data(),
-                             step->result.dispatchedGradient.data(), &state->group->comm);
+    state->inTurn(*step, [&] {
+      step->result.gradients =
+          zenrt::moe::backward(step->layer, step->schedule, step->kept,
+                               step->combinedGradient.data(),
+                               step->result.dispatchedGradient.data(), &state->group->comm);
+    });
     // The parameters in operand order: fc1, its bias if any, fc2, its bias if any.
     const zenrt::moe::Gradients &g = step->result.gradients;
     std::vector<const std::vector<float> *> values = {&g.fc1};

@@ -26,17 +26,20 @@ namespace zen::run {
 /// (`moe.layers[].forward_task` / `backward_task`), so each layer's all-to-alls run beside
 /// the gradient sync the runtime drives, and the layer's expert gradients become its expert
 /// tensors' gradients. Inputs and weights as runMoe draws them. Layers of plans without
-/// tasks (written before them) do not run in the step. Construction is collective (it
-/// splits MPI_COMM_WORLD into the ep groups).
+/// tasks (written before them) do not run in the step. A layer planned `serial` holds the
+/// gradient sync's collectives (`holdSync(true)`, then false) while it runs: none starts
+/// meanwhile. Construction is collective (it splits MPI_COMM_WORLD into the ep groups).
 class MoeStep {
 public:
-  MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank);
+  MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank,
+          std::function<void(bool)> holdSync);
   ~MoeStep();
   MoeStep(const MoeStep &) = delete;
   MoeStep &operator=(const MoeStep &) = delete;
 
-  /// How many layers run in the step.
+  /// How many layers run in the step, and how many of them hold the sync.
   size_t layerCount() const;
+  size_t serialCount() const;
   /// The FLOPs of schedule task `task` that the layers run themselves.
   int64_t layerFlops(int64_t task) const;
   /// The forward of every layer whose experts start task `task`.

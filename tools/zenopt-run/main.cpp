@@ -312,7 +312,8 @@ int run(const Options &options, int rank, int ranks,
   const bool moe = !plan.moe.empty();
   std::optional<zen::run::MoeStep> moeStep;
   if (moe)
-    moeStep.emplace(runnerOptions(options), plan, rank);
+    moeStep.emplace(runnerOptions(options), plan, rank,
+                    [&](bool hold) { runtime.holdCollectives(hold); });
   std::string moeInStep = moe ? "not run (a plan without the layers' tasks)" : "";
   auto deliverExpertGradient = [&](const std::string &name, const std::vector<float> &values) {
     const size_t t = tensorIndex.at(name);
@@ -393,7 +394,8 @@ int run(const Options &options, int rank, int ranks,
           mpi.allreduceScalar(difference.empty() ? 0 : 1, MPI_MAX, "the MoE step check") == 0;
       if (!difference.empty())
         std::fprintf(stderr, "zenopt-run: rank %d: %s\n", rank, difference.c_str());
-      moeInStep = std::to_string(moeStep->layerCount()) + " layers, " +
+      moeInStep = std::to_string(moeStep->layerCount()) + " layers (" +
+                  std::to_string(moeStep->serialCount()) + " taking turns with the sync), " +
                   (same ? "identical to their runs alone" : "differ from their runs alone");
       numericsOk &= same;
     }

@@ -98,6 +98,8 @@ struct PlannedLayer {
   TokenFormat tokens = TokenFormat::None; // `token_compression`
   double forwardUs = 0, backwardUs = 0;   // predicted
   bool fc1Bias = true, fc2Bias = true;    // the experts have them
+  /// `gradient_sync` "serial": the all-to-alls take turns with the gradient sync.
+  bool serial = false;
   /// fc1, its bias if any, fc2, its bias if any: the plan's tensors of the experts.
   std::vector<std::string> parameters;
   /// The schedule's compute tasks (ids) the experts' forward and backward run in, and the

@@ -68,6 +68,8 @@ public:
   void markReady(const std::string &tensor) { check(zenrt_mark_ready(handle, tensor.c_str())); }
   void wait(const std::string &tensor) { check(zenrt_wait(handle, tensor.c_str())); }
   void waitAll() { check(zenrt_wait_all(handle)); }
+  /// zenrt_hold_collectives: no further collective starts while held.
+  void holdCollectives(bool hold) { check(zenrt_hold_collectives(handle, hold ? 1 : 0)); }
   bool test(const std::string &tensor) {
     int done = 0;
     check(zenrt_test(handle, tensor.c_str(), &done));

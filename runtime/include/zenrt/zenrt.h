@@ -119,6 +119,13 @@ int zenrt_wait_all(zenrt_t rt);
  * would return at once. */
 int zenrt_test(zenrt_t rt, const char *tensor, int *done);
 
+/* hold = 1: starts no further collective (nor a further piece of a chunked one) until
+ * called with hold = 0; those in flight complete. For work of the application's own that
+ * must have the network to itself between the plan's collectives (an MoE layer's
+ * all-to-alls planned `serial`). Every rank holds at the same point of its schedule. A
+ * zenrt_wait or zenrt_wait_all while held fails with ZENRT_ERR_STATE. */
+int zenrt_hold_collectives(zenrt_t rt, int hold);
+
 /* Emergency stop: fails every waiter and terminates the job with `exit_code`
  * through the backend (MPI_Abort): started collectives cannot be cancelled. */
 int zenrt_abort(zenrt_t rt, int exit_code);

@@ -10,7 +10,9 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 namespace {
 
@@ -235,6 +237,30 @@ TEST(RuntimeApi, OneRankIterationsAverageToTheInputAndCheckCallOrder) {
     EXPECT_EQ(g.b, expected.b);
     EXPECT_EQ(g.c, expected.c);
   }
+}
+
+TEST(RuntimeApi, HeldCollectivesStartOnlyWhenReleased) {
+  zenrt::Runtime rt = zenrt::Runtime::fromText(
+      zenrt::writePlan(onePlan(zenrt::CompressionMethod::None)), "p.json", quick());
+  Gradients g;
+  g.registerWith(rt);
+  g.fill(2);
+  const Gradients expected = g;
+  rt.holdCollectives(true);
+  rt.markReady("a");
+  rt.markReady("b");
+  rt.markReady("c");
+  // Every gradient is ready, but no collective may start: on one rank nothing else delays them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(rt.testAll());
+  std::string message;
+  EXPECT_EQ(statusOf([&] { rt.waitAll(); }, &message), ZENRT_ERR_STATE);
+  EXPECT_EQ(message, "rank 0: zenrt_wait_all while the collectives are held "
+                     "(zenrt_hold_collectives)");
+  rt.holdCollectives(false);
+  rt.waitAll();
+  EXPECT_EQ(g.a, expected.a);
+  EXPECT_EQ(g.c, expected.c);
 }
 
 TEST(RuntimeApi, WaitTimesOutNamingTheMissingGradientThenFailsFast) {
