@@ -453,9 +453,14 @@ void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vect
 /// An MoE plan's co-scheduled iteration (the moe section's timeline): its tasks
 /// on the compute, host, gradient-sync and MoE all-to-all tracks as the
 /// simulator ran them; the MoE layers' pieces in category "moe" with their
-/// layer's decisions.
-void addCoScheduledBars(const json &moe, std::vector<std::string> &rows, std::vector<Bar> &bars,
-                        std::vector<Interval> &exposed) {
+/// layer's decisions; the gradient sync's tasks with their schedule task (the
+/// simulator's names are the schedule's, bucket numbers included).
+void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<std::string> &rows,
+                        std::vector<Bar> &bars, std::vector<Interval> &exposed) {
+  std::map<std::string, const zenrt::Task *> bucketTasks;
+  for (const zenrt::Task &task : plan.schedule)
+    if (task.bucket >= 0)
+      bucketTasks.emplace(task.name, &task);
   // Tracks in a fixed order: compute, host cpu, comm streams by number, MoE all-to-alls.
   auto rank = [](const std::string &track) -> std::pair<int, std::string> {
     if (track == "compute")
@@ -486,6 +491,8 @@ void addCoScheduledBars(const json &moe, std::vector<std::string> &rows, std::ve
     bar.startUs = task["start_us"].get<double>();
     bar.durationUs = task["duration_us"].get<double>();
     bar.category = kind;
+    if (auto found = bucketTasks.find(bar.name); found != bucketTasks.end())
+      bar.task = found->second;
     bar.color = kind == "collective"                    ? "#e8833a"
                 : kind == "compression"                 ? "#8e6cc0"
                 : bar.name.rfind("bwd.", 0) == 0        ? "#55a868"
@@ -568,7 +575,7 @@ Timeline timelineOf(const zenrt::Plan &plan) {
   }
   if (const json moe = moeOf(plan); moe.is_object() && moe.contains("timeline") &&
                                      !parallel.is_object()) {
-    addCoScheduledBars(moe, timeline.rows, timeline.bars, timeline.exposed);
+    addCoScheduledBars(plan, moe, timeline.rows, timeline.bars, timeline.exposed);
     timeline.iterationUs = iterationUs(plan, parallel);
     return timeline;
   }
@@ -640,6 +647,8 @@ std::string chromeTrace(const zenrt::Plan &plan) {
         args["tensors"] = static_cast<int64_t>(bucket.tensors.size());
         args["bytes"] = bucket.bytes;
         args["compression"] = zenrt::toString(bucket.compression.method);
+        if (bucket.group != zenrt::BucketGroup::DataParallel)
+          args["group"] = zenrt::toString(bucket.group);
         size_t index = 0;
         for (const zenrt::Task &other : plan.schedule) {
           if (&other == task)
