@@ -42,13 +42,9 @@ cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &mo
 cost::Group bucketGroup(const zenrt::Plan &plan, const zenrt::Bucket &bucket,
                         const cost::CostModel &model) {
   const cost::Group dp = dataParallelGroup(plan, model);
-  if (bucket.group == zenrt::BucketGroup::DataParallel)
-    return dp;
-  // The runtime's checks give every expert tensor the plan's one ep.
-  int64_t ep = 1;
-  for (const zenrt::TensorInfo &tensor : plan.tensors)
-    ep = std::max(ep, tensor.expertParallel);
-  return cost::expertReplicaGroup(ep, dp);
+  return bucket.group == zenrt::BucketGroup::DataParallel
+             ? dp
+             : cost::expertReplicaGroup(zenrt::expertParallelOf(plan), dp);
 }
 
 std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::CostModel &model) {
@@ -178,14 +174,10 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
   const cost::Group group = dataParallelGroup(plan, model);
   const std::vector<cost::CompressionSpec> compressors = compressorsOf(plan);
   double commBoundUs = model.communicationBoundUs(gradientBytes(plan, false), group, compressors);
-  for (const zenrt::Bucket &bucket : plan.buckets)
-    if (bucket.group == zenrt::BucketGroup::ExpertReplicas) {
-      commBoundUs = std::max(commBoundUs,
-                             model.communicationBoundUs(gradientBytes(plan, true),
-                                                        bucketGroup(plan, bucket, model),
-                                                        compressors));
-      break;
-    }
+  if (const int64_t ep = zenrt::expertParallelOf(plan); ep > 1)
+    commBoundUs = std::max(commBoundUs, model.communicationBoundUs(
+                                            gradientBytes(plan, true),
+                                            cost::expertReplicaGroup(ep, group), compressors));
   plan.predictions.commBoundUs = commBoundUs;
   plan.predictions.lowerBoundUs = std::max(modelComputeUs, commBoundUs);
   return result;

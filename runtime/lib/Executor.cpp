@@ -147,19 +147,16 @@ void Executor::agreeOnPlan() {
                            std::to_string(thePlan.cluster.worldSize) + " but the job has " +
                            std::to_string(backend->size()) + " ranks");
   std::set<int> streamNumbers, expertStreams;
-  int64_t ep = 1;
   for (const Bucket &bucket : thePlan.buckets)
     for (const Collective &collective : bucket.collectives) {
       streamNumbers.insert(int(collective.stream));
       if (bucket.group == BucketGroup::ExpertReplicas)
         expertStreams.insert(int(collective.stream));
     }
-  for (const TensorInfo &tensor : thePlan.tensors)
-    ep = std::max(ep, tensor.expertParallel);
   backend->openStreams(std::vector<int>(streamNumbers.begin(), streamNumbers.end()));
   if (!expertStreams.empty()) {
     // Experts spread over ep consecutive ranks: rank r holds the experts of r % ep.
-    expertBackend = backend->split(int(backend->rank() % ep));
+    expertBackend = backend->split(int(backend->rank() % expertParallelOf(thePlan)));
     expertBackend->openStreams(std::vector<int>(expertStreams.begin(), expertStreams.end()));
   }
 }

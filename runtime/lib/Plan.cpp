@@ -666,8 +666,10 @@ private:
       error(path, "expert parallelism does not combine with a `parallel` section");
     if (plan.moe.empty())
       error(path, "an expert tensor needs the plan's `moe` section");
-    if (const int64_t planned = json::parse(plan.moe)["ep"].get<int64_t>(); ep != planned)
-      error(path, "must equal /moe/ep " + std::to_string(planned));
+    if (!moeEp)
+      moeEp = json::parse(plan.moe)["ep"].get<int64_t>();
+    if (ep != *moeEp)
+      error(path, "must equal /moe/ep " + std::to_string(*moeEp));
   }
 
   void checkBuckets() {
@@ -937,6 +939,7 @@ private:
   const std::string &source;
   zen::ErrorKind kind;
   std::map<std::string, size_t> tensorIndex;
+  std::optional<int64_t> moeEp;  // /moe/ep, read once for the expert tensors
 };
 
 //===----------------------------------------------------------------------===//
@@ -1049,6 +1052,13 @@ std::optional<TaskKind> parseTaskKind(const std::string &s) { return enumParse<T
 std::optional<Phase> parsePhase(const std::string &s) { return enumParse<Phase>(s); }
 
 int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 0; }
+
+int64_t expertParallelOf(const Plan &plan) {
+  int64_t ep = 1;
+  for (const TensorInfo &tensor : plan.tensors)
+    ep = std::max(ep, tensor.expertParallel);
+  return ep;
+}
 
 Plan parsePlan(const std::string &text, const std::string &source) {
   json document;

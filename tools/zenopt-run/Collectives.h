@@ -16,6 +16,19 @@
 
 namespace zen::run {
 
+/// MPI_Comm_split of MPI_COMM_WORLD, freed when done.
+class GroupComm {
+public:
+  GroupComm(int color, int key) {
+    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
+      throw zenrt::Error(ZENRT_ERR_BACKEND, "MPI_Comm_split of MPI_COMM_WORLD failed");
+  }
+  ~GroupComm() { MPI_Comm_free(&comm); }
+  GroupComm(const GroupComm &) = delete;
+  GroupComm &operator=(const GroupComm &) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
 class BoundedCollectives {
 public:
   /// Over `comm`: the world, or a group of its ranks.

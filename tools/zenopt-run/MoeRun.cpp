@@ -1,6 +1,7 @@
 //===- MoeRun.cpp - zenopt-run for plans with Mixture-of-Experts layers ---===//
 #include "MoeRun.h"
 
+#include "Collectives.h"
 #include "MoeCheck.h"
 #include "zenrt/Moe.h"
 #include "zenrt/Runtime.h"
@@ -40,18 +41,24 @@ std::vector<float> bufferOf(const Layer &shape, uint64_t seed) {
       size_t(shape.experts * shape.capacity * shape.hidden));
 }
 
-/// MPI_Comm_split's result, freed when done.
-class GroupComm {
-public:
-  GroupComm(int color, int key) {
-    if (MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm) != MPI_SUCCESS)
-      throw zenrt::Error(ZENRT_ERR_BACKEND, "MPI_Comm_split of the ep groups failed");
-  }
-  ~GroupComm() { MPI_Comm_free(&comm); }
-  GroupComm(const GroupComm &) = delete;
-  GroupComm &operator=(const GroupComm &) = delete;
-  MPI_Comm comm = MPI_COMM_NULL;
-};
+/// Rank `rank`'s dispatch buffer and output gradient for layer `index`.
+std::vector<float> dispatchedOf(const Layer &shape, uint64_t seed, size_t index, int rank) {
+  return bufferOf(shape, seedOf(seed, index, 1 + 2 * uint64_t(rank)));
+}
+std::vector<float> combinedGradientOf(const Layer &shape, uint64_t seed, size_t index, int rank) {
+  return bufferOf(shape, seedOf(seed, index, 2 + 2 * uint64_t(rank)));
+}
+
+/// How the plan runs `layer`'s all-to-alls (the degree is set per phase).
+zenrt::moe::Schedule scheduleOf(const PlannedLayer &layer, const zenrt::moe::PlannedMoe &planned,
+                                double timeoutSeconds) {
+  zenrt::moe::Schedule schedule;
+  schedule.algorithm = layer.algorithm;
+  schedule.ranksPerNode = planned.ranksPerNode;
+  schedule.timeoutSeconds = timeoutSeconds;
+  schedule.tokens = layer.tokens;
+  return schedule;
+}
 
 } // namespace
 
@@ -99,13 +106,9 @@ MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank
     step.weights = std::make_unique<MoeWeights>(step.layer, seedOf(options.seed, index, 0),
                                                 plannedLayer.fc1Bias, plannedLayer.fc2Bias);
     step.weights->lend(step.layer, member * (step.layer.experts / ep));
-    step.dispatched = bufferOf(step.layer, seedOf(options.seed, index, 1 + 2 * uint64_t(rank)));
-    step.combinedGradient =
-        bufferOf(step.layer, seedOf(options.seed, index, 2 + 2 * uint64_t(rank)));
-    step.schedule.algorithm = plannedLayer.algorithm;
-    step.schedule.ranksPerNode = planned.ranksPerNode;
-    step.schedule.timeoutSeconds = options.timeoutSeconds;
-    step.schedule.tokens = plannedLayer.tokens;
+    step.dispatched = dispatchedOf(step.layer, options.seed, index, rank);
+    step.combinedGradient = combinedGradientOf(step.layer, options.seed, index, rank);
+    step.schedule = scheduleOf(plannedLayer, planned, options.timeoutSeconds);
     step.result.combined.assign(step.dispatched.size(), NAN);
     step.result.dispatchedGradient.assign(step.dispatched.size(), NAN);
     state->layers.push_back(std::move(step));
@@ -214,15 +217,10 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
     std::vector<std::vector<float>> dispatched, combinedGradient;
     for (int s = 0; s < ep; ++s) {
       // Each rank's buffers, from seeds of its rank in the world.
-      const uint64_t source = uint64_t(groupFirst + s);
-      dispatched.push_back(bufferOf(layer, seedOf(options.seed, index, 1 + 2 * source)));
-      combinedGradient.push_back(bufferOf(layer, seedOf(options.seed, index, 2 + 2 * source)));
+      dispatched.push_back(dispatchedOf(layer, options.seed, index, groupFirst + s));
+      combinedGradient.push_back(combinedGradientOf(layer, options.seed, index, groupFirst + s));
     }
-    zenrt::moe::Schedule schedule;
-    schedule.algorithm = plannedLayer.algorithm;
-    schedule.ranksPerNode = planned.ranksPerNode;
-    schedule.timeoutSeconds = options.timeoutSeconds;
-    schedule.tokens = plannedLayer.tokens;
+    zenrt::moe::Schedule schedule = scheduleOf(plannedLayer, planned, options.timeoutSeconds);
     double forwardUs = 0, backwardUs = 0;
     auto runPlanned = [&] {
       return zen::cli::runLayer(layer, schedule, plannedLayer.forwardChunks,

@@ -250,14 +250,12 @@ int run(const Options &options, int rank, int ranks,
   zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
   BoundedCollectives mpi(runtime);
   // Expert tensors' buckets average over the ranks holding the same experts (rank % ep).
-  int64_t ep = 1;
-  for (const zenrt::TensorInfo &tensor : plan.tensors)
-    ep = std::max(ep, tensor.expertParallel);
-  MPI_Comm replicaComm = MPI_COMM_NULL;
+  const int64_t ep = zenrt::expertParallelOf(plan);
+  std::optional<zen::run::GroupComm> replicas;
   std::optional<BoundedCollectives> replicaMpi;
   if (ep > 1) {
-    MPI_Comm_split(MPI_COMM_WORLD, int(rank % ep), rank, &replicaComm);
-    replicaMpi.emplace(runtime, replicaComm);
+    replicas.emplace(int(rank % ep), rank);
+    replicaMpi.emplace(runtime, replicas->comm);
   }
 
   std::map<std::string, size_t> tensorIndex;
@@ -452,8 +450,6 @@ int run(const Options &options, int rank, int ranks,
       predictedCompute += task.durationUs * options.timeScale;
   const char *computeName = compute == ComputeMode::Gemm ? "gemm" : "sleep";
 
-  if (replicaComm != MPI_COMM_NULL)
-    MPI_Comm_free(&replicaComm);
   // A Mixture-of-Experts plan then runs its MoE layers alone (MoeRun.h), whose report
   // carries this one's in JSON.
   nlohmann::ordered_json syncJson;

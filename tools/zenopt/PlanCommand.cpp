@@ -406,7 +406,8 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
     codegen::attachMoe(*plan, moeLayers, planned, *request, model);
     // The runtime runs the sync the MoE section's iteration was simulated with.
     if (planned.chosen.ep > 1 && request->sync)
-      codegen::syncExpertsOverReplicas(*plan, *request->sync, planned.chosen.ep, dp, model);
+      codegen::syncExpertsOverReplicas(*plan, *request->sync, planned.chosen.ep, request->dp,
+                                       model);
   }
   return std::move(*plan);
 }

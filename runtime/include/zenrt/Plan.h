@@ -221,6 +221,8 @@ uint64_t planHash(const Plan &plan);
 
 /// Bytes per element of a plan dtype (4 for "f32").
 int64_t dtypeBytes(const std::string &dtype);
+/// The ep of the plan's expert tensors (validatePlan gives them one), 1 without any.
+int64_t expertParallelOf(const Plan &plan);
 
 }  // namespace zenrt
 
