@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <future>
+
 namespace zen::codegen {
 namespace {
 
@@ -69,6 +71,10 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
 
   // The schedule is the simulator's task graph for this choice, task for task.
   std::vector<cost::SimTask> tasks = plan::buildSimTasks(problem, choice, model);
+  // The planner's score of its task graph, for the check below: on a second thread while
+  // this one writes the plan and rescores it.
+  std::future<plan::Evaluation> planned =
+      std::async(std::launch::async, [&] { return plan::evaluateTasks(tasks, model); });
   int forwardSegment = 0, backwardSegment = 0;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const cost::SimTask &sim = tasks[i];
@@ -137,10 +143,10 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   // The plan must score exactly as the planner scored its choice: the plan file
   // is what `zenopt simulate` and the runtime see.
   cost::SimResult rescored = simulatePlan(out, model);
-  plan::Evaluation planned = plan::evaluateTasks(tasks, model);
-  if (rescored.iterationUs != planned.iterationUs) {
+  const double plannedUs = planned.get().iterationUs;
+  if (rescored.iterationUs != plannedUs) {
     error = fmt::format("internal error: the plan scores {} us but the planner's choice {} us",
-                        rescored.iterationUs, planned.iterationUs);
+                        rescored.iterationUs, plannedUs);
     return std::nullopt;
   }
   return out;

@@ -374,7 +374,10 @@ public:
   ShapeArithmetic(onnx::GraphProto &graph) : graph(graph) {}
 
   /// Completes missing Slice/Reshape output shapes; returns how many it filled.
-  int completeShapes() {
+  /// `unlocksMore` tells whether one of them feeds a node with an output shape still
+  /// unknown: only then can another round of inference change a shape.
+  int completeShapes(bool &unlocksMore) {
+    unlocksMore = false;
     // Only Slice and Reshape outputs are completed: without them there is nothing to
     // evaluate (an MLP of 100 000 tensors would index every value for nothing).
     if (std::none_of(graph.node().begin(), graph.node().end(), [](const onnx::NodeProto &node) {
@@ -383,7 +386,7 @@ public:
       return 0;
     collectTypes();
     collectInitializerValues();
-    int completed = 0;
+    std::unordered_set<std::string_view> completed;
     for (const onnx::NodeProto &node : graph.node()) {
       evaluate(node);
       if (node.output_size() == 0 || node.output(0).empty() || isStatic(node.output(0)))
@@ -396,9 +399,14 @@ public:
       if (!dims)
         continue;
       recordShape(node.output(0), node.input(0), *dims);
-      ++completed;
+      completed.insert(node.output(0));
     }
-    return completed;
+    if (!completed.empty())
+      unlocksMore = std::any_of(graph.node().begin(), graph.node().end(),
+                                [&](const onnx::NodeProto &node) {
+                                  return readsAny(node, completed) && !allOutputsStatic(node);
+                                });
+    return static_cast<int>(completed.size());
   }
 
 private:
@@ -478,6 +486,17 @@ private:
   // Asked of every node's output: no dims are copied.
   bool isStatic(const std::string &name) const {
     return visitStaticDims(name, [](int64_t) {});
+  }
+
+  static bool readsAny(const onnx::NodeProto &node,
+                       const std::unordered_set<std::string_view> &names) {
+    return std::any_of(node.input().begin(), node.input().end(),
+                       [&](const std::string &input) { return names.count(input) > 0; });
+  }
+
+  bool allOutputsStatic(const onnx::NodeProto &node) const {
+    return std::all_of(node.output().begin(), node.output().end(),
+                       [&](const std::string &output) { return output.empty() || isStatic(output); });
   }
 
   const Values *known(const onnx::NodeProto &node, int index) const {
@@ -932,24 +951,37 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
   onnx::ModelProto &model = *loaded.model;
   parseModel(bytes, path, model);
-  // Before anything reads ONNX's registries: importModel may still be registering on another
-  // thread (the opset ranges included), and this waits for it.
+  // The graph checks read no ONNX registry: they run while importModel may still be
+  // registering the schemas on another thread (on a small model, while the main thread
+  // would otherwise wait). A model failing both reports its versions first, as before.
+  onnx::GraphProto &graph = *model.mutable_graph();
+  std::optional<ImportError> graphError;
+  try {
+    checkAndSortGraph(graph, path);
+    checkAllDims(graph, path);
+    checkAllTensorData(graph, path);
+  } catch (const ImportError &error) {
+    graphError = error;
+  }
+  // Before anything reads ONNX's registries (the opset ranges included): this waits for them.
   registerMoeSchema();
   checkVersions(model, path, loaded);
-  onnx::GraphProto &graph = *model.mutable_graph();
-  checkAndSortGraph(graph, path);
-  checkAllDims(graph, path);
-  checkAllTensorData(graph, path);
+  if (graphError)
+    throw *graphError;
   verifyNodesAgainstSchemas(model, path);
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
   inferShapes(model, path);
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
-  // the exporter's patterns, and a fixed bound keeps adversarial input cheap.
+  // the exporter's patterns, and a fixed bound keeps adversarial input cheap. A round
+  // whose completed shapes feed only nodes with known output shapes changes no other
+  // shape: ONNX is not run again over the whole model (a tenth of planning GPT-2 small
+  // end to end) just to re-derive them; their consumers' shape checks are the importer's.
   for (int round = 0; round < 4; ++round) {
     ShapeArithmetic arithmetic(graph);
-    if (arithmetic.completeShapes() == 0)
+    bool unlocksMore = false;
+    if (arithmetic.completeShapes(unlocksMore) == 0 || !unlocksMore)
       break;
     inferShapes(model, path);
   }

@@ -62,11 +62,13 @@
 #include "zen/Planner/Planning.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <future>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -285,14 +287,19 @@ private:
     std::vector<int> madeFrom;
     Origin origin;
   };
-  /// The baselines as reported and their seeds. Reads only the problem, the model and the
-  /// options (its prices are its own), so it runs beside the dynamic programs.
-  struct BaselineSeeds {
+  /// One baseline's evaluation: as reported (at its best over the allowed compressors), or
+  /// uncompressed when compressors are allowed. Reads only the problem, the model and the
+  /// options (with prices of its thread's own), so jobs run beside the dynamic programs and
+  /// each other.
+  struct BaselineJob {
+    std::string name;
+    bool uncompressed = false;
+    std::optional<double> iterationUs;  // unset: the baseline does not apply
     std::vector<Seed> seeds;
-    std::map<std::string, double> baselineUs, baselineUncompressedUs;
     int64_t evaluations = 0;
   };
-  BaselineSeeds evaluateBaselines() const;
+  std::vector<BaselineJob> baselineJobs() const;
+  void evaluateBaseline(BaselineJob &job, cost::CollectiveCostCache &prices) const;
   std::vector<Seed> dynamicProgramSeeds();
   /// `choice` scored by the simulator on the condensed problem.
   Candidate condensedCandidate(PlanChoice choice, int streams);
@@ -620,51 +627,51 @@ PlanChoice Searcher::choiceOf(const ProgramRun &run) const {
   return choice;
 }
 
-Searcher::BaselineSeeds Searcher::evaluateBaselines() const {
-  BaselineSeeds result;
-  cost::CollectiveCostCache prices(model_, priceCacheEntries(problem_));
+std::vector<Searcher::BaselineJob> Searcher::baselineJobs() const {
   std::vector<std::string> names = baselineNames();
   if (!options_.baseline.manualBuckets.empty())
     names.push_back("manual");
-  const bool compressed = !options_.compressors.empty();
-  for (const std::string &name : names) {
-    // As reported: each allowed compressor on every bucket, the best kept.
-    std::string error;
-    std::vector<BaselineResult> candidates;
-    // With cached prices: a baseline of one bucket per tensor prices a collective per
-    // tensor in every evaluation, most of them of sizes seen before.
-    std::optional<BaselineResult> reported =
-        bestBaseline(name, problem_, model_, options_.baseline, options_.compressors, error,
-                     &candidates, &prices);
-    if (!reported)
-      continue;
-    result.baselineUs[name] = reported->evaluation.iterationUs;
-    result.evaluations += static_cast<int64_t>(candidates.size());
-    for (size_t c = 0; c < candidates.size(); ++c)
-      result.seeds.push_back(
-          Seed{Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
-               compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{},
-               kBaseline});
+  std::vector<BaselineJob> jobs;
+  for (bool uncompressed : {false, true}) {
+    if (uncompressed && options_.compressors.empty())
+      break;
+    for (const std::string &name : names)
+      jobs.push_back(BaselineJob{name, uncompressed});
   }
-  if (!compressed)
-    return result;
-  for (const std::string &name : names) {
+  return jobs;
+}
+
+void Searcher::evaluateBaseline(BaselineJob &job, cost::CollectiveCostCache &prices) const {
+  std::string error;
+  if (job.uncompressed) {
     BaselineOptions uncompressed = options_.baseline;
     uncompressed.compression.reset();
-    std::string error;
-    std::optional<PlanChoice> choice = baselineChoice(name, problem_, model_, uncompressed, error);
+    std::optional<PlanChoice> choice = baselineChoice(job.name, problem_, model_, uncompressed, error);
     if (!choice)
-      continue;
+      return;
     Evaluation evaluation = evaluate(problem_, *choice, model_, &prices);
-    ++result.evaluations;
-    result.baselineUncompressedUs[name] = evaluation.iterationUs;
-    // A baseline's user may always switch compression off: it is reported at its best.
-    if (auto reported = result.baselineUs.find(name); reported != result.baselineUs.end())
-      reported->second = std::min(reported->second, evaluation.iterationUs);
-    result.seeds.push_back(
-        Seed{Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline});
+    job.evaluations = 1;
+    job.iterationUs = evaluation.iterationUs;
+    job.seeds.push_back(Seed{Candidate{std::move(*choice), std::move(evaluation), 1}, {}, kBaseline});
+    return;
   }
-  return result;
+  // As reported: each allowed compressor on every bucket, the best kept. With cached
+  // prices: a baseline of one bucket per tensor prices a collective per tensor in every
+  // evaluation, most of them of sizes seen before.
+  std::vector<BaselineResult> candidates;
+  std::optional<BaselineResult> reported =
+      bestBaseline(job.name, problem_, model_, options_.baseline, options_.compressors, error,
+                   &candidates, &prices);
+  if (!reported)
+    return;
+  job.iterationUs = reported->evaluation.iterationUs;
+  job.evaluations = static_cast<int64_t>(candidates.size());
+  const bool compressed = !options_.compressors.empty();
+  for (size_t c = 0; c < candidates.size(); ++c)
+    job.seeds.push_back(
+        Seed{Candidate{std::move(candidates[c].choice), std::move(candidates[c].evaluation), 1},
+             compressed ? std::vector<int>{static_cast<int>(c)} : std::vector<int>{},
+             kBaseline});
 }
 
 std::vector<Searcher::Seed> Searcher::dynamicProgramSeeds() {
@@ -913,19 +920,41 @@ AutotuneResult Searcher::run() {
   AutotuneResult result;
   result.lowerBoundUs = lowerBoundUs_ = lowerBoundUs(problem_, model_, options_.compressors);
   ready_ = readyTimesAlone(backwardEndUs_);
-  // The baselines and the dynamic programs seed the search independently: the baselines are
-  // evaluated on a second thread meanwhile, and all seeds are offered in one fixed order, so
-  // the plan does not depend on which finishes first.
-  std::future<BaselineSeeds> baselines =
-      std::async(std::launch::async, [this] { return evaluateBaselines(); });
+  // The baselines and the dynamic programs seed the search independently: a second thread
+  // takes baseline jobs meanwhile, this one the jobs left once its programs are done (on a
+  // large model the baselines take longer). All seeds are offered in one fixed order, so
+  // the plan does not depend on which thread ran what, or finished first.
+  std::vector<BaselineJob> jobs = baselineJobs();
+  std::atomic<size_t> nextJob{0};
+  auto runBaselineJobs = [&] {
+    std::optional<cost::CollectiveCostCache> prices;
+    for (size_t j; (j = nextJob.fetch_add(1)) < jobs.size();) {
+      if (!prices)
+        prices.emplace(model_, priceCacheEntries(problem_));
+      evaluateBaseline(jobs[j], *prices);
+    }
+  };
+  std::future<void> helper = std::async(std::launch::async, runBaselineJobs);
   std::vector<Seed> programs = dynamicProgramSeeds();
-  BaselineSeeds reported = baselines.get();
-  result.baselineUs = std::move(reported.baselineUs);
-  result.baselineUncompressedUs = std::move(reported.baselineUncompressedUs);
-  evaluations_ += reported.evaluations;
-  for (std::vector<Seed> *seeds : {&reported.seeds, &programs})
-    for (const Seed &seed : *seeds)
+  runBaselineJobs();
+  helper.get();
+  for (BaselineJob &job : jobs) {
+    evaluations_ += job.evaluations;
+    if (!job.iterationUs)
+      continue;
+    if (!job.uncompressed) {
+      result.baselineUs[job.name] = *job.iterationUs;
+    } else {
+      result.baselineUncompressedUs[job.name] = *job.iterationUs;
+      // A baseline's user may always switch compression off: it is reported at its best.
+      if (auto reported = result.baselineUs.find(job.name); reported != result.baselineUs.end())
+        reported->second = std::min(reported->second, *job.iterationUs);
+    }
+    for (const Seed &seed : job.seeds)
       offer(seed.candidate, seed.madeFrom, seed.origin);
+  }
+  for (const Seed &seed : programs)
+    offer(seed.candidate, seed.madeFrom, seed.origin);
 
   // Per family, narrowest first; the widest family holds every result: the answer.
   for (const Family &family : families_)
