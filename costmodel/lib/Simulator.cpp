@@ -76,19 +76,27 @@ public:
     computeLeftUs_ = hostEndUs_ = 0;
     activeCollectives_ = 0;
     sharing_.clear();
-    bool crossesIterations = std::any_of(tasks.begin(), tasks.end(),
-                                         [](const SimTask &task) { return task.nextIteration; });
-    iterations_ = crossesIterations ? kUnrolledIterations : 1;
-    reported_ = crossesIterations ? kReportedIteration : 0;
 
+    // One pass over the tasks copies what the event loop reads into arrays of their own:
+    // a SimTask is 192 bytes, and the loop reads a few of them per event.
     int streams = kFirstCommStream;
+    bool crossesIterations = false;
+    int regular = 0;
     latencyUs_.assign(n_, 0);
     bandwidthUs_.assign(n_, 0);
     intraShare_.assign(n_, 0);
     interShare_.assign(n_, 0);
     streamOf_.assign(n_, kComputeStream);
+    nextIteration_.resize(n_);
+    priority_.resize(n_);
+    durationUs_.resize(n_);
     for (int i = 0; i < n_; ++i) {
       const SimTask &task = tasks[i];
+      nextIteration_[i] = task.nextIteration;
+      crossesIterations |= task.nextIteration;
+      regular += task.nextIteration ? 0 : 1;
+      priority_[i] = task.priority;
+      durationUs_[i] = task.durationUs;
       if (task.kind != TaskKind::Collective) {
         if (task.device == Device::CPU)
           streamOf_[i] = kHostStream;
@@ -111,6 +119,8 @@ public:
         interShare_[i] = std::min(1.0, times.interNodeUs / times.bandwidthUs);
       }
     }
+    iterations_ = crossesIterations ? kUnrolledIterations : 1;
+    reported_ = crossesIterations ? kReportedIteration : 0;
     ready_.resize(streams);
     for (ReadyQueue &queue : ready_)  // empty unless a cycle stopped the last run
       while (!queue.empty())
@@ -118,40 +128,35 @@ public:
     busy_.assign(streams, false);
     dirty_.assign(streams, false);
 
-    // Dependents in CSR form; `crosses` marks edges into the next iteration.
+    // Dependents in CSR form; `crosses` marks edges into the next iteration. A task waits
+    // in the first iteration for its dependencies but those crossing (they come from an
+    // iteration before it), in later ones for all of them and the boundary.
+    int total = n_ * iterations_;
+    pending_.resize(total);
     dependentsBegin_.assign(n_ + 1, 0);
-    for (const SimTask &task : tasks)
-      for (int dep : task.deps)
+    for (int i = 0; i < n_; ++i) {
+      int crossing = 0;
+      for (int dep : tasks[i].deps) {
         ++dependentsBegin_[dep + 1];
+        crossing += !nextIteration_[i] && nextIteration_[dep];
+      }
+      const int waits = static_cast<int>(tasks[i].deps.size());
+      pending_[i] = waits - crossing;
+      for (int it = 1; it < iterations_; ++it)
+        pending_[it * n_ + i] = waits + 1;
+    }
     for (int i = 0; i < n_; ++i)
       dependentsBegin_[i + 1] += dependentsBegin_[i];
     dependents_.resize(dependentsBegin_[n_]);
     fill_.assign(dependentsBegin_.begin(), dependentsBegin_.end() - 1);
     for (int i = 0; i < n_; ++i)
-      for (int dep : tasks[i].deps) {
-        bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
-        dependents_[fill_[dep]++] = {i, crosses};
-      }
+      for (int dep : tasks[i].deps)
+        dependents_[fill_[dep]++] = {i, !nextIteration_[i] && nextIteration_[dep]};
 
-    int total = n_ * iterations_;
-    pending_.assign(total, 0);
     startUs_.assign(total, -1);
     endUs_.assign(total, -1);
-    int regular = 0;
-    for (int i = 0; i < n_; ++i)
-      regular += tasks[i].nextIteration ? 0 : 1;
     regularLeft_.assign(iterations_, regular);
     boundaryUs_.assign(iterations_, -1);
-    for (int it = 0; it < iterations_; ++it)
-      for (int i = 0; i < n_; ++i) {
-        int waits = 0;
-        for (int dep : tasks[i].deps) {
-          bool crosses = !tasks[i].nextIteration && tasks[dep].nextIteration;
-          waits += (crosses && it == 0) ? 0 : 1;
-        }
-        // Every task after the first iteration also waits for the boundary.
-        pending_[it * n_ + i] = waits + (it > 0 ? 1 : 0);
-      }
   }
 
   SimResult run() {
@@ -196,12 +201,12 @@ private:
 
   int taskOf(int instance) const { return instance % n_; }
   int iterationOf(int instance) const { return instance / n_; }
-  bool isCollective(int instance) const { return (*tasks_)[taskOf(instance)].kind == TaskKind::Collective; }
+  bool isCollective(int instance) const { return streamOf_[taskOf(instance)] >= kFirstCommStream; }
 
   void makeReady(int instance) {
     int task = taskOf(instance);
     int stream = streamOf_[task];
-    ready_[stream].push({iterationOf(instance), (*tasks_)[task].priority, task});
+    ready_[stream].push({iterationOf(instance), priority_[task], task});
     markDirty(stream);
   }
 
@@ -242,7 +247,7 @@ private:
       if (target < iterations_)
         release(target * n_ + dependent.task);
     }
-    if (!(*tasks_)[task].nextIteration && --regularLeft_[iteration] == 0)
+    if (!nextIteration_[task] && --regularLeft_[iteration] == 0)
       closeIteration(iteration);
   }
 
@@ -298,14 +303,14 @@ private:
     startUs_[instance] = now_;
     busy_[streamOf_[task]] = true;
     if (!isCollective(instance)) {
-      if ((*tasks_)[task].durationUs <= 0) {
+      if (durationUs_[task] <= 0) {
         complete(instance);
       } else if (streamOf_[task] == kHostStream) {
         hostTask_ = instance;
-        hostEndUs_ = now_ + (*tasks_)[task].durationUs;
+        hostEndUs_ = now_ + durationUs_[task];
       } else {
         computeTask_ = instance;
-        computeLeftUs_ = (*tasks_)[task].durationUs;
+        computeLeftUs_ = durationUs_[task];
       }
       return;
     }
@@ -403,10 +408,10 @@ private:
       result.startUs[i] = startUs_[instance] - origin;
       result.endUs[i] = endUs_[instance] - origin;
       if (streamOf_[i] == kHostStream) {
-        result.hostCompressionUs += (*tasks_)[i].durationUs;
+        result.hostCompressionUs += durationUs_[i];
       } else if (streamOf_[i] == kComputeStream) {
         result.computeUs += result.endUs[i] - result.startUs[i];
-        result.computeAloneUs += (*tasks_)[i].durationUs;
+        result.computeAloneUs += durationUs_[i];
       }
     }
     result.iterationUs = boundaryUs_[reported_] - origin;
@@ -424,6 +429,9 @@ private:
   /// The fraction of a collective's transfer each link level is busy.
   std::vector<double> intraShare_, interShare_;
   std::vector<int> streamOf_;
+  std::vector<char> nextIteration_;
+  std::vector<int64_t> priority_;
+  std::vector<double> durationUs_;
   std::vector<Dependent> dependents_;
   std::vector<int> dependentsBegin_, fill_;
 
