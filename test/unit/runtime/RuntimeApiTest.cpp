@@ -257,6 +257,10 @@ TEST(RuntimeApi, HeldCollectivesStartOnlyWhenReleased) {
   EXPECT_EQ(statusOf([&] { rt.waitAll(); }, &message), ZENRT_ERR_STATE);
   EXPECT_EQ(message, "rank 0: zenrt_wait_all while the collectives are held "
                      "(zenrt_hold_collectives)");
+  EXPECT_FALSE(rt.test("a"));
+  EXPECT_EQ(statusOf([&] { rt.wait("a"); }, &message), ZENRT_ERR_STATE);
+  EXPECT_EQ(message, "rank 0: zenrt_wait while the collectives are held "
+                     "(zenrt_hold_collectives)");
   rt.holdCollectives(false);
   rt.waitAll();
   EXPECT_EQ(g.a, expected.a);
