@@ -289,8 +289,8 @@ private:
   };
   /// One baseline's evaluation: as reported (at its best over the allowed compressors), or
   /// uncompressed when compressors are allowed. Reads only the problem, the model and the
-  /// options (with prices of its thread's own), so jobs run beside the dynamic programs and
-  /// each other.
+  /// options (with the prices of the thread that runs it), so jobs run beside the dynamic
+  /// programs and each other.
   struct BaselineJob {
     std::string name;
     bool uncompressed = false;
@@ -926,17 +926,16 @@ AutotuneResult Searcher::run() {
   // the plan does not depend on which thread ran what, or finished first.
   std::vector<BaselineJob> jobs = baselineJobs();
   std::atomic<size_t> nextJob{0};
-  auto runBaselineJobs = [&] {
-    std::optional<cost::CollectiveCostCache> prices;
-    for (size_t j; (j = nextJob.fetch_add(1)) < jobs.size();) {
-      if (!prices)
-        prices.emplace(model_, priceCacheEntries(problem_));
-      evaluateBaseline(jobs[j], *prices);
-    }
+  auto runBaselineJobs = [&](cost::CollectiveCostCache &prices) {
+    for (size_t j; (j = nextJob.fetch_add(1)) < jobs.size();)
+      evaluateBaseline(jobs[j], prices);
   };
-  std::future<void> helper = std::async(std::launch::async, runBaselineJobs);
+  std::future<void> helper = std::async(std::launch::async, [&] {
+    cost::CollectiveCostCache prices(model_, priceCacheEntries(problem_));
+    runBaselineJobs(prices);
+  });
   std::vector<Seed> programs = dynamicProgramSeeds();
-  runBaselineJobs();
+  runBaselineJobs(prices_);
   helper.get();
   for (BaselineJob &job : jobs) {
     evaluations_ += job.evaluations;

@@ -1,8 +1,6 @@
 //===- main.cpp - the zenopt command-line tool -----------------------------===//
 #include "Command.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -73,15 +71,8 @@ int main(int argc, char **argv) {
     for (auto &[sub, action] : actions)
       if (sub->parsed())
         return action();
-    if (defaultAction) {
-      const int status = defaultAction();
-      // Planned and reported (files committed, output flushed here): the static objects,
-      // ONNX's registry of every opset's schemas among them, are left to the operating
-      // system instead of being destroyed one by one (3% of planning GPT-2 small).
-      std::cout.flush();
-      std::fflush(nullptr);
-      std::_Exit(status);
-    }
+    if (defaultAction)
+      return defaultAction();
     std::cerr << app.help();
     return ExitUsage;
   } catch (const CommandError &error) {
