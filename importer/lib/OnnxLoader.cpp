@@ -2,6 +2,7 @@
 #include "OnnxLoader.h"
 
 #include "Moe.h"
+#include "ShapeInference.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/defs/schema.h"
@@ -889,8 +890,11 @@ private:
   onnx::ModelProto &model;
 };
 
-void inferShapes(onnx::ModelProto &model, const std::string &path) {
+/// Returns whether the memoized driver inferred every shape.
+bool inferShapes(onnx::ModelProto &model, const std::string &path, ShapeInferenceDriver driver) {
   UntypedValueGuard guard(model);
+  if (driver == ShapeInferenceDriver::Memoized && inferStaticShapesMemoized(model))
+    return true;
   // check_type, strict error mode (throws per node), data propagation.
   onnx::ShapeInferenceOptions options(true, 1, true);
   try {
@@ -898,6 +902,7 @@ void inferShapes(onnx::ModelProto &model, const std::string &path) {
   } catch (const std::exception &error) {
     fail(path, std::string("shape inference failed: ") + error.what());
   }
+  return false;
 }
 
 } // namespace
@@ -945,7 +950,7 @@ std::string onnxDtypeName(int32_t onnxType) {
 }
 
 LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
-                          const ImportOptions &options) {
+                          const ImportOptions &options, ShapeInferenceDriver driver) {
   LoadedModel loaded;
   loaded.arena = std::make_unique<google::protobuf::Arena>();
   loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
@@ -972,7 +977,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
-  inferShapes(model, path);
+  loaded.shapesMemoized = inferShapes(model, path, driver);
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
   // the exporter's patterns, and a fixed bound keeps adversarial input cheap. A round
   // whose completed shapes feed only nodes with known output shapes changes no other
@@ -983,7 +988,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
     bool unlocksMore = false;
     if (arithmetic.completeShapes(unlocksMore) == 0 || !unlocksMore)
       break;
-    inferShapes(model, path);
+    loaded.shapesMemoized &= inferShapes(model, path, driver);
   }
   // On inferred shapes: the pattern is recognised by the shapes of its values.
   fuseMoePatterns(model);

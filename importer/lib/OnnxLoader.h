@@ -23,13 +23,21 @@ struct LoadedModel {
   int64_t exportBatch = 1;
   BatchMode batchMode = BatchMode::Scaled;
   std::vector<std::string> warnings;
+  /// Every round of shape inference took the memoized driver (ShapeInference.h).
+  bool shapesMemoized = false;
 };
+
+/// Memoized: ONNX's inference once per distinct node where the graph allows it, ONNX's
+/// InferShapes elsewhere. Onnx: InferShapes always (what the memoized driver is checked
+/// against).
+enum class ShapeInferenceDriver { Memoized, Onnx };
 
 /// Parses `bytes` (text syntax when `path` ends in .onnxtxt), checks the IR version,
 /// opset imports, names, dims and graph structure, applies the batch and runs strict
 /// shape inference. Never opens external data files. Throws ImportError (65).
 LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
-                          const ImportOptions &options);
+                          const ImportOptions &options,
+                          ShapeInferenceDriver driver = ShapeInferenceDriver::Memoized);
 
 /// Element size in bytes of an ONNX data type, 0 when unknown.
 int64_t onnxElementSize(int32_t onnxType);

@@ -1,0 +1,25 @@
+//===- ShapeInference.h - ONNX shape inference, memoized per node kind ----===//
+#ifndef ZEN_IMPORTER_SHAPEINFERENCE_H
+#define ZEN_IMPORTER_SHAPEINFERENCE_H
+
+#include "onnx/onnx_pb.h"
+
+namespace zen::importer::detail {
+
+/// ONNX 1.12's shape inference over `model`'s main graph as InferShapes(check_type,
+/// strict, data propagation) does it, for graphs whose values all get static shapes and
+/// need no data propagation, calling ONNX's inference function once per distinct node
+/// (operator schema, attributes, input types and the input data it reads) instead of
+/// once per node: a model's repeated layers are inferred once. Every value a node reads
+/// must already have a type entry, as UntypedValueGuard gives them.
+///
+/// Returns false, having merged at most types ONNX infers on the same prefix of the
+/// graph, when the graph needs more than this covers (subgraphs, local functions, sparse
+/// initializers, an operator without schema or inference function, a dynamic dimension,
+/// data propagation producing shape data) or any check fails: the caller then runs
+/// ONNX's own inference, which gives the same types and reports the error.
+bool inferStaticShapesMemoized(onnx::ModelProto &model);
+
+} // namespace zen::importer::detail
+
+#endif // ZEN_IMPORTER_SHAPEINFERENCE_H
