@@ -127,6 +127,21 @@ private:
   bool collectValues() {
     if (model.functions_size() > 0 || graph.sparse_initializer_size() > 0)
       return false;
+    std::vector<const onnx::NodeProto *> constants;
+    for (const onnx::NodeProto &node : graph.node()) {
+      if (hasSubgraph(node))
+        return false;
+      if (!node.domain().empty())
+        continue;
+      if (node.op_type() == "Shape" || node.op_type() == "Size")
+        return false;  // their shape data propagates to other nodes: ONNX's driver tracks it
+      if (node.op_type() != "Constant")
+        continue;
+      if (node.output_size() != 1 || node.attribute_size() != 1 ||
+          node.attribute(0).name() != "value" || !node.attribute(0).has_t())
+        return false;  // a constant spelled otherwise: ONNX's data rules, not restated here
+      constants.push_back(&node);
+    }
     for (const onnx::OperatorSetIdProto &opset : model.opset_import())
       opsets[opset.domain()] = static_cast<int>(opset.version());
     values.reserve(size_t(graph.value_info_size() + graph.input_size() + graph.output_size()));
@@ -158,16 +173,8 @@ private:
         onnx::shape_inference::checkShapesAndTypes(initializerType, *typed->second.type);
       }
     }
-    for (const onnx::NodeProto &node : graph.node()) {
-      if (hasSubgraph(node))
-        return false;
-      if (node.op_type() != "Constant" || !node.domain().empty())
-        continue;
-      if (node.output_size() != 1 || node.attribute_size() != 1 ||
-          node.attribute(0).name() != "value" || !node.attribute(0).has_t())
-        return false;  // a constant spelled otherwise: ONNX's data rules, not restated here
-      values[node.output(0)].data = &node.attribute(0).t();
-    }
+    for (const onnx::NodeProto *constant : constants)
+      values[constant->output(0)].data = &constant->attribute(0).t();
     return true;
   }
 
