@@ -57,10 +57,10 @@ def Zen_ComputeOp : Zen_Op<"compute"> {
     ```
   }];
   let arguments = (ins StrAttr:$op_type, Zen_PhaseAttr:$phase,
-                       Variadic<AnyRankedTensor>:$inputs,
+                       Variadic<Zen_AnyRankedTensor>:$inputs,
                        I64Attr:$flops, I64Attr:$bytes,
                        OptionalAttr<StrAttr>:$node, OptionalAttr<I64Attr>:$stage);
-  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let results = (outs Variadic<Zen_AnyRankedTensor>:$results);
   // The builder without a pipeline stage, which every pass but the stage assignment uses.
   let builders = [
     OpBuilder<(ins "::mlir::TypeRange":$results, "::llvm::StringRef":$op_type, "::zen::Phase":$phase,
