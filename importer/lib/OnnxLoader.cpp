@@ -892,9 +892,9 @@ private:
 
 /// Returns whether the memoized driver inferred every shape.
 bool inferShapes(onnx::ModelProto &model, const std::string &path, ShapeInferenceDriver driver) {
-  UntypedValueGuard guard(model);
   if (driver == ShapeInferenceDriver::Memoized && inferStaticShapesMemoized(model))
     return true;
+  UntypedValueGuard guard(model);
   // check_type, strict error mode (throws per node), data propagation.
   onnx::ShapeInferenceOptions options(true, 1, true);
   try {

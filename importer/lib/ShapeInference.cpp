@@ -16,6 +16,7 @@
 #include "onnx/shape_inference/implementation.h"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -112,16 +113,31 @@ class MemoizedInference {
 public:
   explicit MemoizedInference(onnx::ModelProto &model) : model(model), graph(*model.mutable_graph()) {}
 
+  /// On false, the value_info entries added are removed again: those merged into the
+  /// model's own entries are ONNX's types for a prefix of the graph, which ONNX merges
+  /// again unchanged.
   bool run() {
-    if (!collectValues())
-      return false;
+    const int declaredInfos = graph.value_info_size();
+    if (collectValues() && inferNodes()) {
+      // As UntypedValueGuard leaves a graph output nothing typed.
+      for (onnx::ValueInfoProto &output : *graph.mutable_output())
+        if (output.type().value_case() == onnx::TypeProto::VALUE_NOT_SET)
+          output.clear_type();
+      return true;
+    }
+    graph.mutable_value_info()->DeleteSubrange(declaredInfos,
+                                               graph.value_info_size() - declaredInfos);
+    return false;
+  }
+
+private:
+  bool inferNodes() {
     for (onnx::NodeProto &node : *graph.mutable_node())
       if (!inferNode(node))
         return false;
     return true;
   }
 
-private:
   /// The types and the constant data ONNX's InferShapes starts from, or false for a
   /// graph this does not cover.
   bool collectValues() {
@@ -151,6 +167,16 @@ private:
           return false;  // declared twice: which one ONNX merges into is its business
       return true;
     };
+    // The type table UntypedValueGuard would leave ONNX: every graph input typed (else
+    // ONNX's driver), every graph output and every value_info entry typed, if only empty.
+    for (const onnx::ValueInfoProto &input : graph.input())
+      if (!input.has_type())
+        return false;
+    for (const onnx::ValueInfoProto &info : graph.value_info())
+      if (!info.has_type())
+        return false;
+    for (onnx::ValueInfoProto &output : *graph.mutable_output())
+      output.mutable_type();
     if (!addTypes(*graph.mutable_value_info()) || !addTypes(*graph.mutable_input()) ||
         !addTypes(*graph.mutable_output()))
       return false;
@@ -160,7 +186,7 @@ private:
     for (const onnx::TensorProto &initializer : graph.initializer()) {
       auto typed = values.find(initializer.name());
       if (typed == values.end())
-        return false;  // UntypedValueGuard types every initializer
+        typed = values.emplace(initializer.name(), Value{typeEntryOf(initializer)}).first;
       typed->second.data = &initializer;
       if (graphInputs.count(initializer.name())) {
         // ONNX checks a graph input against the initializer that gives its default.
@@ -176,6 +202,18 @@ private:
     for (const onnx::NodeProto *constant : constants)
       values[constant->output(0)].data = &constant->attribute(0).t();
     return true;
+  }
+
+  /// A value_info entry typing `initializer`, as UntypedValueGuard adds it.
+  onnx::TypeProto *typeEntryOf(const onnx::TensorProto &initializer) {
+    onnx::ValueInfoProto *info = graph.add_value_info();
+    info->set_name(initializer.name());
+    auto *tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(initializer.data_type());
+    auto *shape = tensor->mutable_shape();
+    for (int64_t dim : initializer.dims())
+      shape->add_dim()->set_dim_value(dim);
+    return info->mutable_type();
   }
 
   int32_t typeIdOf(const onnx::TypeProto &type) {
@@ -209,6 +247,8 @@ private:
     append(node.output_size());
     for (const std::string &input : node.input()) {
       auto found = values.find(input);
+      if (found == values.end() && !input.empty())
+        throw std::runtime_error("an input nothing defines");  // ONNX's driver reports it
       Value *value = found == values.end() ? nullptr : &found->second;
       inputs.push_back(value);
       if (value && value->type && value->typeId < 0)
@@ -301,10 +341,12 @@ private:
         continue;  // an optional output left out
       if (node.output(i).empty() || !isStaticTensor(type))
         return false;  // symbolic or unknown dimensions: ONNX's symbol table
-      auto existing = values.find(node.output(i));
-      if (existing == values.end() || !existing->second.type)
-        return false;  // UntypedValueGuard gives every output an entry
-      Value &output = existing->second;
+      Value &output = values[node.output(i)];
+      if (!output.type) {  // as UntypedValueGuard adds the entry
+        onnx::ValueInfoProto *info = graph.add_value_info();
+        info->set_name(node.output(i));
+        output.type = info->mutable_type();
+      }
       const bool wasEmpty = output.type->value_case() == onnx::TypeProto::VALUE_NOT_SET;
       onnx::shape_inference::mergeShapesAndTypes(type, output.type);
       // Merged into an empty entry, the type is the inferred one.

@@ -10,14 +10,15 @@ namespace zen::importer::detail {
 /// strict, data propagation) does it, for graphs whose values all get static shapes and
 /// need no data propagation, calling ONNX's inference function once per distinct node
 /// (operator schema, attributes, input types and the input data it reads) instead of
-/// once per node: a model's repeated layers are inferred once. Every value a node reads
-/// must already have a type entry, as UntypedValueGuard gives them.
+/// once per node: a model's repeated layers are inferred once. The model ends as
+/// UntypedValueGuard and InferShapes leave it (value_info entries for the initializers
+/// and every node output, typed).
 ///
-/// Returns false, having merged at most types ONNX infers on the same prefix of the
+/// Returns false, the model as it was but for types ONNX infers on the same prefix of the
 /// graph, when the graph needs more than this covers (subgraphs, local functions, sparse
-/// initializers, an operator without schema or inference function, a dynamic dimension,
-/// data propagation producing shape data) or any check fails: the caller then runs
-/// ONNX's own inference, which gives the same types and reports the error.
+/// initializers, an untyped graph input, an operator without schema or inference
+/// function, a dynamic dimension, shape data propagation) or any check fails: the caller
+/// then runs ONNX's own inference, which gives the same types and reports the error.
 bool inferStaticShapesMemoized(onnx::ModelProto &model);
 
 } // namespace zen::importer::detail
