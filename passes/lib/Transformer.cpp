@@ -138,6 +138,8 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
 
   // Positions of every op, the weight GEMMs and the Softmaxes, in forward order.
   DenseMap<Operation *, size_t> position;
+  // Sized once: a 100 000-tensor model has ~700 000 ops.
+  position.reserve(structure.func.getBody().front().getOperations().size());
   std::vector<WeightGemm> gemms;
   std::vector<ComputeOp> softmaxes;
   std::vector<ParamOp> params;
@@ -169,6 +171,10 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
         widestTable = std::max(widestTable, table.getType().getDimSize(0));
     }
   }
+  const char *noBlock = "no transformer block (QKV GEMM(s), Softmax, attention output, two "
+                        "MLP GEMMs) with 2-D zen.param weights";
+  if (softmaxes.empty())
+    return fail(noBlock);  // without a Softmax there is no block to look for
   auto softmaxBetween = [&](size_t from, size_t to) {
     return llvm::any_of(softmaxes, [&](ComputeOp softmax) {
       return position[softmax] > from && position[softmax] < to;
@@ -222,8 +228,7 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     g = next + 3;
   }
   if (structure.blocks.empty())
-    return fail("no transformer block (QKV GEMM(s), Softmax, attention output, two MLP GEMMs) "
-                "with 2-D zen.param weights");
+    return fail(noBlock);
   for (size_t k = 0; k < gemms.size(); ++k)
     if (!inBlock[k])
       structure.replicated.push_back(gemms[k]);
