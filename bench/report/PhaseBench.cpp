@@ -6,7 +6,8 @@
 // For every model, times the phases the default zenopt command runs, in process,
 // so process start-up and the loading of shared libraries are not counted:
 //   Import/<model>   read + parse + shape inference + costs + backward (importModel)
-//   BuildIR/<model>  ModelGraph -> verified zen module (buildZenModule)
+//   BuildIR/<model>  ModelGraph -> verified zen module (buildZenModule; zenopt verifies
+//                    it on a second thread while zen-autotune searches)
 //   Plan/<model>     the zen-autotune pass on a freshly built module
 //   Codegen/<model>  planned module -> plan (emitPlan)
 //   WritePlan/<model> plan -> plan JSON text (writePlan; zenopt does it for -o only)

@@ -61,6 +61,18 @@ void ZenDialect::initialize() {
       >();
 }
 
+void ZenDialect::setPendingVerification(std::shared_future<bool> verified) {
+  pendingVerification = std::move(verified);
+}
+
+bool ZenDialect::awaitVerification() {
+  if (!pendingVerification.valid())
+    return true;
+  const bool verified = pendingVerification.get();
+  pendingVerification = {};
+  return verified;
+}
+
 LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
   // Each declared module attribute must have its declared type.
   auto expect = [&](bool ok, StringRef what) -> LogicalResult {

@@ -49,7 +49,7 @@ public:
         forwardPhase(PhaseAttr::get(&context, Phase::forward)),
         backwardPhase(PhaseAttr::get(&context, Phase::backward)) {}
 
-  mlir::OwningOpRef<mlir::ModuleOp> build() {
+  mlir::OwningOpRef<mlir::ModuleOp> build(ModuleVerification verification) {
     mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
     module->getOperation()->setAttr("zen.model", builder.getStringAttr(graph.modelName));
     module->getOperation()->setAttr("zen.model_hash", builder.getStringAttr(graph.modelHash));
@@ -81,7 +81,7 @@ public:
       emitBackward(graph.backward[s], s);
     builder.create<mlir::func::ReturnOp>(loc);
 
-    if (mlir::failed(mlir::verify(*module)))
+    if (verification == ModuleVerification::Verify && mlir::failed(mlir::verify(*module)))
       return nullptr;
     return module;
   }
@@ -255,9 +255,10 @@ private:
 } // namespace
 
 mlir::OwningOpRef<mlir::ModuleOp> buildZenModule(mlir::MLIRContext &context,
-                                                 const ModelGraph &graph) {
+                                                 const ModelGraph &graph,
+                                                 ModuleVerification verification) {
   context.loadDialect<ZenDialect, mlir::func::FuncDialect>();
-  return ModuleBuilder(context, graph).build();
+  return ModuleBuilder(context, graph).build(verification);
 }
 
 } // namespace zen::importer

@@ -304,6 +304,9 @@ LogicalResult numberBuckets(TrainingFunction &training) {
 } // namespace
 
 LogicalResult applyPlan(TrainingFunction &training, const PlanChoice &choice, cost::Group group) {
+  // zenopt verifies the imported module on another thread while the search reads it.
+  if (!training.func->getContext()->getLoadedDialect<ZenDialect>()->awaitVerification())
+    return failure();  // the verifier has reported why
   if (std::string problem = validateChoice(training.problem, choice); !problem.empty())
     return training.func.emitError("invalid plan: ") << problem;
   ensureOptimizerSteps(training);

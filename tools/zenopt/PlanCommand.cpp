@@ -8,6 +8,7 @@
 #include "Command.h"
 
 #include "zen/Codegen/MoePlan.h"
+#include "zen/Dialect/ZenDialect.h"
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
@@ -23,8 +24,10 @@
 
 #include <fmt/format.h>
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -33,6 +36,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <numeric>
@@ -122,16 +126,69 @@ private:
   bool done_ = false;
 };
 
-/// Collects MLIR diagnostics so they can be reported with the CLI's exit codes.
-struct DiagnosticCollector {
+/// Collects MLIR diagnostics so they can be reported with the CLI's exit codes. The
+/// verifier may report from its own thread (BackgroundVerification).
+class DiagnosticCollector {
+public:
   explicit DiagnosticCollector(mlir::MLIRContext &context)
       : handler(&context, [this](mlir::Diagnostic &diagnostic) {
-          if (diagnostic.getSeverity() == mlir::DiagnosticSeverity::Error)
-            messages += (messages.empty() ? "" : "\n") + diagnostic.str();
+          if (diagnostic.getSeverity() == mlir::DiagnosticSeverity::Error) {
+            std::lock_guard<std::mutex> lock(mutex);
+            text += (text.empty() ? "" : "\n") + diagnostic.str();
+          }
           return mlir::success();
         }) {}
-  std::string messages;
+  std::string messages() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return text;
+  }
+
+private:
+  mutable std::mutex mutex;
+  std::string text;
   mlir::ScopedDiagnosticHandler handler;
+};
+
+/// Verifies the imported module on a second thread while planning reads it. Planning
+/// reads the IR until its first rewrite, which waits for the verification
+/// (plan::applyPlan through ZenDialect::awaitVerification); so does every other path
+/// that rewrites or reports (finish), and the destructor (the thread reads the module).
+/// Meanwhile the context uniques with locks.
+class BackgroundVerification {
+public:
+  BackgroundVerification(mlir::ModuleOp module, const std::string &modelPath,
+                         const DiagnosticCollector &diagnostics)
+      : context(*module.getContext()), dialect(*context.getLoadedDialect<ZenDialect>()),
+        modelPath(modelPath), diagnostics(diagnostics) {
+    // Reads compute the operation order lazily: once, here, not on two threads.
+    module->walk([](mlir::Block *block) { block->recomputeOpOrder(); });
+    context.enableMultithreading();
+    verified = std::async(std::launch::async, [module] {
+                 return mlir::succeeded(mlir::verify(module));
+               }).share();
+    dialect.setPendingVerification(verified);
+  }
+  ~BackgroundVerification() { verified.wait(); }
+  BackgroundVerification(const BackgroundVerification &) = delete;
+  BackgroundVerification &operator=(const BackgroundVerification &) = delete;
+
+  /// Waits for the verification and throws its error if it failed; the context uniques
+  /// without locks again.
+  void requireVerified() {
+    const bool ok = verified.get();
+    dialect.awaitVerification();
+    context.disableMultithreading();
+    if (!ok)
+      throw CommandError(ExitSoftware, modelPath + ": the imported IR failed to verify: " +
+                                           diagnostics.messages());
+  }
+
+private:
+  mlir::MLIRContext &context;
+  ZenDialect &dialect;
+  const std::string &modelPath;
+  const DiagnosticCollector &diagnostics;
+  std::shared_future<bool> verified;
 };
 
 void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
@@ -203,7 +260,8 @@ std::string memoryText(const cost::MemoryBreakdown &m) {
 /// memory. nullopt: the data-parallel planner plans as before.
 std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
                                           mlir::ModuleOp module, const cost::CostModel &model,
-                                          const DiagnosticCollector &diagnostics) {
+                                          const DiagnosticCollector &diagnostics,
+                                          BackgroundVerification &verification) {
   std::string whyNot;
   std::optional<cost::TransformerShape> shape = recognizeTransformer(module, &whyNot);
   if (!shape) {
@@ -292,6 +350,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   // the output: tensor-parallel shards and collectives, pipeline stages with
   // their transfers, each stage's data-parallel sync, ZeRO shards.
   const cost::ParallelConfig &c = best.config;
+  verification.requireVerified();
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
                                                     c.sequenceParallel, static_cast<Recompute>(c.recompute),
                                                     c.microBatch, c.microBatches, c.virtualStages));
@@ -305,7 +364,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   mlir::PassManager pipeline(module.getContext());
   buildLargeModelPipeline(pipeline, partition);
   if (mlir::failed(pipeline.run(module)))
-    throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages);
+    throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
   return plan;
 }
 
@@ -345,7 +404,7 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
     mlir::FailureOr<plan::MoeRequest> request =
         moeRequestOf(module, shapes, model, dp, ep, 1.0, {});
     if (mlir::failed(request))
-      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
     plan::planMoe(shapes, model, *request);
   } catch (const std::invalid_argument &problem) {
     throw CommandError(ExitDataError, (ep ? "--ep " + std::to_string(*ep) + ": " : "") +
@@ -360,10 +419,11 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
 zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &modelName,
                              mlir::ModuleOp module, const cost::CostModel &model, cost::Group dp,
                              const std::vector<plan::MoeLayer> &moeLayers,
-                             const DiagnosticCollector &diagnostics, bool compressGradients) {
+                             const DiagnosticCollector &diagnostics,
+                             BackgroundVerification &verification, bool compressGradients) {
   PlanPipelineOptions pipelineOptions;
-  pipelineOptions.cluster = options.cluster;
-  pipelineOptions.nodes = options.nodes;
+  // The module carries the cluster and node count (runPlan): the passes set no module
+  // attribute while it may still be verified.
   pipelineOptions.dp = options.dp;
   pipelineOptions.compressor = options.compressor;
   pipelineOptions.compressGradients = compressGradients;
@@ -385,12 +445,13 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
   {
     ProgressLine progress("planning " + modelName, !options.quiet);
     if (mlir::failed(pipeline.run(module)))
-      throw CommandError(ExitSoftware, options.model + ": planning failed: " + diagnostics.messages);
+      throw CommandError(ExitSoftware, options.model + ": planning failed: " + diagnostics.messages());
   }
+  verification.requireVerified();
 
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitPlan(module, model, options.compressor);
   if (mlir::failed(plan))
-    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
   if (!moeLayers.empty()) {
     // zen-plan-moe recorded the same decisions on the IR's MoE ops.
     std::string error;
@@ -402,7 +463,7 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
                      options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
                      moeImbalanceOf(options), compressors);
     if (mlir::failed(request))
-      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages);
+      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
     const zen::plan::MoePlan planned = zen::plan::planMoe(moeLayers, model, *request);
     codegen::attachMoe(*plan, moeLayers, planned, *request, model);
     // The runtime runs the sync the MoE section's iteration was simulated with.
@@ -486,49 +547,67 @@ int runPlan(const PlanOptions &options) {
   cost::CostModel model(cluster);
   const cost::Group dpGroup = model.groupOf(options.dp > 0 ? options.dp : cluster.worldSize());
 
-  // Planning runs on one thread (one function, no parallel pass); without threading
-  // MLIR uniques every attribute and type without locks and thread-local caches.
+  // The IR is built and rewritten on one thread (one function, no parallel pass); without
+  // threading MLIR uniques every attribute and type without locks and thread-local caches
+  // (BackgroundVerification turns threading on while it verifies beside the search).
   // (The constructor's Threading::DISABLED leaves the uniquers in threaded mode.)
+  // The dialects the passes depend on are registered up front: a pass manager run then
+  // changes nothing in the context's registry while the verification reads the module.
+  mlir::DialectRegistry registry;
+  registry.insert<ZenDialect, mlir::func::FuncDialect>();
   auto owningContext =
-      std::make_unique<mlir::MLIRContext>(mlir::MLIRContext::Threading::DISABLED);
+      std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
   mlir::MLIRContext &context = *owningContext;
   context.disableMultithreading();
   DiagnosticCollector diagnostics(context);
-  mlir::OwningOpRef<mlir::ModuleOp> module = importer::buildZenModule(context, graph);
-  if (!module)
-    throw CommandError(ExitSoftware, options.model + ": the imported IR failed to verify: " +
-                                         diagnostics.messages);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      importer::buildZenModule(context, graph, importer::ModuleVerification::Deferred);
   // Mixed precision: every pass and codegen price fp32 compute at this precision.
   if (options.precision != "fp32")
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
-
-  std::vector<zen::plan::MoeLayer> moeLayers = checkMoeOptions(options, *module, model, dpGroup, diagnostics);
-  if (std::optional<zenrt::Plan> plan =
-          planLargeModel(options, graph, *module, model, diagnostics)) {
-    exitAfterReport(report(options, *plan, *module));
-  }
-
-  // zen-autotune plans the gradients before zen-plan-moe chooses ep, so it cannot
-  // know that syncing the experts over their replicas removes exposed
-  // communication that compressing them would also remove at the price of
-  // kernels. With compressors allowed, an MoE model is planned both ways.
-  mlir::OwningOpRef<mlir::ModuleOp> exactGradients;
-  if (!moeLayers.empty() && !options.compressor.empty() && options.strategy == "auto")
-    exactGradients = module->clone();
-  zenrt::Plan plan = planDataParallel(options, graph.modelName, *module, model, dpGroup,
-                                      moeLayers, diagnostics, /*compressGradients=*/true);
-  if (exactGradients) {
-    zenrt::Plan exact = planDataParallel(options, graph.modelName, *exactGradients, model, dpGroup,
-                                         moeLayers, diagnostics, /*compressGradients=*/false);
-    const bool exactWins = moeIterationUs(exact) < moeIterationUs(plan);
-    compareLikeWithLike(plan, exact);
-    if (exactWins) {
-      plan = std::move(exact);
-      module = std::move(exactGradients);
+  // Set before the verification starts, not by the passes while it runs.
+  ZenDialect::ClusterAttrHelper(&context).setAttr(*module,
+                                                  mlir::StringAttr::get(&context, options.cluster));
+  if (options.nodes > 0)
+    ZenDialect::NodesAttrHelper(&context).setAttr(
+        *module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), options.nodes));
+  BackgroundVerification verification(*module, options.model, diagnostics);
+  try {
+    std::vector<zen::plan::MoeLayer> moeLayers =
+        checkMoeOptions(options, *module, model, dpGroup, diagnostics);
+    if (std::optional<zenrt::Plan> plan =
+            planLargeModel(options, graph, *module, model, diagnostics, verification)) {
+      exitAfterReport(report(options, *plan, *module));
     }
+
+    // zen-autotune plans the gradients before zen-plan-moe chooses ep, so it cannot
+    // know that syncing the experts over their replicas removes exposed
+    // communication that compressing them would also remove at the price of
+    // kernels. With compressors allowed, an MoE model is planned both ways.
+    mlir::OwningOpRef<mlir::ModuleOp> exactGradients;
+    if (!moeLayers.empty() && !options.compressor.empty() && options.strategy == "auto")
+      exactGradients = module->clone();
+    zenrt::Plan plan = planDataParallel(options, graph.modelName, *module, model, dpGroup,
+                                        moeLayers, diagnostics, verification,
+                                        /*compressGradients=*/true);
+    if (exactGradients) {
+      zenrt::Plan exact = planDataParallel(options, graph.modelName, *exactGradients, model,
+                                           dpGroup, moeLayers, diagnostics, verification,
+                                           /*compressGradients=*/false);
+      const bool exactWins = moeIterationUs(exact) < moeIterationUs(plan);
+      compareLikeWithLike(plan, exact);
+      if (exactWins) {
+        plan = std::move(exact);
+        module = std::move(exactGradients);
+      }
+    }
+    exitAfterReport(report(options, plan, *module));
+  } catch (const CommandError &) {
+    // An unverified module's error comes first, as when the module was verified first.
+    verification.requireVerified();
+    throw;
   }
-  exitAfterReport(report(options, plan, *module));
 }
 
 CommandRegistration registration(

@@ -1,4 +1,5 @@
 //===- IRPlanTest.cpp - problem extraction: mixed-precision compute pricing -===//
+#include "zen/Passes/BucketRewrites.h"
 #include "zen/Passes/IRPlan.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -6,6 +7,11 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
 
 using namespace zen;
 using namespace zen::plan;
@@ -116,6 +122,42 @@ TEST(ComputeDtype, RejectsAnythingElse) {
   EXPECT_FALSE(mlir::parseSourceString<mlir::ModuleOp>(
       trainingModule("zen.compute_dtype = 16 : i64"), &context));
   EXPECT_NE(errors.find("'zen.compute_dtype' must be a string"), std::string::npos) << errors;
+}
+
+// zenopt verifies the imported module on another thread while the search reads it: the
+// rewrite waits for that verification, and leaves the IR alone if it failed.
+TEST(ApplyPlan, WaitsForTheModulesVerification) {
+  cost::CostModel model(cost::loadCluster("a100x64"));
+  for (bool verifies : {true, false}) {
+    mlir::MLIRContext context;
+    context.loadDialect<ZenDialect, mlir::func::FuncDialect>();
+    mlir::ScopedDiagnosticHandler quiet(&context, [](mlir::Diagnostic &) { return mlir::success(); });
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(trainingModule(""), &context);
+    ASSERT_TRUE(module);
+    mlir::FailureOr<TrainingFunction> training = extractTraining(*module, model);
+    ASSERT_TRUE(mlir::succeeded(training));
+    PlanChoice choice;
+    choice.buckets.push_back(BucketChoice{0, 1});
+    std::promise<bool> verification;
+    context.getLoadedDialect<ZenDialect>()->setPendingVerification(
+        verification.get_future().share());
+    std::atomic<bool> answered{false};
+    std::thread verifier([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      answered = true;
+      verification.set_value(verifies);
+    });
+    const bool applied = mlir::succeeded(applyPlan(*training, choice, model.worldGroup()));
+    EXPECT_TRUE(answered) << "applyPlan did not wait";
+    verifier.join();
+    EXPECT_EQ(applied, verifies);
+    int collectives = 0;
+    module->walk([&](AllReduceOp) { ++collectives; });
+    EXPECT_EQ(collectives, verifies ? 1 : 0);
+    // Once answered, it is not waited for again.
+    EXPECT_TRUE(context.getLoadedDialect<ZenDialect>()->awaitVerification());
+  }
 }
 
 } // namespace

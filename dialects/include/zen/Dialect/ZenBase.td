@@ -42,6 +42,19 @@ def Zen_Dialect : Dialect {
     // its collective (which carries `chunks` as many) (zen.compute).
     "::mlir::IntegerAttr":$tp_chunks);
   let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Verification of a module still running on another thread while planning reads
+    /// the module (zenopt starts it after import). What rewrites the module waits for it
+    /// first: awaitVerification returns its result (true when none is pending) and
+    /// forgets it.
+    void setPendingVerification(std::shared_future<bool> verified);
+    bool awaitVerification();
+
+  private:
+    std::shared_future<bool> pendingVerification;
+
+  public:
+  }];
 }
 
 //===----------------------------------------------------------------------===//

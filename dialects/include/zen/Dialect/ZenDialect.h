@@ -11,6 +11,7 @@
 
 #include "zen/Vocabulary.h"
 
+#include <future>
 #include <optional>
 
 // Attributes first: the dialect declares typed module attributes of these classes.

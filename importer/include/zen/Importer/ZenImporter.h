@@ -30,8 +30,13 @@ namespace zen::importer {
 ///       the node's inputs that need one (parameter gradients have the parameter's type)
 ///     zen.gradient right after the step completing it; IR order == ready_order
 ///   }
-mlir::OwningOpRef<mlir::ModuleOp> buildZenModule(mlir::MLIRContext &context,
-                                                 const ModelGraph &graph);
+/// Verify: the module is verified before it is returned (null if it fails). Deferred: the
+/// caller verifies it (zenopt does, on another thread, beside planning).
+enum class ModuleVerification { Verify, Deferred };
+
+mlir::OwningOpRef<mlir::ModuleOp>
+buildZenModule(mlir::MLIRContext &context, const ModelGraph &graph,
+               ModuleVerification verification = ModuleVerification::Verify);
 
 } // namespace zen::importer
 

@@ -56,7 +56,8 @@ mlir::LogicalResult rewriteBucket(TrainingFunction &training, BucketOps &bucket,
 /// Brings the function's synchronisation to `choice` with the edits above:
 /// splits and fuses to its bucket boundaries, then rewrites each bucket whose
 /// settings differ; finally numbers buckets and the global issue order.
-/// Buckets already as planned are not touched.
+/// Buckets already as planned are not touched. First waits for a verification of the
+/// module still running (ZenDialect::awaitVerification); fails if it failed.
 mlir::LogicalResult applyPlan(TrainingFunction &training, const PlanChoice &choice,
                               cost::Group group);
 
