@@ -771,11 +771,30 @@ void forEachGraph(onnx::GraphProto &graph, const Names &outer, Visit visit) {
     }
 }
 
+/// Everything OpSchema::Verify reads of a node but its name (in its message only): the
+/// schema, which inputs and outputs are present, the attributes.
+std::string schemaSignature(const onnx::OpSchema &schema, const onnx::NodeProto &node) {
+  const onnx::OpSchema *identity = &schema;
+  std::string signature(reinterpret_cast<const char *>(&identity), sizeof identity);
+  for (const std::string &input : node.input())
+    signature += input.empty() ? '0' : '1';
+  signature += '|';
+  for (const std::string &output : node.output())
+    signature += output.empty() ? '0' : '1';
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    std::string bytes = attr.SerializeAsString();
+    signature += '|' + std::to_string(bytes.size()) + ':' + bytes;
+  }
+  return signature;
+}
+
 /// The schema checks of the ONNX checker for every node with a schema: input and output
 /// counts, required inputs present (not the empty name), attribute types. Inference
 /// functions index inputs and read attributes on that promise (a required input left
 /// empty is a null dereference). Nodes without a schema are left to the cost rules.
 void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path) {
+  // A model's repeated layers repeat their nodes: each distinct one is verified once.
+  std::unordered_set<std::string> verified;
   std::unordered_map<std::string, int> opsets;
   for (const onnx::OperatorSetIdProto &opset : model.opset_import())
     opsets[opset.domain() == "ai.onnx" ? "" : opset.domain()] = int(opset.version());
@@ -788,7 +807,7 @@ void verifyNodesAgainstSchemas(onnx::ModelProto &model, const std::string &path)
                        "', which the model does not import");
       const onnx::OpSchema *schema =
           onnx::OpSchemaRegistry::Schema(node.op_type(), version->second, domain);
-      if (!schema)
+      if (!schema || !verified.insert(schemaSignature(*schema, node)).second)
         continue;
       try {
         schema->Verify(node);
@@ -978,12 +997,14 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
   loaded.shapesMemoized = inferShapes(model, path, driver);
+  // The memoized driver succeeds only when every node output has a static shape: nothing
+  // is left for the shape arithmetic to complete.
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
   // the exporter's patterns, and a fixed bound keeps adversarial input cheap. A round
   // whose completed shapes feed only nodes with known output shapes changes no other
   // shape: ONNX is not run again over the whole model (a tenth of planning GPT-2 small
   // end to end) just to re-derive them; their consumers' shape checks are the importer's.
-  for (int round = 0; round < 4; ++round) {
+  for (int round = 0; round < 4 && !loaded.shapesMemoized; ++round) {
     ShapeArithmetic arithmetic(graph);
     bool unlocksMore = false;
     if (arithmetic.completeShapes(unlocksMore) == 0 || !unlocksMore)
