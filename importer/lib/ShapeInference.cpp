@@ -307,8 +307,11 @@ private:
     }
     for (size_t index : recording.dataRead) {
       const onnx::TensorProto *read = context.getInputData(index);
-      if (read && read->ByteSizeLong() > kMaxComparedDataBytes)
-        inferred.comparable = false;
+      if (read && read->ByteSizeLong() > kMaxComparedDataBytes) {
+        inferred.comparable = false;  // never compared: not copied either
+        inferred.dataRead.clear();
+        break;
+      }
       inferred.dataRead.emplace_back(index, read ? dataBytes(*read) : std::string());
     }
     for (size_t i = 0; i < size_t(node.output_size()); ++i) {
