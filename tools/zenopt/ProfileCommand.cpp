@@ -54,6 +54,7 @@ public:
     MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return code;
   }
+  void barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
 
 private:
   bool owned_ = false;
@@ -75,10 +76,14 @@ std::string checkWritable(const std::string &path) {
 int runProfile(const ProfileCommandOptions &options) {
   MpiSession mpi;
   bool leader = mpi.rank() == 0;
-  // Only rank 0 prints an error; the others exit with the same code quietly.
+  // Only rank 0 prints an error; the others exit with the same code quietly, once it has
+  // (mpirun ends the whole job when a rank exits with an error, the printing one too).
   auto fail = [&](int code, const std::string &message) -> int {
-    if (leader)
-      throw CommandError(code, message);
+    if (leader) {
+      reportError(message, code);
+      std::cerr.flush();
+    }
+    mpi.barrier();
     return code;
   };
 
