@@ -772,19 +772,15 @@ void forEachGraph(onnx::GraphProto &graph, const Names &outer, Visit visit) {
 }
 
 /// Everything OpSchema::Verify reads of a node but its name (in its message only): the
-/// schema, which inputs and outputs are present, the attributes.
+/// schema, the attributes, which inputs and outputs are present.
 std::string schemaSignature(const onnx::OpSchema &schema, const onnx::NodeProto &node) {
-  const onnx::OpSchema *identity = &schema;
-  std::string signature(reinterpret_cast<const char *>(&identity), sizeof identity);
+  std::string signature = schemaAndAttributesKey(schema, node);
+  signature += '|';
   for (const std::string &input : node.input())
     signature += input.empty() ? '0' : '1';
   signature += '|';
   for (const std::string &output : node.output())
     signature += output.empty() ? '0' : '1';
-  for (const onnx::AttributeProto &attr : node.attribute()) {
-    std::string bytes = attr.SerializeAsString();
-    signature += '|' + std::to_string(bytes.size()) + ':' + bytes;
-  }
   return signature;
 }
 
@@ -997,8 +993,8 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
   loaded.shapesMemoized = inferShapes(model, path, driver);
-  // The memoized driver succeeds only when every node output has a static shape: nothing
-  // is left for the shape arithmetic to complete.
+  // Shape arithmetic completes what ONNX left unknown; after the memoized driver every node
+  // output is static (it covers nothing else), so it has nothing to do.
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
   // the exporter's patterns, and a fixed bound keeps adversarial input cheap. A round
   // whose completed shapes feed only nodes with known output shapes changes no other
@@ -1009,7 +1005,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
     bool unlocksMore = false;
     if (arithmetic.completeShapes(unlocksMore) == 0 || !unlocksMore)
       break;
-    loaded.shapesMemoized &= inferShapes(model, path, driver);
+    inferShapes(model, path, driver);
   }
   // On inferred shapes: the pattern is recognised by the shapes of its values.
   fuseMoePatterns(model);

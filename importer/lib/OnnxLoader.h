@@ -23,7 +23,7 @@ struct LoadedModel {
   int64_t exportBatch = 1;
   BatchMode batchMode = BatchMode::Scaled;
   std::vector<std::string> warnings;
-  /// Every round of shape inference took the memoized driver (ShapeInference.h).
+  /// Shape inference took the memoized driver (ShapeInference.h), in its only round.
   bool shapesMemoized = false;
 };
 

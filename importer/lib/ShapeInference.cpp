@@ -245,7 +245,7 @@ private:
   /// its inputs' entries (null for the empty name of an omitted input).
   std::string keyOf(const onnx::OpSchema *schema, const onnx::NodeProto &node,
                     std::vector<Value *> &inputs) {
-    std::string key(reinterpret_cast<const char *>(&schema), sizeof schema);
+    std::string key = schemaAndAttributesKey(*schema, node);
     auto append = [&key](int32_t value) {
       key.append(reinterpret_cast<const char *>(&value), sizeof value);
     };
@@ -261,11 +261,6 @@ private:
         value->typeId = typeIdOf(*value->type);
       append(value && value->type ? value->typeId : -1);
       append(value && value->data ? 1 : 0);
-    }
-    for (const onnx::AttributeProto &attr : node.attribute()) {
-      std::string bytes = attr.SerializeAsString();
-      append(int32_t(bytes.size()));
-      key += bytes;
     }
     return key;
   }
@@ -377,6 +372,16 @@ private:
 };
 
 } // namespace
+
+std::string schemaAndAttributesKey(const onnx::OpSchema &schema, const onnx::NodeProto &node) {
+  const onnx::OpSchema *identity = &schema;
+  std::string key(reinterpret_cast<const char *>(&identity), sizeof identity);
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    std::string bytes = attr.SerializeAsString();
+    key += std::to_string(bytes.size()) + ':' + bytes;
+  }
+  return key;
+}
 
 bool inferStaticShapesMemoized(onnx::ModelProto &model) {
   try {

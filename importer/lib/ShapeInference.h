@@ -2,7 +2,10 @@
 #ifndef ZEN_IMPORTER_SHAPEINFERENCE_H
 #define ZEN_IMPORTER_SHAPEINFERENCE_H
 
+#include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
+
+#include <string>
 
 namespace zen::importer::detail {
 
@@ -20,6 +23,11 @@ namespace zen::importer::detail {
 /// function, a dynamic dimension, shape data propagation) or any check fails: the caller
 /// then runs ONNX's own inference, which gives the same types and reports the error.
 bool inferStaticShapesMemoized(onnx::ModelProto &model);
+
+/// What every per-node ONNX function sees of a node besides its inputs: its schema and its
+/// attributes. The start of the keys under which the importer checks or infers each
+/// distinct node once.
+std::string schemaAndAttributesKey(const onnx::OpSchema &schema, const onnx::NodeProto &node);
 
 } // namespace zen::importer::detail
 

@@ -8,11 +8,11 @@
 #include "Command.h"
 
 #include "zen/Codegen/MoePlan.h"
-#include "zen/Dialect/ZenDialect.h"
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
+#include "zen/Dialect/ZenDialect.h"
 #include "zen/Importer/ZenImporter.h"
 #include "zen/Passes/IRPlan.h"
 #include "zen/Passes/Moe.h"
@@ -152,7 +152,8 @@ private:
 /// Verifies the imported module on a second thread while planning reads it. Planning
 /// reads the IR until its first rewrite, which waits for the verification
 /// (plan::applyPlan through ZenDialect::awaitVerification); so does every other path
-/// that rewrites or reports (finish), and the destructor (the thread reads the module).
+/// that rewrites or reports (requireVerified), and the destructor (the thread reads the
+/// module).
 /// Meanwhile the context uniques with locks.
 class BackgroundVerification {
 public:
@@ -549,10 +550,10 @@ int runPlan(const PlanOptions &options) {
 
   // The IR is built and rewritten on one thread (one function, no parallel pass); without
   // threading MLIR uniques every attribute and type without locks and thread-local caches
-  // (BackgroundVerification turns threading on while it verifies beside the search).
-  // (The constructor's Threading::DISABLED leaves the uniquers in threaded mode.)
-  // The dialects the passes depend on are registered up front: a pass manager run then
-  // changes nothing in the context's registry while the verification reads the module.
+  // (BackgroundVerification turns threading on while it verifies beside the search). The
+  // constructor's Threading::DISABLED leaves the uniquers in threaded mode. The dialects the
+  // passes depend on are registered up front: a pass manager run then changes nothing in
+  // the context's registry while the verification reads the module.
   mlir::DialectRegistry registry;
   registry.insert<ZenDialect, mlir::func::FuncDialect>();
   auto owningContext =
