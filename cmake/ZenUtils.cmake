@@ -14,8 +14,13 @@ endfunction()
 # zen_use_fast_allocator(TARGET): the executable allocates with mimalloc where it was found.
 # Linked without --as-needed (nothing calls it by name) and ahead of the C library, so
 # its malloc and free replace glibc's for the whole process, shared libraries included.
+# A link feature, not raw --push-state/--pop-state flags: CMake de-duplicates raw flags
+# across the link line, and another library's own pop (abseil's) would then unbalance ours.
+set(CMAKE_LINK_LIBRARY_USING_ZEN_NO_AS_NEEDED
+    "LINKER:--push-state,--no-as-needed" "<LINK_ITEM>" "LINKER:--pop-state")
+set(CMAKE_LINK_LIBRARY_USING_ZEN_NO_AS_NEEDED_SUPPORTED TRUE)
 function(zen_use_fast_allocator target)
   if(TARGET mimalloc)
-    target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed" mimalloc "-Wl,--pop-state")
+    target_link_libraries(${target} PRIVATE "$<LINK_LIBRARY:ZEN_NO_AS_NEEDED,mimalloc>")
   endif()
 endfunction()

@@ -5,7 +5,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev python3
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools libzstd-dev zlib1g-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev libeigen3-dev libcli11-dev libfmt-dev libmimalloc-dev
+  nlohmann-json3-dev libabsl-dev libeigen3-dev libcli11-dev libfmt-dev libmimalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libvalijson-dev
   python3-torch

@@ -37,6 +37,8 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   out.compressor = header.compressor.empty() ? "none" : header.compressor;
   out.computeDtype = cost::toString(problem.computeDtype);
 
+  out.tensors.reserve(problem.gradients.size());
+  out.buckets.reserve(choice.buckets.size());
   for (size_t i = 0; i < problem.gradients.size(); ++i) {
     const plan::GradientTensor &g = problem.gradients[i];
     out.tensors.push_back(
@@ -46,6 +48,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
     const plan::BucketChoice &choiceBucket = choice.buckets[b];
     zenrt::Bucket bucket;
     bucket.id = static_cast<int64_t>(b);
+    bucket.tensors.reserve(choiceBucket.size());
     for (int g = choiceBucket.begin; g < choiceBucket.end; ++g) {
       const plan::GradientTensor &gradient = problem.gradients[g];
       bucket.tensors.push_back({gradient.name, bucket.elements, gradient.elements});
@@ -76,6 +79,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   std::future<plan::Evaluation> planned =
       std::async(std::launch::async, [&] { return plan::evaluateTasks(tasks, model); });
   int forwardSegment = 0, backwardSegment = 0;
+  out.schedule.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     const cost::SimTask &sim = tasks[i];
     zenrt::Task task;

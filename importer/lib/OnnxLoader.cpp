@@ -2,6 +2,7 @@
 #include "OnnxLoader.h"
 
 #include "Moe.h"
+#include "NameTable.h"
 #include "ShapeInference.h"
 
 #include "onnx/defs/parser.h"
@@ -164,7 +165,7 @@ void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) 
 void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
   // tensor -> node index, -1 for sources; the names are views of the graph's strings, which
   // stay in place until the nodes are reordered at the end
-  std::unordered_map<std::string_view, int> producer;
+  NameMap<int> producer;
   producer.reserve(graph.initializer_size() + graph.input_size() + graph.node_size());
   for (const onnx::TensorProto &init : graph.initializer()) {
     if (init.name().empty())

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "ShapeInference.h"
 
+#include "NameTable.h"
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 
@@ -20,7 +21,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -186,7 +186,7 @@ private:
     if (!addTypes(*graph.mutable_value_info()) || !addTypes(*graph.mutable_input()) ||
         !addTypes(*graph.mutable_output()))
       return false;
-    std::unordered_set<std::string_view> graphInputs;
+    NameSet graphInputs;
     for (const onnx::ValueInfoProto &input : graph.input())
       graphInputs.insert(input.name());
     for (const onnx::TensorProto &initializer : graph.initializer()) {
@@ -363,7 +363,7 @@ private:
   onnx::GraphProto &graph;
   std::unordered_map<std::string, int> opsets;
   /// Every typed value by name (the names are the model's strings).
-  std::unordered_map<std::string_view, Value> values;
+  NameMap<Value> values;
   /// Schemas by domain and operator.
   std::unordered_map<std::string_view, std::unordered_map<std::string_view, const onnx::OpSchema *>>
       schemas;

@@ -136,6 +136,14 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
   if (!structure.func)
     return fail("no function with zen.param ops");
 
+  const char *noBlock = "no transformer block (QKV GEMM(s), Softmax, attention output, two "
+                        "MLP GEMMs) with 2-D zen.param weights";
+  // Without a Softmax there is no block to look for: answered before every op is indexed.
+  if (llvm::none_of(structure.func.getBody().getOps<ComputeOp>(), [](ComputeOp compute) {
+        return compute.getPhase() == Phase::forward && compute.getOpType() == "Softmax";
+      }))
+    return fail(noBlock);
+
   // Positions of every op, the weight GEMMs and the Softmaxes, in forward order.
   DenseMap<Operation *, size_t> position;
   // Sized once: a 100 000-tensor model has ~700 000 ops.
@@ -171,10 +179,6 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
         widestTable = std::max(widestTable, table.getType().getDimSize(0));
     }
   }
-  const char *noBlock = "no transformer block (QKV GEMM(s), Softmax, attention output, two "
-                        "MLP GEMMs) with 2-D zen.param weights";
-  if (softmaxes.empty())
-    return fail(noBlock);  // without a Softmax there is no block to look for
   auto softmaxBetween = [&](size_t from, size_t to) {
     return llvm::any_of(softmaxes, [&](ComputeOp softmax) {
       return position[softmax] > from && position[softmax] < to;
