@@ -111,7 +111,10 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
     gradient.bytes = gradient.elements * 4;  // fp32 main gradients on the wire
     gradient.readyAfterSegment = i;
     gradient.forwardSegment = n - 1 - i;
-    problem.gradients.push_back(gradient);
+    // A unit without parameters (the head of an encoder without an LM head, or of one tied to
+    // the embedding) has no gradient to sync.
+    if (gradient.elements > 0)
+      problem.gradients.push_back(gradient);
   }
   problem.group = cost::parallelGroups(config, model.cluster()).data;
   problem.computeDtype = setup.computeDtype;
