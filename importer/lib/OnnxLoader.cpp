@@ -316,7 +316,8 @@ void spellOutKernelShapes(onnx::GraphProto &graph, const std::string &path) {
 /// Sets the batch: the first dim of the first graph input is the batch dimension.
 void applyBatch(onnx::GraphProto &graph, const ImportOptions &options, LoadedModel &loaded,
                 const std::string &path) {
-  std::unordered_set<std::string> initializers;
+  NameSet initializers;
+  initializers.reserve(graph.initializer_size());
   for (const auto &init : graph.initializer())
     initializers.insert(init.name());
   const onnx::ValueInfoProto *first = nullptr;

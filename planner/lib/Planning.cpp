@@ -76,6 +76,9 @@ namespace {
 /// task would dominate.
 void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::CostModel &model,
                   std::vector<SimTask> &tasks) {
+  // At most five tasks a bucket: sized once, a baseline of one bucket per tensor would
+  // otherwise regrow the vector (and fault in fresh memory for it) a dozen times.
+  tasks.reserve(problem.forward.size() + problem.backward.size() + 5 * choice.buckets.size());
   size_t used = 0;
   // A task after up to two others (negative: none).
   auto add = [&](TaskKind kind, TaskPhase phase, int64_t bucket, int dep, int otherDep = -1) {
