@@ -3,6 +3,7 @@
 
 #include "Executor.h"
 #include "zenrt/Plan.h"
+#include "zenrt/Timeout.h"
 #ifdef ZENRT_HAVE_CUDA
 #include "zenrt/CudaKernels.h"
 #endif
@@ -62,18 +63,11 @@ zenrt::Executor &executorOf(zenrt_t rt) {
 }
 
 double resolveTimeout(const zenrt_options &options) {
-  if (options.timeout_s > 0 && std::isfinite(options.timeout_s))
-    return options.timeout_s;
-  if (const char *env = std::getenv("ZENRT_TIMEOUT_S")) {
-    char *end = nullptr;
-    double seconds = std::strtod(env, &end);
-    if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0)
-      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
-                                std::string("ZENRT_TIMEOUT_S='") + env +
-                                    "' is not a positive number of seconds");
-    return seconds;
-  }
-  return 300;
+  std::string error;
+  const double seconds = zenrt::resolveTimeoutSeconds(options.timeout_s, error);
+  if (!error.empty())
+    throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, error);
+  return seconds;
 }
 
 /// Throws unless this rank can run buffers of `memory` (checked before the ranks

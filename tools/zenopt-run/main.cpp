@@ -28,6 +28,7 @@
 #include "zenrt/Moe.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
+#include "zenrt/Timeout.h"
 
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -185,22 +186,17 @@ void injectFault(const Options &options, int rank) {
   if (rank == options.killRank)
     ::kill(::getpid(), SIGKILL);
   std::this_thread::sleep_for(std::chrono::duration<double>(
-      std::max(60.0, 3 * (options.timeoutSeconds > 0 ? options.timeoutSeconds : 300))));
+      std::max(60.0, 3 * (options.timeoutSeconds > 0 ? options.timeoutSeconds
+                                                   : zenrt::kDefaultTimeoutSeconds))));
 }
 
 /// Seconds every wait may take: --timeout, else ZENRT_TIMEOUT_S, else 300.
 double timeoutOf(const Options &options) {
-  if (options.timeoutSeconds > 0)
-    return options.timeoutSeconds;
-  if (const char *env = std::getenv("ZENRT_TIMEOUT_S")) {
-    char *end = nullptr;
-    const double seconds = std::strtod(env, &end);
-    if (end == env || *end != '\0' || !std::isfinite(seconds) || seconds <= 0)
-      throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT, std::string("ZENRT_TIMEOUT_S='") + env +
-                                                         "' is not a positive number of seconds");
-    return seconds;
-  }
-  return 300;
+  std::string error;
+  const double seconds = zenrt::resolveTimeoutSeconds(options.timeoutSeconds, error);
+  if (!error.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT, error);
+  return seconds;
 }
 
 zen::run::RunnerOptions runnerOptions(const Options &options) {

@@ -9,8 +9,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cstring>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <thread>
 
@@ -162,6 +163,23 @@ TEST(RuntimeApi, InitRejectsBadAndMissingPlans) {
                                        "p.json", options);
             }),
             ZENRT_ERR_INVALID_ARGUMENT);
+}
+
+TEST(RuntimeApi, AnUnusableTimeoutVariableIsRefusedAtInit) {
+  const std::string text = zenrt::writePlan(onePlan(zenrt::CompressionMethod::None));
+  zenrt_t rt = nullptr;
+  ::setenv("ZENRT_TIMEOUT_S", "soon", 1);
+  EXPECT_EQ(zenrt_init_text(&rt, text.data(), text.size(), "p.json", nullptr),
+            ZENRT_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(zenrt_last_error(), "ZENRT_TIMEOUT_S='soon' is not a positive number of seconds");
+  EXPECT_EQ(rt, nullptr);
+  // An explicit timeout takes precedence over the variable.
+  zenrt_options options;
+  zenrt_options_init(&options);
+  options.timeout_s = 5;
+  EXPECT_EQ(zenrt_init_text(&rt, text.data(), text.size(), "p.json", &options), ZENRT_OK);
+  zenrt_finalize(rt);
+  ::unsetenv("ZENRT_TIMEOUT_S");
 }
 
 TEST(RuntimeApi, MemoryKindIsCheckedBeforeTheRanksStart) {
