@@ -849,6 +849,8 @@ Candidate Searcher::extrapolate(const PlanChoice &from, Candidate to, double &wo
       return to;  // the kick changed more than where buckets end
     shift[b] = moved.end - before[b].end;
   }
+  if (std::all_of(shift.begin(), shift.end(), [](int moved) { return moved == 0; }))
+    return to;  // the kick gained by its stream count alone: no shift to follow
   for (int step = 1; step > 0 && work < searchWork_;) {
     PlanChoice candidate = to.choice;
     std::vector<BucketChoice> &buckets = candidate.buckets;
