@@ -153,24 +153,25 @@ private:
   const onnx::GraphProto &proto() const { return loaded.model->graph(); }
 
   int tensorId(const std::string &name) const {
-    auto it = ids.find(name);
-    return it == ids.end() ? -1 : it->second;
+    auto it = values.find(name);
+    return it == values.end() ? -1 : it->second.tensorId;
   }
 
   int addTensor(const std::string &name, bool isInitializer = false) {
-    auto [it, inserted] = ids.emplace(name, static_cast<int>(graph.tensors.size()));
-    if (!inserted)
-      return it->second;
+    auto [it, untyped] = values.try_emplace(name);
+    detail::ValueEntry &value = it->second;
+    if (value.tensorId >= 0)
+      return value.tensorId;
+    value.tensorId = static_cast<int>(graph.tensors.size());
     Tensor tensor;
     tensor.name = name;
-    auto type = types.find(name);
-    if (type == types.end() || !type->second->has_tensor_type()) {
+    if (!value.type || !value.type->has_tensor_type()) {
       tensor.rankKnown = false;
-      if (type == types.end() && !isInitializer)
+      if (untyped && !isInitializer)
         graph.warnings.push_back(graph.path + ": warning: no type inferred for tensor '" +
                                  name + "'; its costs count it as one element");
     } else {
-      const auto &tensorType = type->second->tensor_type();
+      const auto &tensorType = value.type->tensor_type();
       tensor.onnxType = tensorType.elem_type();
       tensor.rankKnown = tensorType.has_shape();
       if (tensorType.has_shape())
@@ -178,21 +179,27 @@ private:
           tensor.dims.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
     }
     graph.tensors.push_back(std::move(tensor));
-    return it->second;
+    return value.tensorId;
+  }
+
+  /// The loader's table when the memoized inference left one (it types the same names
+  /// this would, each declared once), else one of the declared types, the last of a name's
+  /// declarations winning.
+  void indexTypes() {
+    onnx::GraphProto &g = *loaded.model->mutable_graph();
+    if (!values.empty())
+      return;
+    values.reserve(g.input_size() + g.value_info_size() + g.output_size() + g.initializer_size() +
+                   g.node_size());
+    for (auto *infos : {g.mutable_input(), g.mutable_value_info(), g.mutable_output()})
+      for (onnx::ValueInfoProto &info : *infos)
+        values[info.name()].type = info.mutable_type();
   }
 
   void createTensors() {
     const onnx::GraphProto &g = proto();
-    // Sized once: a model of 100 000 tensors would otherwise rehash each table ~17 times.
-    types.reserve(g.input_size() + g.value_info_size() + g.output_size());
-    ids.reserve(g.input_size() + g.initializer_size() + g.node_size());
+    indexTypes();
     graph.tensors.reserve(g.input_size() + g.initializer_size() + g.node_size());
-    for (const auto &info : g.input())
-      types[info.name()] = &info.type();
-    for (const auto &info : g.value_info())
-      types[info.name()] = &info.type();
-    for (const auto &info : g.output())
-      types[info.name()] = &info.type();
     detail::NameSet initializerNames;
     initializerNames.reserve(g.initializer_size());
     for (const auto &init : g.initializer())
@@ -670,9 +677,9 @@ private:
   LoadedModel &loaded;
   ModelGraph &graph;
   const std::set<std::string> &frozen;
-  // Keyed by views of the model's own names (it outlives the builder): no name is copied.
-  detail::NameMap<const onnx::TypeProto *> types;
-  detail::NameMap<int> ids;
+  /// Every value by name (views of the model's own names: no name is copied), its type
+  /// and its tensor once created.
+  detail::ValueTable &values = loaded.values;
   std::vector<const onnx::OpSchema *> schemas;
   std::vector<std::vector<std::pair<int, size_t>>> consumers;
   std::vector<bool> receivesGrad;

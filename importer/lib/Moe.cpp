@@ -232,7 +232,7 @@ class PatternFuser {
 public:
   explicit PatternFuser(onnx::ModelProto &model) : model(model), graph(*model.mutable_graph()) {}
 
-  void run() {
+  bool run() {
     bool fused = false;
     // Each fusion rewrites the node list; start over until no pattern is left.
     for (bool again = true; again;) {
@@ -250,13 +250,14 @@ public:
       fused |= again;
     }
     if (!fused)
-      return;
+      return false;
     for (const onnx::OperatorSetIdProto &opset : model.opset_import())
       if (opset.domain() == kMoeDomain)
-        return;
+        return true;
     onnx::OperatorSetIdProto *opset = model.add_opset_import();
     opset->set_domain(kMoeDomain);
     opset->set_version(1);
+    return true;
   }
 
 private:
@@ -571,7 +572,7 @@ private:
 
 } // namespace
 
-void fuseMoePatterns(onnx::ModelProto &model) { PatternFuser(model).run(); }
+bool fuseMoePatterns(onnx::ModelProto &model) { return PatternFuser(model).run(); }
 
 } // namespace detail
 } // namespace zen::importer

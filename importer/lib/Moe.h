@@ -34,8 +34,8 @@ void registerMoeSchema();
 /// Replaces every plain-ONNX MoE pattern of the shape-inferred `model` by a
 /// com.microsoft MoE node (with the pattern's capacity in the attribute
 /// `zen_capacity`). A pattern whose intermediate values are read outside it is
-/// left as plain ops.
-void fuseMoePatterns(onnx::ModelProto &model);
+/// left as plain ops. Returns whether any pattern was fused.
+bool fuseMoePatterns(onnx::ModelProto &model);
 
 /// Reads and checks an MoE node's shapes and attributes; throws ImportError
 /// (BadInput) naming the node for anything malformed.

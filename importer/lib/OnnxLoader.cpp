@@ -908,8 +908,9 @@ private:
 };
 
 /// Returns whether the memoized driver inferred every shape.
-bool inferShapes(onnx::ModelProto &model, const std::string &path, ShapeInferenceDriver driver) {
-  if (driver == ShapeInferenceDriver::Memoized && inferStaticShapesMemoized(model))
+bool inferShapes(onnx::ModelProto &model, const std::string &path, ShapeInferenceDriver driver,
+                 ValueTable &values) {
+  if (driver == ShapeInferenceDriver::Memoized && inferStaticShapesMemoized(model, values))
     return true;
   UntypedValueGuard guard(model);
   // check_type, strict error mode (throws per node), data propagation.
@@ -994,7 +995,7 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   checkDivisorAttributes(graph, path);
   spellOutKernelShapes(graph, path);
   applyBatch(graph, options, loaded, path);
-  loaded.shapesMemoized = inferShapes(model, path, driver);
+  loaded.shapesMemoized = inferShapes(model, path, driver, loaded.values);
   // Shape arithmetic completes what ONNX left unknown; after the memoized driver every node
   // output is static (it covers nothing else), so it has nothing to do.
   // Each round can unlock the next (a completed Slice feeds a Reshape); 4 rounds cover
@@ -1007,10 +1008,12 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
     bool unlocksMore = false;
     if (arithmetic.completeShapes(unlocksMore) == 0 || !unlocksMore)
       break;
-    inferShapes(model, path, driver);
+    inferShapes(model, path, driver, loaded.values);
   }
   // On inferred shapes: the pattern is recognised by the shapes of its values.
-  fuseMoePatterns(model);
+  // The table stands for the graph as the first round left it, with its names and nodes.
+  if (fuseMoePatterns(model) || !loaded.shapesMemoized)
+    loaded.values = {};
   checkAllDims(graph, path);
   return loaded;
 }

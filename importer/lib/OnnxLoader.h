@@ -2,6 +2,7 @@
 #ifndef ZEN_IMPORTER_ONNXLOADER_H
 #define ZEN_IMPORTER_ONNXLOADER_H
 
+#include "NameTable.h"
 #include "zen/Importer/ModelGraph.h"
 
 #include "onnx/onnx_pb.h"
@@ -25,6 +26,9 @@ struct LoadedModel {
   std::vector<std::string> warnings;
   /// Shape inference took the memoized driver (ShapeInference.h), in its only round.
   bool shapesMemoized = false;
+  /// Every value of the graph by name with its type, as the memoized inference left it
+  /// for the graph builder; empty when ONNX's driver ran or the graph was edited after.
+  ValueTable values;
 };
 
 /// Memoized: ONNX's inference once per distinct node where the graph allows it, ONNX's

@@ -102,16 +102,10 @@ bool hasSubgraph(const onnx::NodeProto &node) {
   return false;
 }
 
-/// What the inference of a node can read about one of its inputs.
-struct Value {
-  onnx::TypeProto *type = nullptr;          ///< in the model
-  const onnx::TensorProto *data = nullptr;  ///< an initializer's or a Constant's
-  int32_t typeId = -1;                      ///< the type's interned id; -1: not yet known
-};
-
 class MemoizedInference {
 public:
-  explicit MemoizedInference(onnx::ModelProto &model) : model(model), graph(*model.mutable_graph()) {}
+  MemoizedInference(onnx::ModelProto &model, ValueTable &values)
+      : model(model), graph(*model.mutable_graph()), values(values) {}
 
   /// On false, the value_info entries added are removed again: those merged into the
   /// model's own entries are ONNX's types for a prefix of the graph, which ONNX merges
@@ -169,7 +163,7 @@ private:
                    nodeOutputs);
     auto addTypes = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> &infos) {
       for (onnx::ValueInfoProto &info : infos)
-        if (info.has_type() && !values.try_emplace(info.name(), Value{info.mutable_type()}).second)
+        if (info.has_type() && !values.try_emplace(info.name(), ValueEntry{info.mutable_type()}).second)
           return false;  // declared twice: which one ONNX merges into is its business
       return true;
     };
@@ -192,7 +186,7 @@ private:
     for (const onnx::TensorProto &initializer : graph.initializer()) {
       auto typed = values.find(initializer.name());
       if (typed == values.end())
-        typed = values.emplace(initializer.name(), Value{typeEntryOf(initializer)}).first;
+        typed = values.emplace(initializer.name(), ValueEntry{typeEntryOf(initializer)}).first;
       typed->second.data = &initializer;
       if (graphInputs.count(initializer.name())) {
         // ONNX checks a graph input against the initializer that gives its default.
@@ -244,7 +238,7 @@ private:
   /// What the inference of `node` can observe besides the data it reads; `inputs` gets
   /// its inputs' entries (null for the empty name of an omitted input).
   std::string keyOf(const onnx::OpSchema *schema, const onnx::NodeProto &node,
-                    std::vector<Value *> &inputs) {
+                    std::vector<ValueEntry *> &inputs) {
     std::string key = schemaAndAttributesKey(*schema, node);
     auto append = [&key](int32_t value) {
       key.append(reinterpret_cast<const char *>(&value), sizeof value);
@@ -255,7 +249,7 @@ private:
       auto found = values.find(input);
       if (found == values.end() && !input.empty())
         throw std::runtime_error("an input nothing defines");  // ONNX's driver reports it
-      Value *value = found == values.end() ? nullptr : &found->second;
+      ValueEntry *value = found == values.end() ? nullptr : &found->second;
       inputs.push_back(value);
       if (value && value->type && value->typeId < 0)
         value->typeId = typeIdOf(*value->type);
@@ -265,7 +259,7 @@ private:
     return key;
   }
 
-  static bool dataMatches(const std::vector<Value *> &inputs, const InferredNode &inferred) {
+  static bool dataMatches(const std::vector<ValueEntry *> &inputs, const InferredNode &inferred) {
     for (const auto &[index, bytes] : inferred.dataRead) {
       const onnx::TensorProto *data = inputs[index] ? inputs[index]->data : nullptr;
       if (data ? dataBytes(*data) != bytes : !bytes.empty())
@@ -278,12 +272,12 @@ private:
   /// contexts; false when the propagation generated shape data, which flows on to other
   /// nodes (ONNX's driver tracks it).
   bool inferAfresh(const onnx::OpSchema *schema, onnx::NodeProto &node,
-                   const std::vector<Value *> &inputs, InferredNode &inferred) {
+                   const std::vector<ValueEntry *> &inputs, InferredNode &inferred) {
     // The contexts look up only the node's inputs in these tables.
     std::unordered_map<std::string, onnx::TypeProto *> types;
     std::unordered_map<std::string, const onnx::TensorProto *> data;
     for (int i = 0; i < node.input_size(); ++i)
-      if (const Value *value = inputs[size_t(i)]) {
+      if (const ValueEntry *value = inputs[size_t(i)]) {
         if (value->type)
           types.emplace(node.input(i), value->type);
         if (value->data)
@@ -321,7 +315,7 @@ private:
     if (!schema)
       return false;
     try {
-      std::vector<Value *> inputs;
+      std::vector<ValueEntry *> inputs;
       std::vector<InferredNode> &seen = memo[keyOf(schema, node, inputs)];
       for (const InferredNode &earlier : seen)
         if (dataMatches(inputs, earlier))
@@ -345,7 +339,7 @@ private:
         continue;  // an optional output left out
       if (node.output(i).empty() || !isStaticTensor(type))
         return false;  // symbolic or unknown dimensions: ONNX's symbol table
-      Value &output = values[node.output(i)];
+      ValueEntry &output = values[node.output(i)];
       if (!output.type) {  // as UntypedValueGuard adds the entry
         onnx::ValueInfoProto *info = graph.add_value_info();
         info->set_name(node.output(i));
@@ -362,8 +356,9 @@ private:
   onnx::ModelProto &model;
   onnx::GraphProto &graph;
   std::unordered_map<std::string, int> opsets;
-  /// Every typed value by name (the names are the model's strings).
-  NameMap<Value> values;
+  /// Every typed value by name (the names are the model's strings); what the node's
+  /// inference reads of its inputs.
+  ValueTable &values;
   /// Schemas by domain and operator.
   std::unordered_map<std::string_view, std::unordered_map<std::string_view, const onnx::OpSchema *>>
       schemas;
@@ -383,12 +378,16 @@ std::string schemaAndAttributesKey(const onnx::OpSchema &schema, const onnx::Nod
   return key;
 }
 
-bool inferStaticShapesMemoized(onnx::ModelProto &model) {
+bool inferStaticShapesMemoized(onnx::ModelProto &model, ValueTable &values) {
+  values.clear();
+  bool inferred = false;
   try {
-    return MemoizedInference(model).run();
+    inferred = MemoizedInference(model, values).run();
   } catch (const std::exception &) {
-    return false;
   }
+  if (!inferred)
+    values = {};
+  return inferred;
 }
 
 } // namespace zen::importer::detail

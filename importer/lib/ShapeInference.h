@@ -2,6 +2,7 @@
 #ifndef ZEN_IMPORTER_SHAPEINFERENCE_H
 #define ZEN_IMPORTER_SHAPEINFERENCE_H
 
+#include "NameTable.h"
 #include "onnx/defs/schema.h"
 #include "onnx/onnx_pb.h"
 
@@ -22,7 +23,9 @@ namespace zen::importer::detail {
 /// initializers, an untyped graph input, an operator without schema or inference
 /// function, a dynamic dimension, shape data propagation) or any check fails: the caller
 /// then runs ONNX's own inference, which gives the same types and reports the error.
-bool inferStaticShapesMemoized(onnx::ModelProto &model);
+/// On true, `values` has every value the graph names, by its name in the model, with its
+/// type entry (valid while the graph is not edited).
+bool inferStaticShapesMemoized(onnx::ModelProto &model, ValueTable &values);
 
 /// What every per-node ONNX function sees of a node besides its inputs: its schema and its
 /// attributes. The start of the keys under which the importer checks or infers each
