@@ -127,6 +127,7 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
       {"buffers_bytes", eval.memory.buffersBytes},
       {"other_parameters_bytes",
        dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes},
+      {"other_activations_bytes", dense.activationsBytes},
       {"reserve_bytes", dense.reserveBytes},
       {"per_gpu_bytes", whole.perGpuBytes()},
       {"capacity_bytes", whole.capacityBytes}};

@@ -323,12 +323,15 @@ std::string moeText(const json &moe) {
                      memory["buffers_bytes"].get<double>() / 1e6);
   if (memory.contains("per_gpu_bytes"))
     out += fmt::format("  memory per GPU        {:.1f} GB{} (experts, the other parameters' "
-                       "weights, gradients and optimizer state, reserve; not the other "
-                       "activations)\n",
+                       "weights, gradients and optimizer state, {}, reserve)\n",
                        memory["per_gpu_bytes"].get<double>() / 1e9,
                        memory["capacity_bytes"].get<double>() > 0
                            ? fmt::format(" of {:.1f} GB", memory["capacity_bytes"].get<double>() / 1e9)
-                           : std::string());
+                           : std::string(),
+                       memory.contains("other_activations_bytes")
+                           ? fmt::format("the other activations {:.1f} GB",
+                                         memory["other_activations_bytes"].get<double>() / 1e9)
+                           : std::string("not the other activations"));
   const json notFitting = moe.value("not_fitting", json::object());
   for (const auto &[ep, bytes] : notFitting.items())
     out += fmt::format("  ep {:<18} does not fit: {:.1f} GB per GPU\n", ep,

@@ -498,8 +498,18 @@ private:
     for (size_t n = 0; n < graph.nodes.size(); ++n) {
       Node &node = graph.nodes[n];
       CostSite site = siteOf(n);
-      if (detail::isMoeNode(site.proto))
+      if (detail::isMoeNode(site.proto)) {
         node.moe = detail::describeMoe(site, graph.path);
+        // Its dispatch buffers are the export batch's tokens: scaling the layer's costs
+        // alone would price all-to-alls and expert GEMMs of another shape.
+        if (graph.batchMode == BatchMode::Scaled && graph.batch != graph.exportBatch)
+          throw ImportError(ErrorKind::BadInput,
+                            graph.path + ": node '" + node.name + "' (MoE): --batch " +
+                                std::to_string(graph.batch) + " needs a model exported with "
+                                "a symbolic batch dimension; this one fixes the batch at " +
+                                std::to_string(graph.exportBatch) +
+                                ", and with it every MoE layer's tokens and capacity");
+      }
       std::optional<OpCost> cost =
           node.moe ? detail::moeCost(*node.moe, node.inputs.size()) : detail::costOf(site);
       if (!cost) {

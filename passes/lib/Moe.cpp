@@ -35,6 +35,34 @@ cost::MoeShape shapeOf(MoeDispatchOp dispatch, MoeExpertsOp experts) {
   return shape;
 }
 
+/// Bytes of the values the backward reads from the forward, which stay in memory from one
+/// to the other: every value a backward zen.compute reads that is not a parameter, a
+/// gradient or the MoE layers' own (their dispatched rows and the experts' units are
+/// cost::moeMemoryPerGpu's). Floating-point values are kept at the compute precision's
+/// activation width, as the experts' are.
+double keptActivationBytes(func::FuncOp func, const cost::TrainingSetup &setup) {
+  const double floatBytes = cost::bytesPerParameter(setup).weights;
+  llvm::DenseSet<Value> kept;
+  double bytes = 0;
+  func.walk([&](ComputeOp compute) {
+    if (compute.getPhase() != Phase::backward)
+      return;
+    for (Value input : compute.getInputs()) {
+      Operation *producer = input.getDefiningOp();
+      auto forward = dyn_cast_or_null<ComputeOp>(producer);
+      const bool fromForward = !producer || isa<MoeCombineOp>(producer) ||
+                               (forward && forward.getPhase() == Phase::forward);
+      auto type = dyn_cast<RankedTensorType>(input.getType());
+      if (!fromForward || !type || !kept.insert(input).second)
+        continue;
+      bytes += double(type.getNumElements()) *
+               (isa<FloatType>(type.getElementType()) ? floatBytes
+                                                      : double(plan::elementBytes(type)));
+    }
+  });
+  return bytes;
+}
+
 } // namespace
 
 std::optional<std::vector<MoeLayerOps>> collectMoeLayers(ModuleOp module, std::string &error) {
@@ -133,6 +161,7 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
       denseParams += double(cast<ShapedType>(param.getType()).getNumElements());
   });
   request.dense = cost::replicatedParameterMemory(denseParams, request.setup, model);
+  request.dense.activationsBytes = keptActivationBytes(training->func, request.setup);
   return request;
 }
 

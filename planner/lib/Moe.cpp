@@ -469,14 +469,14 @@ std::string memoryText(const MoeEvaluation &eval, const MoeRequest &request) {
   return fmt::format(
       "ep {} needs {:.1f} GB per GPU of {:.1f} GB: experts {:.1f} (weights, gradients and "
       "optimizer state {:.1f}, activations {:.1f}, dispatch buffers {:.1f}), the other "
-      "parameters {:.1f}, reserve {:.1f}",
+      "parameters {:.1f}, the other activations {:.1f}, reserve {:.1f}",
       eval.ep, total.perGpuBytes() / 1e9, total.capacityBytes / 1e9,
       (experts.weightsBytes + experts.gradientsBytes + experts.optimizerBytes +
        experts.activationsBytes + experts.buffersBytes) / 1e9,
       (experts.weightsBytes + experts.gradientsBytes + experts.optimizerBytes) / 1e9,
       experts.activationsBytes / 1e9, experts.buffersBytes / 1e9,
       (dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes) / 1e9,
-      dense.reserveBytes / 1e9);
+      dense.activationsBytes / 1e9, dense.reserveBytes / 1e9);
 }
 
 } // namespace

@@ -627,9 +627,10 @@ private:
     for (const char *key : {"weights_bytes", "gradients_bytes", "optimizer_bytes",
                             "activations_bytes", "buffers_bytes"})
       amount(memory, "/moe/memory", key);
-    // Plans written before the whole-model memory check have only the experts'.
-    for (const char *key :
-         {"other_parameters_bytes", "reserve_bytes", "per_gpu_bytes", "capacity_bytes"})
+    // Plans written before the whole-model memory check have only the experts', those
+    // before the other activations were counted no other_activations_bytes.
+    for (const char *key : {"other_parameters_bytes", "other_activations_bytes", "reserve_bytes",
+                            "per_gpu_bytes", "capacity_bytes"})
       if (memory.contains(key))
         amount(memory, "/moe/memory", key);
   }
