@@ -180,10 +180,11 @@ std::string gradientSyncOf(const json &layer) {
 /// The whole iteration: a large-model plan's schedule covers only the first
 /// stage's last micro-batch and its data-parallel sync; an MoE plan's adds the
 /// MoE layers' all-to-alls and pipelining to its schedule.
-double iterationUs(const zenrt::Plan &plan, const json &parallel) {
+/// `parallel` and `moe` are the plan's sections, parsed once by the caller (an MoE plan's
+/// holds its whole co-scheduled timeline).
+double iterationUs(const zenrt::Plan &plan, const json &parallel, const json &moe) {
   if (parallel.is_object())
     return parallel["iteration_us"].get<double>();
-  const json moe = moeOf(plan);
   return moe.is_object() ? moe["iteration_us"].get<double>() : plan.predictions.iterationUs;
 }
 } // namespace
@@ -191,11 +192,13 @@ double iterationUs(const zenrt::Plan &plan, const json &parallel) {
 ordered_json summaryJson(const zenrt::Plan &plan) {
   ordered_json json;
   const nlohmann::json parallel = parallelOf(plan);
+  const nlohmann::json moe = moeOf(plan);
+  const double iteration = iterationUs(plan, parallel, moe);
   json["model"] = plan.model.name;
   json["cluster"] = plan.cluster.name;
   json["world_size"] = plan.cluster.worldSize;
   json["strategy"] = plan.strategy;
-  json["iteration_us"] = iterationUs(plan, parallel);
+  json["iteration_us"] = iteration;
   json["compute_us"] = plan.predictions.computeUs;
   json["exposed_comm_us"] = plan.predictions.exposedCommUs;
   json["lower_bound_us"] = plan.predictions.lowerBoundUs;
@@ -208,7 +211,7 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
   for (const auto &[name, us] : plan.baselines) {
     baselines[name] = us;
-    speedups[name] = iterationUs(plan, parallel) > 0 ? us / iterationUs(plan, parallel) : 0.0;
+    speedups[name] = iteration > 0 ? us / iteration : 0.0;
   }
   json["baselines"] = baselines;
   json["speedup_over"] = speedups;
@@ -228,7 +231,7 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
       json[key] = parallel[key];
     json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
   }
-  if (const nlohmann::json moe = moeOf(plan); moe.is_object()) {
+  if (moe.is_object()) {
     ordered_json section;
     for (const char *key : {"ep", "imbalance", "moe_us", "expert_sync_us", "sync_saving_us"})
       section[key] = moe[key];
@@ -354,7 +357,8 @@ std::string summaryText(const zenrt::Plan &plan) {
                      plan.cluster.name, plan.cluster.worldSize, plan.strategy);
   if (parallel.is_object())
     out += parallelText(parallel);
-  if (const json moe = moeOf(plan); moe.is_object())
+  const json moe = moeOf(plan);
+  if (moe.is_object())
     out += moeText(moe);
   const auto expertBuckets = std::count_if(
       plan.buckets.begin(), plan.buckets.end(),
@@ -372,7 +376,7 @@ std::string summaryText(const zenrt::Plan &plan) {
   out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
   out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
                      ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
-  const double whole = iterationUs(plan, parallel);
+  const double whole = iterationUs(plan, parallel, moe);
   auto speedup = [&](double us) { return whole > 0 ? us / whole : 0.0; };
   const bool compressed = !plan.baselinesUncompressed.empty();
   if (!plan.baselines.empty()) {
@@ -576,10 +580,10 @@ Timeline timelineOf(const zenrt::Plan &plan) {
       }
     offset = lastBackward - firstBackwardTask;
   }
-  if (const json moe = moeOf(plan); moe.is_object() && moe.contains("timeline") &&
-                                     !parallel.is_object()) {
+  const json moe = moeOf(plan);
+  if (moe.is_object() && moe.contains("timeline") && !parallel.is_object()) {
     addCoScheduledBars(plan, moe, timeline.rows, timeline.bars, timeline.exposed);
-    timeline.iterationUs = iterationUs(plan, parallel);
+    timeline.iterationUs = iterationUs(plan, parallel, moe);
     return timeline;
   }
   TrackLayout layout(plan);
@@ -601,11 +605,11 @@ Timeline timelineOf(const zenrt::Plan &plan) {
     bar.task = &task;
     timeline.bars.push_back(bar);
   }
-  if (const json moe = moeOf(plan); moe.is_object() && !parallel.is_object()) {
+  if (moe.is_object() && !parallel.is_object()) {
     timeline.rows.push_back(fmt::format("MoE layers (ep {})", moe["ep"].get<int64_t>()));
     addMoeBars(plan, moe, int64_t(timeline.rows.size()) - 1, timeline.bars);
   }
-  timeline.iterationUs = iterationUs(plan, parallel);
+  timeline.iterationUs = iterationUs(plan, parallel, moe);
   for (const Interval &span : exposedCommunication(plan))
     timeline.exposed.push_back({span.begin + offset, span.end + offset});
   return timeline;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -233,24 +234,29 @@ public:
   explicit PatternFuser(onnx::ModelProto &model) : model(model), graph(*model.mutable_graph()) {}
 
   bool run() {
-    bool fused = false;
-    // Each fusion rewrites the node list; start over until no pattern is left.
-    for (bool again = true; again;) {
-      again = false;
-      // The index reads the whole graph: built only once a candidate is seen (most models
-      // route nothing through TopK).
-      bool indexed = false;
-      for (int n = 0; n < graph.node_size() && !again; ++n)
-        if (isOnnx(graph.node(n), "TopK")) {
-          if (!indexed)
-            index();
-          indexed = true;
-          again = tryFuse(n);
-        }
-      fused |= again;
+    // Every layer is found on the graph as it is, then all are replaced at once: the
+    // layers do not share nodes, so fusing one changes nothing another's analysis reads.
+    std::vector<Fusion> fusions;
+    std::unordered_set<int> claimed;
+    // The index reads the whole graph: built only once a candidate is seen (most models
+    // route nothing through TopK).
+    bool indexed = false;
+    for (int n = 0; n < graph.node_size(); ++n) {
+      if (!isOnnx(graph.node(n), "TopK") || claimed.count(n))
+        continue;
+      if (!indexed)
+        index();
+      indexed = true;
+      std::optional<Fusion> fusion = analyse(n);
+      if (!fusion || std::any_of(fusion->region.begin(), fusion->region.end(),
+                                 [&](int node) { return claimed.count(node) > 0; }))
+        continue;
+      claimed.insert(fusion->region.begin(), fusion->region.end());
+      fusions.push_back(std::move(*fusion));
     }
-    if (!fused)
+    if (fusions.empty())
       return false;
+    replace(fusions);
     for (const onnx::OperatorSetIdProto &opset : model.opset_import())
       if (opset.domain() == kMoeDomain)
         return true;
@@ -261,6 +267,14 @@ public:
   }
 
 private:
+  /// One layer to fuse: its nodes, the one whose result it ends in, and the MoE node
+  /// that replaces them.
+  struct Fusion {
+    std::unordered_set<int> region;
+    int end = -1;
+    onnx::NodeProto moe;
+  };
+
   void index() {
     producer.clear();
     consumers.clear();
@@ -362,16 +376,16 @@ private:
   }
 
   /// Fuses the pattern whose TopK is node `topk`; false when it is not one.
-  bool tryFuse(int topk) {
+  std::optional<Fusion> analyse(int topk) {
     int softmax = producerOf(graph.node(topk).input(0));
     if (softmax < 0 || !isOnnx(graph.node(softmax), "Softmax"))
-      return false;
+      return std::nullopt;
     const std::string logits = graph.node(softmax).input(0);
     const std::vector<int64_t> logitDims = shapeOf(logits);
     const std::vector<int64_t> topkDims = shapeOf(graph.node(topk).output(0));
     if (logitDims.size() != 2 || topkDims.size() != 2 || logitDims[0] < 1 || logitDims[1] < 1 ||
         topkDims[1] < 1)
-      return false; // routing of unknown shape: left as plain ops
+      return std::nullopt; // routing of unknown shape: left as plain ops
     const int64_t tokens = logitDims[0];
 
     // Walk forward in topological order from the logits: the nodes reading what
@@ -407,7 +421,7 @@ private:
         end = n;
     }
     if (end < 0)
-      return false;
+      return std::nullopt;
 
     // The layer: what the end depends on among those nodes, plus the
     // preparation of constants and parameters (the Transposes and Unsqueezes of
@@ -443,7 +457,7 @@ private:
     }
     for (int n : region)
       if (readOutside(n, region, end))
-        return false;
+        return std::nullopt;
 
     // The layer's inputs: the logits, one activation, the expert weights and
     // biases.
@@ -466,21 +480,21 @@ private:
           // second.
           std::string &bias = n < gemms[1] ? fc1Bias : fc2Bias;
           if (!bias.empty() && bias != input)
-            return false;
+            return std::nullopt;
           bias = input;
           continue;
         }
         if (source >= 0 && isOnnx(graph.node(source), "Constant"))
           continue;
         if (!activation.empty() && activation != input)
-          return false; // two activations: not a layer this fusion knows
+          return std::nullopt; // two activations: not a layer this fusion knows
         activation = input;
       }
     const std::vector<int64_t> hiddenDims = shapeOf(activation);
     const std::vector<int64_t> dispatched = shapeOf(graph.node(gemms[0]).input(0));
     if (activation.empty() || hiddenDims.size() != 2 || hiddenDims[0] != tokens ||
         dispatched.size() != 3 || dispatched[1] < 1)
-      return false;
+      return std::nullopt;
 
     onnx::NodeProto moe;
     const std::string &topkName = graph.node(topk).name();
@@ -504,8 +518,7 @@ private:
     act->set_name("activation_type");
     act->set_type(onnx::AttributeProto::STRING);
     act->set_s(activationBetween(gemms[0], gemms[1], region));
-    replace(region, end, std::move(moe));
-    return true;
+    return Fusion{std::move(region), end, std::move(moe)};
   }
 
   /// The activation between the two expert GEMMs, by the ops that compute it
@@ -525,25 +538,36 @@ private:
     return "identity";
   }
 
-  /// Puts `moe` where node `end` was, drops the rest of the region, and the
-  /// constants and shape annotations only the region used.
-  void replace(const std::unordered_set<int> &region, int end, onnx::NodeProto moe) {
+  /// Puts each fusion's MoE node where its end node was, drops the rest of its region, and
+  /// the constants and shape annotations only the regions used. The kept nodes move by
+  /// pointer (no node is copied but the MoE nodes).
+  void replace(std::vector<Fusion> &fusions) {
     std::unordered_set<std::string> inside, read;
-    for (int n : region) {
-      for (const std::string &output : graph.node(n).output())
-        if (output != moe.output(0))
-          inside.insert(output);
-      for (const std::string &input : graph.node(n).input())
-        read.insert(input);
+    std::unordered_set<int> dropped;
+    std::unordered_map<int, onnx::NodeProto *> moeAt;
+    for (Fusion &fusion : fusions) {
+      for (int n : fusion.region) {
+        for (const std::string &output : graph.node(n).output())
+          if (output != fusion.moe.output(0))
+            inside.insert(output);
+        for (const std::string &input : graph.node(n).input())
+          read.insert(input);
+        if (n != fusion.end)
+          dropped.insert(n);
+      }
+      moeAt[fusion.end] = &fusion.moe;
     }
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-    for (int n = 0; n < graph.node_size(); ++n) {
-      if (n == end)
-        *nodes.Add() = std::move(moe);
-      else if (!region.count(n))
-        *nodes.Add() = graph.node(n);
+    auto *nodes = graph.mutable_node();
+    const int count = nodes->size();
+    int kept = 0;
+    for (int n = 0; n < count; ++n) {
+      if (dropped.count(n))
+        continue;
+      if (auto moe = moeAt.find(n); moe != moeAt.end())
+        *nodes->Mutable(n) = std::move(*moe->second);
+      nodes->SwapElements(kept++, n);
     }
-    graph.mutable_node()->Swap(&nodes);
+    nodes->DeleteSubrange(kept, count - kept);
     std::unordered_set<std::string> stillRead;
     for (const onnx::NodeProto &node : graph.node())
       stillRead.insert(node.input().begin(), node.input().end());

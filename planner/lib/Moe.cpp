@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -394,6 +396,27 @@ std::string checkMoeParallel(const std::vector<MoeLayer> &layers, int64_t ep,
   return cost::checkExpertPlacement(ep, request.dp);
 }
 
+namespace {
+
+/// One rank's memory for the experts of every layer at `ep`.
+cost::MoeMemory expertMemory(const std::vector<MoeLayer> &layers, int64_t ep,
+                             const MoeRequest &request) {
+  cost::MoeMemory memory;
+  for (const MoeLayer &layer : layers) {
+    cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,
+                                                request.setup);
+    memory.weightsBytes += one.weightsBytes;
+    memory.gradientsBytes += one.gradientsBytes;
+    memory.optimizerBytes += one.optimizerBytes;
+    memory.activationsBytes += one.activationsBytes;
+    // The layers run one at a time and reuse one pair of buffers.
+    memory.buffersBytes = std::max(memory.buffersBytes, one.buffersBytes);
+  }
+  return memory;
+}
+
+} // namespace
+
 MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
                           const cost::CostModel &model, const MoeRequest &request) {
   const LayerPricer pricer{model, request, ep};
@@ -442,16 +465,7 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
                    }).moeUs;
   }
 
-  for (const MoeLayer &layer : layers) {
-    cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,
-                                                request.setup);
-    eval.memory.weightsBytes += one.weightsBytes;
-    eval.memory.gradientsBytes += one.gradientsBytes;
-    eval.memory.optimizerBytes += one.optimizerBytes;
-    eval.memory.activationsBytes += one.activationsBytes;
-    // The layers run one at a time and reuse one pair of buffers.
-    eval.memory.buffersBytes = std::max(eval.memory.buffersBytes, one.buffersBytes);
-  }
+  eval.memory = expertMemory(layers, ep, request);
   return eval;
 }
 
@@ -499,20 +513,43 @@ MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &mode
   int64_t experts = 0;
   for (const MoeLayer &layer : layers)
     experts = std::gcd(experts, layer.shape.experts);
-  std::optional<MoePlan> plan;
+  // An ep whose experts do not fit is not evaluated: its memory does not depend on the
+  // schedule.
+  std::vector<int64_t> fitting;
   std::optional<MoeEvaluation> leastMemory;
   std::map<int64_t, double> searched, notFitting;
   for (int64_t ep = 1; ep <= experts; ++ep) {
     if (experts % ep != 0 || !checkMoeParallel(layers, ep, request).empty())
       continue;
-    MoeEvaluation eval = evaluateMoe(layers, ep, model, request);
-    const cost::MemoryBreakdown memory = moeModelMemory(eval, request);
-    if (!memory.fits()) {
-      notFitting[ep] = memory.perGpuBytes();
-      if (!leastMemory || memory.perGpuBytes() < notFitting[leastMemory->ep])
-        leastMemory = std::move(eval);
+    MoeEvaluation memoryOnly;
+    memoryOnly.ep = ep;
+    memoryOnly.memory = expertMemory(layers, ep, request);
+    const cost::MemoryBreakdown memory = moeModelMemory(memoryOnly, request);
+    if (memory.fits()) {
+      fitting.push_back(ep);
       continue;
     }
+    notFitting[ep] = memory.perGpuBytes();
+    if (!leastMemory || memory.perGpuBytes() < notFitting[leastMemory->ep])
+      leastMemory = std::move(memoryOnly);
+  }
+  // Each ep is evaluated on its own (the co-scheduling simulates the whole iteration for
+  // every trial): a second thread takes every other one. The choice below reads them in
+  // ep order, whichever thread evaluated which.
+  std::vector<std::optional<MoeEvaluation>> evaluations(fitting.size());
+  std::atomic<size_t> next{0};
+  auto evaluateFitting = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < fitting.size();)
+      evaluations[i] = evaluateMoe(layers, fitting[i], model, request);
+  };
+  std::future<void> helper = std::async(std::launch::async, evaluateFitting);
+  evaluateFitting();
+  helper.get();
+
+  std::optional<MoePlan> plan;
+  for (size_t i = 0; i < fitting.size(); ++i) {
+    const int64_t ep = fitting[i];
+    MoeEvaluation eval = std::move(*evaluations[i]);
     searched[ep] = eval.extraUs(eval.best);
     if (!plan || searched[ep] < plan->chosen.extraUs(plan->chosen.best))
       plan = MoePlan{std::move(eval), {}, {}};

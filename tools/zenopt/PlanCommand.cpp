@@ -435,6 +435,12 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
   pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   pipelineOptions.ep = options.ep;
   pipelineOptions.moeImbalance = moeImbalanceOf(options);
+  // zen-plan-moe's decisions, lowered below as it made them.
+  std::optional<std::pair<zen::plan::MoePlan, zen::plan::MoeRequest>> moe;
+  pipelineOptions.moePlanned = [&moe](const zen::plan::MoePlan &planned,
+                                      const zen::plan::MoeRequest &request) {
+    moe.emplace(planned, request);
+  };
   mlir::PassManager pipeline(module.getContext());
   // The imported module was verified. zen-autotune's output is verified when it is printed
   // (--emit mlir); otherwise codegen reads it through readPlan's structural checks and the
@@ -454,22 +460,13 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
   if (!moeLayers.empty()) {
-    // zen-plan-moe recorded the same decisions on the IR's MoE ops.
-    std::string error;
-    // zen-autotune has accepted the same spelling.
-    const std::vector<cost::CompressionSpec> compressors =
-        plan::parseCompressors(options.compressor, error).value_or(std::vector<cost::CompressionSpec>{});
-    const mlir::FailureOr<zen::plan::MoeRequest> request =
-        moeRequestOf(module, moeLayers, model, dp,
-                     options.ep ? std::optional<int64_t>(options.ep) : std::nullopt,
-                     moeImbalanceOf(options), compressors);
-    if (mlir::failed(request))
-      throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
-    const zen::plan::MoePlan planned = zen::plan::planMoe(moeLayers, model, *request);
-    codegen::attachMoe(*plan, moeLayers, planned, *request, model);
+    if (!moe)
+      throw CommandError(ExitSoftware, options.model + ": zen-plan-moe planned no MoE layers");
+    const auto &[planned, request] = *moe;
+    codegen::attachMoe(*plan, moeLayers, planned, request, model);
     // The runtime runs the sync the MoE section's iteration was simulated with.
-    if (planned.chosen.ep > 1 && request->sync)
-      codegen::syncExpertsOverReplicas(*plan, *request->sync, planned.chosen.ep, request->dp,
+    if (planned.chosen.ep > 1 && request.sync)
+      codegen::syncExpertsOverReplicas(*plan, *request.sync, planned.chosen.ep, request.dp,
                                        model);
   }
   return std::move(*plan);

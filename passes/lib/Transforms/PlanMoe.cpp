@@ -22,6 +22,8 @@ namespace {
 
 struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
   using PlanMoeBase::PlanMoeBase;
+  PlanMoePass(const PlanMoeOptions &options, MoePlanned planned)
+      : PlanMoeBase(options), report(std::move(planned)) {}
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -74,9 +76,18 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
                             ops.combine.getOperation()})
         op->setAttr("schedule", schedule);
     }
+    if (report)
+      report(planned, *request);
     markAllAnalysesPreserved();
   }
+
+  /// Where the plan goes besides the IR (zenopt lowers it to the plan file).
+  MoePlanned report;
 };
 
 } // namespace
+
+std::unique_ptr<Pass> createPlanMoe(const PlanMoeOptions &options, MoePlanned planned) {
+  return std::make_unique<PlanMoePass>(options, std::move(planned));
+}
 } // namespace zen
