@@ -250,6 +250,7 @@ OpCost softmaxCost(const CostSite &site) {
   int64_t elements = site.outputElements(0);
   cost.forwardFlops = mul(5, elements);
   cost.inputGradFlops = sameForAll(site, mul(4, elements));
+  cost.backwardReadsOutput = true;
   return cost;
 }
 
@@ -304,6 +305,12 @@ const std::unordered_map<std::string, Rule> &rules() {
              // Training-mode Dropout: draw the mask, multiply by it and the 1/(1-p) scale.
              {"Dropout", 2, 1, true}})
       r[p.op] = elementwise(p.forward, p.backward, p.readsInputs);
+    for (const char *op : {"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal"})
+      r[op] = [input = r[op]](const CostSite &s) {
+        OpCost cost = input(s);
+        cost.backwardReadsOutput = true;
+        return cost;
+      };
     // Selection and search: comparisons per input element.
     for (const char *op : {"ArgMax", "ArgMin", "CumSum"})
       r[op] = [](const CostSite &s) {

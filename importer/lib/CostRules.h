@@ -41,6 +41,10 @@ struct OpCost {
   /// The backward step reads the forward inputs (false: it needs only the output gradient,
   /// as for additions and data movement).
   bool backwardReadsInputs = true;
+  /// What the backward reads is the forward output, not the inputs: autograd saves the
+  /// result of softmax, sigmoid, tanh, exp, relu, sqrt and reciprocal (PyTorch's
+  /// tools/autograd/derivatives.yaml), which the next op often keeps anyway.
+  bool backwardReadsOutput = false;
   /// A view (Reshape, Squeeze, ...): moves no bytes.
   bool isView = false;
   /// Reads only tensor metadata (Shape, Size): its bytes are the output's.

@@ -655,7 +655,7 @@ private:
             flops = addCounts(flops, graph.tensors[input].elements);  // the same tensor twice: summed
           }
         }
-        bool reads = cost.backwardReadsInputs ||
+        bool reads = (cost.backwardReadsInputs && !cost.backwardReadsOutput) ||
                      (!graph.tensors[input].isFloat() && cost.readsOutputSizedPart);
         if (reads && !cost.isView &&
             std::find(step.savedTensors.begin(), step.savedTensors.end(), input) ==
@@ -664,6 +664,10 @@ private:
           bool partial = cost.readsOutputSizedPart && i == 0;
           bytes = addCounts(bytes, partial ? 0 : graph.tensors[input].bytes);
         }
+      }
+      if (cost.backwardReadsOutput && !node.outputs.empty() && node.outputs[0] >= 0) {
+        step.savedTensors.push_back(node.outputs[0]);
+        bytes = addCounts(bytes, graph.tensors[node.outputs[0]].bytes);
       }
       if (cost.isView)
         bytes = 0;
