@@ -75,7 +75,7 @@ class Profile:
     def __init__(self, quick):
         self.quick = quick
         self.phase_reps = 2 if quick else 5
-        self.growth_reps = 1 if quick else 3
+        self.growth_reps = 1 if quick else 5
         self.cli_reps = 2 if quick else 5
         self.runtime_rounds = 1 if quick else 3
         self.runtime_iters = 4 if quick else 8
@@ -244,7 +244,10 @@ def run_json(cmd, timeout=1800):
 
 def google_benchmark(cmd, out, reps, min_time_s):
     """Runs a Google Benchmark binary; returns its per-repetition entries (times in seconds)."""
+    # Repetitions interleaved at random across the benchmarks: a slow minute of a shared
+    # machine then spreads over every model instead of skewing the one measured in it.
     run(cmd + [f"--benchmark_repetitions={reps}", f"--benchmark_min_time={min_time_s}",
+               "--benchmark_enable_random_interleaving=true",
                f"--benchmark_out={out}", "--benchmark_out_format=json"], timeout=3600)
     with open(out) as f:
         data = json.load(f)
@@ -951,6 +954,7 @@ def noise_section(rep, ctx, speed_spreads, runtime, deterministic):
     rep.add(f"- Timings are medians of repeated runs ({p.phase_reps} repetitions per phase, "
             f"{p.growth_reps} for the growth curve, {p.cli_reps} end-to-end runs, "
             f"{p.runtime_rounds} launches × {p.runtime_iters} iterations per runtime plan); "
+            f"the planner benchmarks' repetitions are interleaved at random across models; "
             f"tables show the min–max. Largest relative spread (max−min)/median: planner phases "
             f"{max(speed_spreads) * 100:.0f}%"
             + (f", runtime launches {max(runtime_spreads) * 100:.0f}%" if runtime_spreads else "")
