@@ -150,13 +150,14 @@ double simulatedUs(const std::vector<cost::SimTask> &tasks, const cost::CostMode
 constexpr int64_t kAheadOfGradients = std::numeric_limits<int64_t>::min() / 2;
 
 /// moeScheduleTasks on `tasks`, expertSyncTasks' schedule at `ep`: the layers'
-/// pieces put in it.
+/// pieces put in it, named when `named` (the co-scheduling's trials only simulate them: a
+/// name is a string built per piece per trial).
 std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
                                          const GradientSync &sync,
                                          const std::vector<MoeLayer> &layers,
                                          const std::vector<MoeLayerTime> &choices, int64_t ep,
-                                         const MoeRequest &request,
-                                         const cost::CostModel &model) {
+                                         const MoeRequest &request, const cost::CostModel &model,
+                                         bool named = true) {
   if (sync.sites.size() != layers.size() || choices.size() != layers.size())
     throw std::logic_error("the MoE layers' sites and choices must parallel the layers");
   const int forwardCount = int(sync.problem.forward.size());
@@ -191,11 +192,12 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
         pieceDeps = std::exchange(host.deps, {});
       const int first = int(tasks.size());
       const std::string prefix =
-          "moe." + layers[l].name + (backward ? ".bwd." : ".fwd.");
+          named ? "moe." + layers[l].name + (backward ? ".bwd." : ".fwd.") : std::string();
       const bool serial = choice.sync == cost::GradientSyncMode::Serial;
       auto allToAll = [&](const char *what, int64_t i, int64_t order, std::vector<int> deps) {
         cost::SimTask task;
-        task.name = prefix + what + std::to_string(i);
+        if (named)
+          task.name = prefix + what + std::to_string(i);
         task.kind = cost::TaskKind::Collective;
         task.phase = cost::TaskPhase::Communicate;
         task.collective = cost::CollectiveKind::AllToAll;
@@ -212,7 +214,8 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
       for (int64_t i = 0; i < pieces.chunks; ++i) {
         const int dispatch = allToAll("dispatch", i, 2 * i, pieceDeps);
         cost::SimTask experts;
-        experts.name = prefix + "experts" + std::to_string(i);
+        if (named)
+          experts.name = prefix + "experts" + std::to_string(i);
         experts.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
         experts.durationUs = pieces.computeUs;
         experts.priority = computePriority;
@@ -253,9 +256,13 @@ constexpr double kCoScheduleGain = 1e-4;
 void coSchedule(MoeEvaluation &eval, const std::vector<MoeLayer> &layers,
                 const MoeRequest &request, const LayerPricer &pricer,
                 const std::vector<cost::SimTask> &expertSync, const cost::CostModel &model) {
+  // The trials copy the schedule's tasks: without their names, no string is copied.
+  std::vector<cost::SimTask> unnamed = expertSync;
+  for (cost::SimTask &task : unnamed)
+    task.name = std::string();
   auto iterationUs = [&](const MoeStrategy &strategy) {
-    return simulatedUs(withMoePieces(expertSync, *request.sync, layers, strategy.layers, eval.ep,
-                                     request, model),
+    return simulatedUs(withMoePieces(unnamed, *request.sync, layers, strategy.layers, eval.ep,
+                                     request, model, /*named=*/false),
                        model);
   };
   eval.best.iterationUs = iterationUs(eval.best);
