@@ -375,7 +375,8 @@ private:
     return t.input(0);
   }
 
-  /// Fuses the pattern whose TopK is node `topk`; false when it is not one.
+  /// The fusion of the pattern whose TopK is node `topk`, on the graph as it is; nullopt
+  /// when it is not one.
   std::optional<Fusion> analyse(int topk) {
     int softmax = producerOf(graph.node(topk).input(0));
     if (softmax < 0 || !isOnnx(graph.node(softmax), "Softmax"))

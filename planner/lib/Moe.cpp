@@ -405,10 +405,13 @@ std::string checkMoeParallel(const std::vector<MoeLayer> &layers, int64_t ep,
 
 namespace {
 
-/// One rank's memory for the experts of every layer at `ep`.
-cost::MoeMemory expertMemory(const std::vector<MoeLayer> &layers, int64_t ep,
-                             const MoeRequest &request) {
-  cost::MoeMemory memory;
+/// `ep` evaluated for its memory alone (one rank's experts of every layer), which does not
+/// depend on the schedule: what decides whether the ep is scheduled at all.
+MoeEvaluation memoryAt(const std::vector<MoeLayer> &layers, int64_t ep,
+                       const MoeRequest &request) {
+  MoeEvaluation eval;
+  eval.ep = ep;
+  cost::MoeMemory &memory = eval.memory;
   for (const MoeLayer &layer : layers) {
     cost::MoeMemory one = cost::moeMemoryPerGpu(layer.shape, 1, ep, request.dp.ranks, 0, 1.0,
                                                 request.setup);
@@ -419,7 +422,7 @@ cost::MoeMemory expertMemory(const std::vector<MoeLayer> &layers, int64_t ep,
     // The layers run one at a time and reuse one pair of buffers.
     memory.buffersBytes = std::max(memory.buffersBytes, one.buffersBytes);
   }
-  return memory;
+  return eval;
 }
 
 } // namespace
@@ -472,7 +475,7 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
                    }).moeUs;
   }
 
-  eval.memory = expertMemory(layers, ep, request);
+  eval.memory = memoryAt(layers, ep, request).memory;
   return eval;
 }
 
@@ -511,26 +514,24 @@ MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &mode
   if (request.ep) {
     if (std::string problem = checkMoeParallel(layers, *request.ep, request); !problem.empty())
       throw std::invalid_argument(problem);
+    const MoeEvaluation memoryOnly = memoryAt(layers, *request.ep, request);
+    if (!moeModelMemory(memoryOnly, request).fits())
+      throw std::invalid_argument(memoryText(memoryOnly, request));
     MoePlan plan{evaluateMoe(layers, *request.ep, model, request), {}, {}};
-    if (!moeModelMemory(plan.chosen, request).fits())
-      throw std::invalid_argument(memoryText(plan.chosen, request));
     plan.searched[*request.ep] = plan.chosen.extraUs(plan.chosen.best);
     return plan;
   }
   int64_t experts = 0;
   for (const MoeLayer &layer : layers)
     experts = std::gcd(experts, layer.shape.experts);
-  // An ep whose experts do not fit is not evaluated: its memory does not depend on the
-  // schedule.
+  // An ep whose memory does not fit is not scheduled.
   std::vector<int64_t> fitting;
   std::optional<MoeEvaluation> leastMemory;
   std::map<int64_t, double> searched, notFitting;
   for (int64_t ep = 1; ep <= experts; ++ep) {
     if (experts % ep != 0 || !checkMoeParallel(layers, ep, request).empty())
       continue;
-    MoeEvaluation memoryOnly;
-    memoryOnly.ep = ep;
-    memoryOnly.memory = expertMemory(layers, ep, request);
+    MoeEvaluation memoryOnly = memoryAt(layers, ep, request);
     const cost::MemoryBreakdown memory = moeModelMemory(memoryOnly, request);
     if (memory.fits()) {
       fitting.push_back(ep);

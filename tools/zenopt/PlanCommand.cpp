@@ -418,7 +418,7 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
 /// compressors when `compressGradients`) and its MoE layers (zen-plan-moe, with
 /// the allowed compressors on their tokens either way), and lowers the result.
 zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &modelName,
-                             mlir::ModuleOp module, const cost::CostModel &model, cost::Group dp,
+                             mlir::ModuleOp module, const cost::CostModel &model,
                              const std::vector<plan::MoeLayer> &moeLayers,
                              const DiagnosticCollector &diagnostics,
                              BackgroundVerification &verification, bool compressGradients) {
@@ -586,12 +586,11 @@ int runPlan(const PlanOptions &options) {
     mlir::OwningOpRef<mlir::ModuleOp> exactGradients;
     if (!moeLayers.empty() && !options.compressor.empty() && options.strategy == "auto")
       exactGradients = module->clone();
-    zenrt::Plan plan = planDataParallel(options, graph.modelName, *module, model, dpGroup,
-                                        moeLayers, diagnostics, verification,
-                                        /*compressGradients=*/true);
+    zenrt::Plan plan = planDataParallel(options, graph.modelName, *module, model, moeLayers,
+                                        diagnostics, verification, /*compressGradients=*/true);
     if (exactGradients) {
       zenrt::Plan exact = planDataParallel(options, graph.modelName, *exactGradients, model,
-                                           dpGroup, moeLayers, diagnostics, verification,
+                                           moeLayers, diagnostics, verification,
                                            /*compressGradients=*/false);
       const bool exactWins = moeIterationUs(exact) < moeIterationUs(plan);
       compareLikeWithLike(plan, exact);
