@@ -53,6 +53,8 @@ elif mutation == "moe_gradient_sync":
     plan["moe"]["layers"][0]["gradient_sync"] = "later"
 elif mutation == "moe_not_fitting":
     plan["moe"]["not_fitting"] = [1, 2]
+elif mutation == "moe_other_activations":
+    plan["moe"]["memory"]["other_activations_bytes"] = -1.0
 elif mutation == "moe_sync_saving":
     plan["moe"]["sync_saving_us"] = None
 elif mutation == "moe_schedule_us":
