@@ -1,6 +1,8 @@
 //===- ParallelPlan.cpp - the plan file's large-model section -------------===//
 #include "zen/Codegen/ParallelPlan.h"
 
+#include "zen/CostModel/Moe.h"
+
 #include <algorithm>
 
 namespace zen::codegen {
@@ -40,6 +42,23 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["model"] = {{"family", shape.family}, {"layers", shape.layers}, {"hidden", shape.hidden},
                       {"heads", shape.heads},   {"ffn", shape.ffn},       {"seq", shape.seq},
                       {"vocab", shape.vocab},   {"parameters", shape.totalParams()}};
+  if (shape.moe) {
+    // How the MoE blocks run: per micro-batch and tensor-parallel rank.
+    const cost::MoeShape layer = cost::moeLayerShape(shape, config);
+    const cost::MoeLayerChoice &experts = config.experts;
+    section["moe"] = {{"ep", config.ep},
+                      {"blocks", shape.moe->blocks},
+                      {"experts", layer.experts},
+                      {"top_k", layer.topK},
+                      {"expert_ffn", layer.ffn},
+                      {"tokens", layer.tokens},
+                      {"capacity", layer.capacity()},
+                      {"imbalance", setup.moeImbalance},
+                      {"forward", experts.forward},
+                      {"backward", experts.backward},
+                      {"all_to_all", cost::toString(experts.algorithm)},
+                      {"expert_parameters", shape.moe->expertParams * double(shape.moeBlocks())}};
+  }
   section["iteration_us"] = chosen.iterationUs;
   section["bubble_us"] = chosen.pipeline.bubbleUs;
   section["tensor_comm_us"] = chosen.tensorCommUs;

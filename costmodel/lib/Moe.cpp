@@ -151,6 +151,14 @@ const char *toString(GradientSyncMode mode) {
   return mode == GradientSyncMode::Concurrent ? "concurrent" : "serial";
 }
 
+std::vector<int64_t> moeDegrees(const MoeShape &shape) {
+  std::vector<int64_t> degrees;
+  for (int64_t r = 1; r <= 16 && r <= shape.capacity(); r *= 2)
+    if (shape.capacity() % r == 0)
+      degrees.push_back(r);
+  return degrees;
+}
+
 MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                          int64_t chunks, AllToAllAlgorithm algorithm, bool backward,
                          double imbalance, DType dtype, CompressionMethod tokens) {

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Transformer.h"
 
+#include "zen/CostModel/Moe.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -52,7 +54,17 @@ bool ParallelConfig::operator==(const ParallelConfig &o) const {
          sequenceParallel == o.sequenceParallel && recompute == o.recompute &&
          microBatch == o.microBatch && microBatches == o.microBatches &&
          virtualStages == o.virtualStages && stageLayers == o.stageLayers &&
-         decomposition == o.decomposition;
+         decomposition == o.decomposition && ep == o.ep && experts.forward == o.experts.forward &&
+         experts.backward == o.experts.backward && experts.algorithm == o.experts.algorithm;
+}
+
+int64_t MoeBlocks::countIn(int64_t first, int64_t count) const {
+  return std::count_if(blocks.begin(), blocks.end(),
+                       [&](int64_t block) { return block >= first && block < first + count; });
+}
+
+bool MoeBlocks::contains(int64_t block) const {
+  return std::binary_search(blocks.begin(), blocks.end(), block);
 }
 
 bool Decomposition::operator==(const Decomposition &o) const {
@@ -113,15 +125,17 @@ double collectiveUs(const CostModel &model, CollectiveKind kind, double bytes, G
 /// Activation bytes one transformer block keeps for backward per micro-batch,
 /// Korthikanti et al. 2022 table 2 (their counts assume 16-bit activations and
 /// 1-byte dropout masks; fp32 training doubles them).
+/// An MoE block keeps the attention's share here; its experts' rows are
+/// cost::moeMemoryPerGpu's.
 double blockActivationBytes(const TransformerShape &shape, const ParallelConfig &config,
-                            Recompute recompute, DType dtype) {
+                            Recompute recompute, DType dtype, bool moeBlock = false) {
   double sbh = double(shape.seq) * config.microBatch * shape.hidden;
   double t = double(config.tp);
   double attention = 5.0 * shape.heads * shape.seq / (shape.hidden * t);
   // Korthikanti's 34 = 10 (layer norms, dropout masks and residual inputs,
   // replicated across TP ranks unless sequence parallel) + 24 (inside the TP regions).
   double ffnScale = double(shape.ffn) / (4.0 * shape.hidden);  // their 24 assumes ffn = 4h
-  double inside = 8.0 + 16.0 * ffnScale;
+  double inside = 8.0 + (moeBlock ? 0.0 : 16.0 * ffnScale);
   double outside = config.sequenceParallel ? 10.0 / t : 10.0;
   double perToken;
   switch (recompute) {
@@ -189,7 +203,30 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
     return "dp " + std::to_string(config.dp) + " x micro-batch " + std::to_string(config.microBatch) +
            " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
            std::to_string(setup.globalBatch);
+  if (!shape.moe)
+    return config.ep == 1 ? "" : text("ep", config.ep) + " needs a model with MoE blocks";
+  if (tokens % config.tp != 0)
+    return text("tp", config.tp) + " does not divide the " + std::to_string(tokens) +
+           " tokens of a micro-batch that the MoE blocks route";
+  const MoeShape layer = moeLayerShape(shape, config);
+  if (std::string why = checkExpertParallel(layer, config.ep, config.dp); !why.empty())
+    return why;
+  for (int64_t chunks : {config.experts.forward, config.experts.backward})
+    if (chunks < 1 || layer.capacity() % chunks != 0)
+      return "the MoE pipelining degree " + std::to_string(chunks) + " does not divide the " +
+             std::to_string(layer.capacity()) + " capacity rows of a micro-batch";
   return "";
+}
+
+MoeShape moeLayerShape(const TransformerShape &shape, const ParallelConfig &config) {
+  const MoeShape &exported = shape.moe->layer;
+  MoeShape layer = exported;
+  layer.tokens = std::max<int64_t>(1, config.microBatch * shape.seq / config.tp);
+  // The exported buffer's rows per token, rounded up as GShard sizes it.
+  if (exported.capacityRows > 0 && exported.tokens > 0)
+    layer.capacityRows = std::max<int64_t>(
+        1, (exported.capacityRows * layer.tokens + exported.tokens - 1) / exported.tokens);
+  return layer;
 }
 
 double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks, double slowdown) {
@@ -249,16 +286,18 @@ namespace {
 /// and 5% of the device for the caching allocator's fragmentation.
 double reserveBytes(double capacity) { return capacity > 0 ? 1e9 + 0.05 * capacity : 0; }
 
-/// Memory of one GPU of `stage` holding `layers` blocks.
+/// Memory of one GPU of `stage` holding `layers` blocks from `first` on.
 MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig &config,
                             const TrainingSetup &setup, const CostModel &model, int64_t stage,
-                            int64_t layers) {
+                            int64_t first, int64_t layers) {
   BytesPerParameter perParam = bytesPerParameter(setup);
   const double t = double(config.tp), d = double(config.dp);
   const double elementBytes = activationElementBytes(setup.computeDtype);
   const double tokens = double(config.microBatch) * shape.seq;
   const double capacity = model.cluster().gpu.memoryGB * 1e9;
-  double params = layers * shape.layerParams / t;
+  const int64_t moeLayers = shape.moe ? shape.moe->countIn(first, layers) : 0;
+  const int64_t denseLayers = layers - moeLayers;
+  double params = (denseLayers * shape.layerParams + moeLayers * (shape.moe ? shape.moe->blockParams : 0)) / t;
   if (stage == 0)
     params += shape.embeddingParams / t;
   if (isLastStage(stage, config))
@@ -275,11 +314,13 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   double inFlight = double(std::min<int64_t>(config.pp - stage, config.microBatches));
   if (config.virtualStages > 1)
     inFlight *= 1.0 + double(config.pp - 1) / double(config.pp * config.virtualStages);
+  const DType dtype = setup.computeDtype;
   memory.activationsBytes =
-      layers * inFlight * blockActivationBytes(shape, config, config.recompute, setup.computeDtype);
+      inFlight * (denseLayers * blockActivationBytes(shape, config, config.recompute, dtype) +
+                  moeLayers * blockActivationBytes(shape, config, config.recompute, dtype, true));
   // Recomputing a whole block during backward materialises its activations once.
-  if (config.recompute == Recompute::Full && layers > 0)
-    memory.activationsBytes += blockActivationBytes(shape, config, Recompute::None, setup.computeDtype);
+  if (config.recompute == Recompute::Full && denseLayers > 0)
+    memory.activationsBytes += blockActivationBytes(shape, config, Recompute::None, dtype);
   if (stage == 0)
     memory.activationsBytes +=
         inFlight * tokens * shape.hidden * elementBytes / (config.sequenceParallel ? t : 1.0);
@@ -291,15 +332,35 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   double buffers = 0;
   if (config.dp > 1 && config.zero < 2)
     buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
+  double gatheredBlock = shape.layerParams / t;
+  if (shape.moe)
+    gatheredBlock = std::max(gatheredBlock, shape.moe->blockParams / t +
+                                                shape.moe->expertParams / double(config.ep));
   if (config.zero >= 3)
-    buffers += 2.0 * shape.layerParams / t * perParam.weights;
+    buffers += 2.0 * gatheredBlock * perParam.weights;
   if (config.pp > 1)
     buffers += 2.0 * tokens * shape.hidden * elementBytes;
   if (config.tp > 1)
     buffers += tokens * shape.hidden * elementBytes;
   memory.buffersBytes = buffers;
   memory.reserveBytes = reserveBytes(capacity);
-  return memory;
+  if (moeLayers == 0)
+    return memory;
+  // The experts: experts / ep per layer, ZeRO over their replicas; without
+  // full recomputation their rows stay for backward, with it the block being
+  // recomputed materialises them once (the larger of a dense and an MoE
+  // block's, the dense one counted above).
+  const MoeShape layer = moeLayerShape(shape, config);
+  MoeMemory experts = moeMemoryPerGpu(layer, moeLayers, config.ep, config.dp, config.zero, inFlight, setup);
+  if (config.recompute == Recompute::Full) {
+    const double recomputedMoe =
+        blockActivationBytes(shape, config, Recompute::None, dtype, true) +
+        moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes;
+    const double recomputedDense =
+        denseLayers > 0 ? blockActivationBytes(shape, config, Recompute::None, dtype) : 0.0;
+    experts.activationsBytes = std::max(0.0, recomputedMoe - recomputedDense);
+  }
+  return withMoeMemory(memory, experts);
 }
 
 } // namespace
@@ -320,8 +381,8 @@ MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig
                              const TrainingSetup &setup, const CostModel &model) {
   MemoryBreakdown fullest;
   for (int64_t stage = 0; stage < config.pp; ++stage) {
-    MemoryBreakdown memory =
-        stageMemory(shape, config, setup, model, stage, stageLayers(shape, config, stage).second);
+    auto [first, layers] = stageLayers(shape, config, stage);
+    MemoryBreakdown memory = stageMemory(shape, config, setup, model, stage, first, layers);
     if (stage == 0 || memory.perGpuBytes() > fullest.perGpuBytes())
       fullest = memory;
   }
@@ -338,8 +399,15 @@ struct BlockCost {
   double tensorCommBackwardUs = 0;  // and backward
 };
 
+/// An MoE block (`moeBlock`) runs its attention as a dense one; in place of
+/// the MLP's tensor-parallel region each tensor-parallel rank routes its
+/// share of the tokens through the router GEMM and the pipelined MoE layer
+/// (cost::moePhaseUs over the experts' ep ranks of the dp group), and without
+/// sequence parallelism all-gathers the output (forward) and the input
+/// gradient (backward) over the tensor-parallel group.
 BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
-                    const TrainingSetup &setup, const CostModel &model, const ParallelGroups &groups) {
+                    const TrainingSetup &setup, const CostModel &model, const ParallelGroups &groups,
+                    bool moeBlock = false) {
   const DType dtype = setup.computeDtype;
   const double t = double(config.tp), b = double(config.microBatch), s = double(shape.seq);
   const double h = double(shape.hidden), a = double(shape.heads), f = double(shape.ffn);
@@ -349,14 +417,18 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   // same FLOPs per forward GEMM: the input gradient [m x n] * [n x k] and the
   // weight gradient [k x m] * [m x n].
   struct Gemm { double m, n, k, batch; bool attentionCore; };
-  const Gemm gemms[] = {
+  std::vector<Gemm> gemms = {
       {tokens, 3 * h / t, h, 1, false},          // QKV, column-parallel
       {s, s, headDim, b * a / t, true},          // scores Q K^T, heads split
       {s, headDim, s, b * a / t, true},          // context softmax(.) V
       {tokens, h, h / t, 1, false},              // attention output, row-parallel
-      {tokens, f / t, h, 1, false},              // first MLP GEMM, column-parallel
-      {tokens, h, f / t, 1, false},              // second MLP GEMM, row-parallel
   };
+  if (moeBlock) {
+    gemms.push_back({tokens / t, double(shape.moe->layer.experts), h, 1, false});  // router, this rank's tokens
+  } else {
+    gemms.push_back({tokens, f / t, h, 1, false});  // first MLP GEMM, column-parallel
+    gemms.push_back({tokens, h, f / t, 1, false});  // second MLP GEMM, row-parallel
+  }
   for (const Gemm &g : gemms) {
     double forward = gemmUs(model, g.m, g.n, g.k, g.batch, dtype);
     double backward = gemmUs(model, g.m, g.k, g.n, g.batch, dtype) +
@@ -379,8 +451,9 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   const double elementBytes = activationElementBytes(dtype);
   double outside = 10.0 * tokens * h / (config.sequenceParallel ? t : 1.0);
   double attentionElements = 5.0 * a * s * s * b / t;
+  double mlpElements = moeBlock ? 0.0 : 2.0 * tokens * f / t;
   double elementwiseForwardUs =
-      memoryUs(model, elementBytes * (outside + 2.0 * tokens * f / t + attentionElements));
+      memoryUs(model, elementBytes * (outside + mlpElements + attentionElements));
   double attentionElementwiseUs = memoryUs(model, elementBytes * attentionElements);
   cost.forwardUs += elementwiseForwardUs;
   cost.backwardUs += 2 * elementwiseForwardUs;
@@ -404,16 +477,20 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   const CollectiveKind reduce = config.sequenceParallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   std::vector<Pair> pairs = {
       {tokens, h, h / t, reduce, d.attentionForward, true},       // attention output GEMM, then reduce
-      {tokens, h, f / t, reduce, d.mlpForward, true},             // second MLP GEMM, then reduce
       {tokens, h, 3 * h / t, reduce, d.attentionBackward, false}, // QKV input gradient, then reduce
-      {tokens, h, f / t, reduce, d.mlpBackward, false},           // first MLP input gradient, then reduce
   };
+  if (!moeBlock) {
+    pairs.push_back({tokens, h, f / t, reduce, d.mlpForward, true});   // second MLP GEMM, then reduce
+    pairs.push_back({tokens, h, f / t, reduce, d.mlpBackward, false}); // first MLP input gradient, then reduce
+  }
   if (config.sequenceParallel) {
     const CollectiveKind gather = CollectiveKind::AllGather;
     pairs.push_back({tokens, 3 * h / t, h, gather, d.attentionForward, true});    // gather, then QKV
-    pairs.push_back({tokens, f / t, h, gather, d.mlpForward, true});              // gather, then first MLP
     pairs.push_back({tokens, h / t, h, gather, d.attentionBackward, false});      // gather, attention output input gradient
-    pairs.push_back({tokens, f / t, h, gather, d.mlpBackward, false});            // gather, second MLP input gradient
+    if (!moeBlock) {
+      pairs.push_back({tokens, f / t, h, gather, d.mlpForward, true});            // gather, then first MLP
+      pairs.push_back({tokens, f / t, h, gather, d.mlpBackward, false});          // gather, second MLP input gradient
+    }
   }
   const double activationBytes = tokens * h * elementBytes;
   const double slowdown = model.overlapSlowdown();
@@ -428,6 +505,22 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
     (pair.forward ? cost.forwardUs : cost.backwardUs) += gemms - whole;
     (pair.forward ? cost.tensorCommForwardUs : cost.tensorCommBackwardUs) += exposed;
   }
+  if (!moeBlock)
+    return cost;
+  const MoeShape layer = moeLayerShape(shape, config);
+  const MoeLayerChoice &choice = config.experts;
+  cost.forwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.forward, choice.algorithm,
+                               false, setup.moeImbalance, dtype);
+  cost.backwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.backward, choice.algorithm,
+                                true, setup.moeImbalance, dtype);
+  // Useful expert FLOPs: every token through top-k experts' two GEMMs.
+  cost.forwardFlops += 2.0 * double(layer.tokens) * double(layer.topK) *
+                       (double(layer.fc1Rows > 0 ? layer.fc1Rows : layer.ffn) * h + h * double(layer.ffn));
+  if (!config.sequenceParallel && config.tp > 1) {
+    const double gatherUs = collectiveUs(model, CollectiveKind::AllGather, activationBytes, groups.tensor);
+    cost.tensorCommForwardUs += gatherUs;
+    cost.tensorCommBackwardUs += gatherUs;
+  }
   return cost;
 }
 
@@ -436,7 +529,6 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
 std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
                                   const TrainingSetup &setup, const CostModel &model) {
   const ParallelGroups groups = parallelGroups(config, model.cluster());
-  const BlockCost block = blockCost(shape, config, setup, model, groups);
   const BytesPerParameter perParam = bytesPerParameter(setup);
   const DType dtype = setup.computeDtype;
   const double t = double(config.tp), d = double(config.dp);
@@ -445,32 +537,51 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
   const double activationBytes = tokens * shape.hidden * elementBytes;
   const double slowdown = model.overlapSlowdown();
 
-  // Recomputation repeats forward work inside backward.
-  double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
-  if (config.recompute == Recompute::Full) {
-    recomputeUs = block.forwardUs;
-    recomputeFlops = block.forwardFlops;
-    recomputeCommUs = block.tensorCommForwardUs;
-  } else if (config.recompute == Recompute::Selective) {
-    recomputeUs = block.attentionCoreUs;
-    recomputeFlops = block.attentionCoreFlops;
-  }
-
-  // ZeRO traffic per block per micro-batch over the data-parallel group, hidden
-  // behind the block's compute (prefetched one block ahead) where it fits;
-  // overlapped compute runs `slowdown` times slower.
-  double blockParamsPerRank = shape.layerParams / t;
-  double gatherUs = config.zero >= 3
-                        ? collectiveUs(model, CollectiveKind::AllGather, blockParamsPerRank * perParam.weights, groups.data)
-                        : 0;
-  double scatterUs = config.zero >= 2
-                         ? collectiveUs(model, CollectiveKind::ReduceScatter, blockParamsPerRank * perParam.gradients, groups.data)
-                         : 0;
   auto exposed = [&](double commUs, double computeUs) {
     return std::max(0.0, commUs - computeUs) + (slowdown - 1.0) * std::min(commUs, computeUs);
   };
-  double blockBackwardUs = block.backwardUs + recomputeUs;
-  double zeroPerBlockUs = exposed(gatherUs, block.forwardUs) + exposed(gatherUs + scatterUs, blockBackwardUs);
+  // One kind of block (dense or MoE) per micro-batch, everything included.
+  struct Kind {
+    BlockCost block;
+    double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
+    double backwardUs = 0;            // with recomputation
+    double zeroUs = 0;                // ZeRO traffic not hidden
+    double blockParams = 0;               // one block's, synchronised over dp (whole, before tp)
+    double params = 0, expertParams = 0;  // per rank: synchronised over dp / over the experts' replicas
+  };
+  const Group replicas = expertReplicaGroup(config.ep, groups.data);
+  auto kindOf = [&](bool moeBlock) {
+    Kind kind;
+    kind.block = blockCost(shape, config, setup, model, groups, moeBlock);
+    const BlockCost &block = kind.block;
+    // Recomputation repeats forward work inside backward.
+    if (config.recompute == Recompute::Full) {
+      kind.recomputeUs = block.forwardUs;
+      kind.recomputeFlops = block.forwardFlops;
+      kind.recomputeCommUs = block.tensorCommForwardUs;
+    } else if (config.recompute == Recompute::Selective) {
+      kind.recomputeUs = block.attentionCoreUs;
+      kind.recomputeFlops = block.attentionCoreFlops;
+    }
+    kind.backwardUs = block.backwardUs + kind.recomputeUs;
+    kind.blockParams = moeBlock ? shape.moe->blockParams : shape.layerParams;
+    kind.params = kind.blockParams / t;
+    kind.expertParams = moeBlock ? shape.moe->expertParams / double(config.ep) : 0.0;
+    // ZeRO traffic per block per micro-batch over the data-parallel group (the
+    // experts' over their replicas), hidden behind the block's compute
+    // (prefetched one block ahead) where it fits; overlapped compute runs
+    // `slowdown` times slower.
+    auto traffic = [&](CollectiveKind kindOfCollective, double bytesPerParam) {
+      return collectiveUs(model, kindOfCollective, kind.params * bytesPerParam, groups.data) +
+             collectiveUs(model, kindOfCollective, kind.expertParams * bytesPerParam, replicas);
+    };
+    double gatherUs = config.zero >= 3 ? traffic(CollectiveKind::AllGather, perParam.weights) : 0;
+    double scatterUs = config.zero >= 2 ? traffic(CollectiveKind::ReduceScatter, perParam.gradients) : 0;
+    kind.zeroUs = exposed(gatherUs, block.forwardUs) + exposed(gatherUs + scatterUs, kind.backwardUs);
+    return kind;
+  };
+  const Kind dense = kindOf(false);
+  const std::optional<Kind> moe = shape.moe ? std::optional<Kind>(kindOf(true)) : std::nullopt;
 
   // Pipeline p2p: each micro-batch sends its activations forward and their
   // gradient backward once per virtual chunk. With tp > 1 across nodes Megatron
@@ -494,16 +605,24 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     cost.layers = layers;
     cost.hasEmbedding = stage == 0;
     cost.hasHead = isLastStage(stage, config);
-    double l = double(layers);
-    cost.forwardUs = l * block.forwardUs;
-    cost.recomputeUs = l * recomputeUs;
-    cost.backwardUs = l * block.backwardUs + cost.recomputeUs;
-    cost.tensorCommUs = l * (block.tensorCommForwardUs + block.tensorCommBackwardUs + recomputeCommUs);
     cost.pipelineCommUs = p2pUs;
-    cost.zeroCommUs = l * zeroPerBlockUs;
-    cost.modelFlops = l * 3 * block.forwardFlops;
-    cost.flops = cost.modelFlops + l * recomputeFlops;
-    double params = l * shape.layerParams / t;
+    const int64_t moeLayers = moe ? shape.moe->countIn(first, layers) : 0;
+    double params = 0, expertParams = 0;
+    auto add = [&](const Kind &kind, double l) {
+      cost.forwardUs += l * kind.block.forwardUs;
+      cost.recomputeUs += l * kind.recomputeUs;
+      cost.backwardUs += l * kind.block.backwardUs + l * kind.recomputeUs;
+      cost.tensorCommUs += l * (kind.block.tensorCommForwardUs + kind.block.tensorCommBackwardUs +
+                                kind.recomputeCommUs);
+      cost.zeroCommUs += l * kind.zeroUs;
+      cost.modelFlops += l * 3 * kind.block.forwardFlops;
+      cost.flops += l * 3 * kind.block.forwardFlops + l * kind.recomputeFlops;
+      params += l * kind.blockParams / t;
+      expertParams += l * kind.expertParams;
+    };
+    add(dense, double(layers - moeLayers));
+    if (moeLayers > 0)
+      add(*moe, double(moeLayers));
 
     // Ready order for the data-parallel sync: head first, blocks last to first.
     if (cost.hasHead) {
@@ -527,9 +646,11 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       cost.units.push_back({"head", headBackward, headForward, shape.headParams / t});
       params += shape.headParams / t;
     }
-    for (int64_t layer = first + layers - 1; layer >= first; --layer)
-      cost.units.push_back({"block." + std::to_string(layer), blockBackwardUs, block.forwardUs,
-                            shape.layerParams / t});
+    for (int64_t layer = first + layers - 1; layer >= first; --layer) {
+      const Kind &kind = moe && shape.moe->contains(layer) ? *moe : dense;
+      cost.units.push_back({"block." + std::to_string(layer), kind.backwardUs, kind.block.forwardUs,
+                            kind.params, kind.expertParams});
+    }
     if (cost.hasEmbedding) {
       // Token lookup, position add and dropout forward; a scatter-add backward
       // (memory-bound), and the vocabulary-parallel embedding's all-reduce.
@@ -543,7 +664,8 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     }
     // The optimizer step over this rank's shard: read the gradient and the
     // state, write the state and the 16-bit (or fp32) weights.
-    double shard = params / (config.zero >= 1 ? d : 1.0);
+    double shard = params / (config.zero >= 1 ? d : 1.0) +
+                   expertParams / (config.zero >= 1 ? double(replicas.ranks) : 1.0);
     cost.optimizerUs =
         memoryUs(model, shard * (perParam.gradients + 2 * perParam.optimizer + perParam.weights));
     stages.push_back(std::move(cost));
@@ -573,8 +695,12 @@ Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelC
     return cost.forwardUs + cost.backwardUs + cost.tensorCommForwardUs + cost.tensorCommBackwardUs;
   };
   // The regions' and phases' times add up: each takes its fastest degree alone.
+  const bool denseMlp = shape.moeBlocks() < shape.layers;
   for (int64_t Decomposition::*field : {&Decomposition::attentionForward, &Decomposition::attentionBackward,
                                         &Decomposition::mlpForward, &Decomposition::mlpBackward}) {
+    // Without a dense block there is no MLP region to decompose.
+    if (!denseMlp && (field == &Decomposition::mlpForward || field == &Decomposition::mlpBackward))
+      continue;
     double bestUs = 0;
     for (int64_t chunks : decompositionDegrees(shape, config)) {
       Decomposition candidate;
@@ -587,8 +713,55 @@ Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelC
   return best;
 }
 
+std::vector<int64_t> expertParallelDegrees(const TransformerShape &shape, const ParallelConfig &config,
+                                           const Cluster &cluster) {
+  if (!shape.moe)
+    return {1};
+  const Group data = parallelGroups(config, cluster).data;
+  std::vector<int64_t> degrees;
+  for (int64_t ep = 1; ep <= shape.moe->layer.experts; ++ep)
+    if (shape.moe->layer.experts % ep == 0 && config.dp % ep == 0 &&
+        checkExpertPlacement(ep, data).empty())
+      degrees.push_back(ep);
+  return degrees;
+}
+
+MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelConfig &config,
+                                 const TrainingSetup &setup, const CostModel &model) {
+  MoeLayerChoice best;
+  if (!shape.moe)
+    return best;
+  const MoeShape layer = moeLayerShape(shape, config);
+  const Group data = parallelGroups(config, model.cluster()).data;
+  auto fastest = [&](AllToAllAlgorithm algorithm, bool backward) {
+    std::pair<int64_t, double> chosen{1, 0};
+    for (int64_t chunks : moeDegrees(layer)) {
+      double us = moePhaseUs(model, layer, config.ep, data, chunks, algorithm, backward,
+                             setup.moeImbalance, setup.computeDtype);
+      // Strictly faster: ties keep the smaller degree.
+      if (chunks == 1 || us < chosen.second)
+        chosen = {chunks, us};
+    }
+    return chosen;
+  };
+  double bestUs = 0;
+  for (AllToAllAlgorithm algorithm : {AllToAllAlgorithm::Flat, AllToAllAlgorithm::Hierarchical}) {
+    auto [forward, forwardUs] = fastest(algorithm, false);
+    auto [backward, backwardUs] = fastest(algorithm, true);
+    if (algorithm == AllToAllAlgorithm::Flat || forwardUs + backwardUs < bestUs) {
+      bestUs = forwardUs + backwardUs;
+      best.forward = forward;
+      best.backward = backward;
+      best.algorithm = algorithm;
+    }
+  }
+  return best;
+}
+
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
                                    const TrainingSetup &setup, const CostModel &model) {
+  if (shape.moe)
+    return {};
   const int64_t p = config.pp;
   // Per-micro-batch time of a stage with no blocks, and what one block adds.
   ParallelConfig probe = config;
@@ -602,11 +775,11 @@ std::vector<int64_t> balanceStages(const TransformerShape &shape, const Parallel
   // amount per block.
   std::vector<int64_t> most(p, 0);
   for (int64_t s = 0; s < p; ++s) {
-    MemoryBreakdown oneBlock = stageMemory(shape, config, setup, model, s, 1);
+    MemoryBreakdown oneBlock = stageMemory(shape, config, setup, model, s, 0, 1);
     if (!oneBlock.fits())
       return {};  // every stage runs at least one block (the pipeline pass cuts between blocks)
     double perBlock =
-        stageMemory(shape, config, setup, model, s, 2).perGpuBytes() - oneBlock.perGpuBytes();
+        stageMemory(shape, config, setup, model, s, 0, 2).perGpuBytes() - oneBlock.perGpuBytes();
     double room = oneBlock.capacityBytes - oneBlock.perGpuBytes();
     most[s] = oneBlock.capacityBytes <= 0 || perBlock <= 0
                   ? shape.layers

@@ -21,6 +21,23 @@ std::string WeightGemm::nodeName() const {
 
 namespace {
 
+/// The experts' weights and biases of an MoE layer.
+std::vector<ParamOp> expertParams(const MoeLayerOps &layer) {
+  MoeExpertsOp experts = layer.experts;
+  std::vector<ParamOp> params;
+  for (Value value : {experts.getFc1Weight(), experts.getFc1Bias(), experts.getFc2Weight(),
+                      experts.getFc2Bias()})
+    if (ParamOp param = value ? value.getDefiningOp<ParamOp>() : ParamOp())
+      params.push_back(param);
+  return params;
+}
+
+bool sameLayer(const cost::MoeShape &a, const cost::MoeShape &b) {
+  return a.tokens == b.tokens && a.hidden == b.hidden && a.ffn == b.ffn && a.fc1Rows == b.fc1Rows &&
+         a.experts == b.experts && a.topK == b.topK && a.capacityRows == b.capacityRows &&
+         a.biases == b.biases;
+}
+
 bool isForward(Operation *op, StringRef opType) {
   auto compute = dyn_cast<ComputeOp>(op);
   return compute && compute.getPhase() == Phase::forward && compute.getOpType() == opType;
@@ -179,6 +196,15 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
         widestTable = std::max(widestTable, table.getType().getDimSize(0));
     }
   }
+  // MoE layers by their router GEMM (the op computing the dispatch's logits).
+  std::string moeError;
+  std::optional<std::vector<MoeLayerOps>> moeLayers = collectMoeLayers(module, moeError);
+  if (!moeLayers)
+    return fail(moeError);
+  DenseMap<Operation *, size_t> routed;
+  for (size_t l = 0; l < moeLayers->size(); ++l)
+    if (Operation *router = (*moeLayers)[l].dispatch.getRouter().getDefiningOp())
+      routed[router] = l;
   auto softmaxBetween = [&](size_t from, size_t to) {
     return llvm::any_of(softmaxes, [&](ComputeOp softmax) {
       return position[softmax] > from && position[softmax] < to;
@@ -205,31 +231,48 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
                                                   }))
       qkvCount = 3;
     size_t next = g + qkvCount;
-    bool matches = qkvCount && next + 2 < gemms.size();
-    if (matches) {
-      const WeightGemm &out = gemms[next], &in = gemms[next + 1], &back = gemms[next + 2];
-      int64_t f = ffn ? ffn : in.outFeatures;
-      matches = out.inFeatures == h && out.outFeatures == h &&
-                softmaxBetween(gemms[next - 1].position, out.position) && in.inFeatures == h &&
-                in.outFeatures == f && back.inFeatures == f && back.outFeatures == h;
+    bool attention = qkvCount && next + 1 < gemms.size() && gemms[next].inFeatures == h &&
+                     gemms[next].outFeatures == h &&
+                     softmaxBetween(gemms[next - 1].position, gemms[next].position);
+    std::optional<size_t> moeLayer;
+    bool dense = false;
+    if (attention) {
+      if (auto router = routed.find(gemms[next + 1].op); router != routed.end()) {
+        if (gemms[next + 1].inFeatures == h)
+          moeLayer = router->second;
+      } else if (next + 2 < gemms.size()) {
+        const WeightGemm &in = gemms[next + 1], &back = gemms[next + 2];
+        int64_t f = ffn ? ffn : in.outFeatures;
+        dense = in.inFeatures == h && in.outFeatures == f && back.inFeatures == f && back.outFeatures == h;
+      }
     }
-    if (!matches) {
+    if (!dense && !moeLayer) {
       ++g;
       continue;
     }
     TransformerBlock block;
     block.qkv.assign(gemms.begin() + g, gemms.begin() + next);
     block.attentionOut = gemms[next];
-    block.mlpIn = gemms[next + 1];
-    block.mlpOut = gemms[next + 2];
     block.begin = gemms[g].weightTranspose ? position[gemms[g].weightTranspose] : gemms[g].position;
-    block.end = block.mlpOut.biasAdd ? position[block.mlpOut.biasAdd] : block.mlpOut.position;
-    for (size_t k = g; k < next + 3; ++k)
+    size_t gemmsInBlock = next + 1 - g;
+    if (dense) {
+      block.mlpIn = gemms[next + 1];
+      block.mlpOut = gemms[next + 2];
+      block.end = block.mlpOut.biasAdd ? position[block.mlpOut.biasAdd] : block.mlpOut.position;
+      ffn = gemms[next + 1].outFeatures;
+      gemmsInBlock += 2;
+    } else {
+      block.router = gemms[next + 1];
+      block.moeLayer = structure.moeLayers.size();
+      structure.moeLayers.push_back((*moeLayers)[*moeLayer]);
+      block.end = position[structure.moeLayers.back().combine];
+      gemmsInBlock += 1;
+    }
+    for (size_t k = g; k < g + gemmsInBlock; ++k)
       inBlock[k] = true;
     hidden = h;
-    ffn = gemms[next + 1].outFeatures;
     structure.blocks.push_back(std::move(block));
-    g = next + 3;
+    g += gemmsInBlock;
   }
   if (structure.blocks.empty())
     return fail(noBlock);
@@ -246,12 +289,19 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     SmallVector<WeightGemm *> all;
     for (WeightGemm &gemm : block.qkv)
       all.push_back(&gemm);
-    all.append({&block.attentionOut, &block.mlpIn, &block.mlpOut});
+    all.push_back(&block.attentionOut);
+    if (block.moeLayer)
+      all.push_back(&block.router);
+    else
+      all.append({&block.mlpIn, &block.mlpOut});
     for (WeightGemm *gemm : all) {
       owner[gemm->weight] = static_cast<int>(b);
       if (gemm->bias)
         owner[gemm->bias] = static_cast<int>(b);
     }
+    if (block.moeLayer)
+      for (ParamOp expert : expertParams(structure.moeLayers[*block.moeLayer]))
+        owner[expert] = static_cast<int>(b);
   }
   // gaps[w]: parameters first used before block w (w = layers: after the last), in use order.
   std::vector<std::vector<ParamOp>> gaps(layers + 1);
@@ -326,12 +376,34 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     return total;
   };
   cost::TransformerShape &shape = structure.shape;
-  shape.layerParams = countOf(structure.blocks.front().params);
-  for (const TransformerBlock &block : structure.blocks)
-    if (countOf(block.params) != shape.layerParams)
-      return fail("transformer blocks differ in their parameters (" +
-                  std::to_string(static_cast<int64_t>(countOf(block.params))) + " vs " +
-                  std::to_string(static_cast<int64_t>(shape.layerParams)) + ")");
+  // Dense blocks alike, MoE blocks alike (their parameters besides the experts, and their layers).
+  std::optional<double> denseParams, moeBlockParams;
+  for (size_t b = 0; b < layers; ++b) {
+    const TransformerBlock &block = structure.blocks[b];
+    double params = countOf(block.params);
+    if (block.moeLayer) {
+      const MoeLayerOps &layer = structure.moeLayers[*block.moeLayer];
+      params -= countOf(expertParams(layer));
+      if (!shape.moe) {
+        shape.moe.emplace();
+        shape.moe->layer = layer.layer.shape;
+        shape.moe->expertParams = countOf(expertParams(layer));
+      } else if (!sameLayer(shape.moe->layer, layer.layer.shape)) {
+        return fail("MoE layers differ in their shape ('" + layer.layer.name + "')");
+      }
+      shape.moe->blocks.push_back(static_cast<int64_t>(b));
+    }
+    std::optional<double> &alike = block.moeLayer ? moeBlockParams : denseParams;
+    if (!alike)
+      alike = params;
+    else if (params != *alike)
+      return fail(std::string(block.moeLayer ? "MoE" : "transformer") +
+                  " blocks differ in their parameters (" + std::to_string(static_cast<int64_t>(params)) +
+                  " vs " + std::to_string(static_cast<int64_t>(*alike)) + ")");
+  }
+  shape.layerParams = denseParams.value_or(0);
+  if (shape.moe)
+    shape.moe->blockParams = *moeBlockParams;
   shape.embeddingParams = countOf(structure.embeddingParams);
   shape.headParams = countOf(structure.headParams);
 
@@ -339,7 +411,8 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
   shape.family = causal ? "gpt" : "bert";
   shape.layers = static_cast<int64_t>(layers);
   shape.hidden = hidden;
-  shape.ffn = ffn;
+  // Every block MoE: the experts' width stands for the MLP's in the checks.
+  shape.ffn = ffn ? ffn : shape.moe->layer.ffn;
   // The attention scores are [..., seq, seq]: their last dimension is the sequence.
   for (ComputeOp softmax : softmaxes)
     if (position[softmax] > first.qkv.back().position &&

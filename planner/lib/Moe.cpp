@@ -386,14 +386,6 @@ const std::vector<std::string> &moeBaselineNames() {
   return names;
 }
 
-std::vector<int64_t> moeDegrees(const cost::MoeShape &shape) {
-  std::vector<int64_t> degrees;
-  for (int64_t r = 1; r <= 16 && r <= shape.capacity(); r *= 2)
-    if (shape.capacity() % r == 0)
-      degrees.push_back(r);
-  return degrees;
-}
-
 std::string checkMoeParallel(const std::vector<MoeLayer> &layers, int64_t ep,
                              const MoeRequest &request) {
   for (const MoeLayer &layer : layers)

@@ -1,7 +1,9 @@
 //===- ParallelSearch.cpp - tp/pp/dp/ZeRO configuration search -----------===//
 #include "zen/Planner/ParallelSearch.h"
 
+#include "zen/CostModel/Moe.h"
 #include "zen/CostModel/Pipeline.h"
+#include "zen/Planner/Moe.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +17,7 @@ using cost::Recompute;
 
 bool ParallelRequest::forcesAny() const {
   return tp || pp || dp || microBatch || virtualStages || zero || sequenceParallel || recompute ||
-         tpChunks;
+         tpChunks || ep;
 }
 
 const std::vector<std::string> &parallelBaselineNames() {
@@ -38,6 +40,26 @@ double gradientElements(const cost::StageCost &stage) {
   for (const cost::StageCost::Unit &unit : stage.units)
     elements += unit.gradientElements;
   return elements;
+}
+
+/// This rank's expert gradient elements (synchronised over their replicas).
+double expertElements(const cost::StageCost &stage) {
+  double elements = 0;
+  for (const cost::StageCost::Unit &unit : stage.units)
+    elements += unit.expertElements;
+  return elements;
+}
+
+/// A collective over the data-parallel group for the dense gradients and over
+/// the experts' replicas for theirs, one after the other.
+double dataParallelUs(const cost::CostModel &model, cost::CollectiveKind kind, const cost::StageCost &stage,
+                      double bytesPerElement, const ParallelConfig &config) {
+  const cost::Group data = cost::parallelGroups(config, model.cluster()).data;
+  double us = model.collective(kind, gradientElements(stage) * bytesPerElement, data).timeUs;
+  const cost::Group replicas = cost::expertReplicaGroup(config.ep, data);
+  if (double experts = expertElements(stage); experts > 0 && replicas.ranks > 1)
+    us += model.collective(kind, experts * bytesPerElement, replicas).timeUs;
+  return us;
 }
 
 /// How a score times the pipeline: the closed form screens every candidate;
@@ -72,11 +94,9 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
   // ZeRO 2 keeps only its gradient shard: after the optimizer step every rank
   // all-gathers the updated weights (ZeRO 3 gathers them before use instead).
   double postOptimizerUs = 0;
-  if (config.zero == 2 && config.dp > 1) {
-    cost::ParallelGroups groups = cost::parallelGroups(config, model.cluster());
-    double weightBytes = gradientElements(first) * cost::bytesPerParameter(setup).weights;
-    postOptimizerUs = model.collective(cost::CollectiveKind::AllGather, weightBytes, groups.data).timeUs;
-  }
+  if (config.zero == 2 && config.dp > 1)
+    postOptimizerUs = dataParallelUs(model, cost::CollectiveKind::AllGather, first,
+                                     cost::bytesPerParameter(setup).weights, config);
   eval.dataCommUs += postOptimizerUs;
   eval.iterationUs = eval.pipeline.totalUs + eval.optimizerUs + postOptimizerUs;
   return eval;
@@ -97,7 +117,8 @@ bool syncsByAllReduce(const ParallelConfig &config) { return config.dp > 1 && co
 } // namespace
 
 Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &config,
-                         const cost::TrainingSetup &setup, const cost::CostModel &model) {
+                         const cost::TrainingSetup &setup, const cost::CostModel &model,
+                         std::vector<bool> *experts) {
   Problem problem;
   const int n = int(stage.units.size());
   for (int i = n - 1; i >= 0; --i)
@@ -113,8 +134,20 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
     gradient.forwardSegment = n - 1 - i;
     // A unit without parameters (the head of an encoder without an LM head, or of one tied to
     // the embedding) has no gradient to sync.
-    if (gradient.elements > 0)
+    if (gradient.elements > 0) {
       problem.gradients.push_back(gradient);
+      if (experts)
+        experts->push_back(false);
+    }
+    if (unit.expertElements > 0) {
+      GradientTensor expert = gradient;
+      expert.name = unit.name + ".experts";
+      expert.elements = int64_t(std::llround(unit.expertElements * double(config.ep)));
+      expert.bytes = expert.elements * 4;
+      problem.gradients.push_back(expert);
+      if (experts)
+        experts->push_back(true);
+    }
   }
   problem.group = cost::parallelGroups(config, model.cluster()).data;
   problem.computeDtype = setup.computeDtype;
@@ -127,9 +160,7 @@ ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const Parall
   double exposed = 0;
   if (syncsByAllReduce(config)) {
     const cost::StageCost &first = eval.stages.front();
-    cost::ParallelGroups groups = cost::parallelGroups(config, model.cluster());
-    double allReduceUs =
-        model.collective(cost::CollectiveKind::AllReduce, gradientElements(first) * 4, groups.data).timeUs;
+    double allReduceUs = dataParallelUs(model, cost::CollectiveKind::AllReduce, first, 4, config);
     double window = first.backwardUs;
     exposed = std::max(0.0, allReduceUs - window) +
               (model.overlapSlowdown() - 1.0) * std::min(allReduceUs, window);
@@ -146,11 +177,22 @@ ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const Para
     finish(eval, 0, model, setup.computeDtype);
     return eval;
   }
-  Problem problem = stageSyncProblem(eval.stages.front(), config, setup, model);
-  AutotuneResult planned = autotune(problem, model, sync);
-  finish(eval, planned.bestEval.exposedCommUs, model, setup.computeDtype);
-  eval.syncProblem = std::move(problem);
-  eval.syncPlan = planned.best;
+  GradientSync gradients;
+  gradients.problem = stageSyncProblem(eval.stages.front(), config, setup, model, &gradients.expert);
+  AutotuneResult planned = autotune(gradients.problem, model, sync);
+  gradients.plan = planned.best;
+  double exposedUs = planned.bestEval.exposedCommUs;
+  if (config.ep > 1) {
+    // The experts' gradients travel over their replicas, not the dp group: the
+    // planned buckets split so (as the data-parallel MoE plan's are).
+    ExpertParallelSync split = expertParallelSync(gradients, config.ep, gradients.problem.group);
+    exposedUs = evaluate(split.problem, split.plan, model).exposedCommUs;
+    gradients.problem = std::move(split.problem);
+    gradients.plan = std::move(split.plan);
+  }
+  finish(eval, exposedUs, model, setup.computeDtype);
+  eval.syncProblem = std::move(gradients.problem);
+  eval.syncPlan = std::move(gradients.plan);
   eval.syncPlanned = true;
   return eval;
 }
@@ -182,12 +224,26 @@ std::string requirementText(const cost::MemoryBreakdown &memory) {
 
 /// The first of a seed rule's candidates, in its order of preference, that
 /// runs and fits; otherwise nullopt with the least memory any of them needs.
-std::optional<ParallelConfig> firstThatFits(const std::vector<ParallelConfig> &candidates,
+/// A seed's MoE settings: the largest ep its dp group places, and the layers'
+/// fastest degrees and algorithm under it.
+ParallelConfig withSeedExperts(ParallelConfig config, const cost::TransformerShape &shape,
+                               const cost::CostModel &model, const cost::TrainingSetup &setup) {
+  if (!shape.moe)
+    return config;
+  config.ep = cost::expertParallelDegrees(shape, config, model.cluster()).back();
+  if (cost::checkConfig(shape, config, setup, config.gpus()).empty())
+    config.experts = cost::chooseMoeSchedule(shape, config, setup, model);
+  return config;
+}
+
+std::optional<ParallelConfig> firstThatFits(std::vector<ParallelConfig> candidates,
                                             const cost::TransformerShape &shape,
                                             const cost::CostModel &model,
                                             const cost::TrainingSetup &setup, std::string &whyNot) {
   std::optional<cost::MemoryBreakdown> least;
-  for (const ParallelConfig &config : candidates) {
+  for (ParallelConfig &candidate : candidates) {
+    candidate = withSeedExperts(std::move(candidate), shape, model, setup);
+    const ParallelConfig &config = candidate;
     cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
     if (cost::checkConfig(shape, config, setup, config.gpus()).empty() && memory.fits())
       return config;
@@ -204,7 +260,8 @@ bool consistent(const ParallelConfig &c, const ParallelRequest &r) {
          (!r.virtualStages || *r.virtualStages == c.virtualStages) && (!r.zero || *r.zero == c.zero) &&
          (!r.sequenceParallel || *r.sequenceParallel == c.sequenceParallel) &&
          (!r.recompute || *r.recompute == c.recompute) &&
-         (!r.tpChunks || c.tp == 1 || c.decomposition == cost::Decomposition::uniform(*r.tpChunks));
+         (!r.tpChunks || c.tp == 1 || c.decomposition == cost::Decomposition::uniform(*r.tpChunks)) &&
+         (!r.ep || *r.ep == c.ep);
 }
 
 } // namespace
@@ -316,6 +373,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
 
   std::vector<ParallelEvaluation> feasible;
   std::map<std::tuple<int64_t, int64_t, bool>, cost::Decomposition> decompositions;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, cost::MoeLayerChoice> moeSchedules;
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;
   for (int64_t tp : divisors(gpus)) {
@@ -334,6 +392,22 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
         continue;
       }
       const int64_t perPipeline = setup.globalBatch / dp;
+      // MoE blocks: the forced ep, or every one this dp group places.
+      ParallelConfig placement;
+      placement.tp = tp;
+      placement.pp = pp;
+      placement.dp = dp;
+      std::vector<int64_t> eps = cost::expertParallelDegrees(shape, placement, model.cluster());
+      if (request.ep) {
+        const cost::Group data = cost::parallelGroups(placement, model.cluster()).data;
+        std::string why = shape.moe ? cost::checkExpertPlacement(*request.ep, data) : "";
+        if (!why.empty()) {
+          if (firstInvalid.empty())
+            firstInvalid = why;
+          continue;
+        }
+        eps = {*request.ep};
+      }
       for (int64_t micro : divisors(perPipeline)) {
         if (request.microBatch ? micro != *request.microBatch : micro > 16)
           continue;
@@ -351,42 +425,52 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                 if (request.virtualStages ? virtualStages != *request.virtualStages
                                           : (virtualStages > 1 && pp == 1))
                   continue;
-                ParallelConfig config{tp, pp, dp, zero, sp, recompute, micro, microBatches, virtualStages};
-                std::string why = cost::checkConfig(shape, config, setup, gpus);
-                if (!why.empty()) {
-                  if (firstInvalid.empty())
-                    firstInvalid = why;
-                  continue;
+                for (int64_t ep : eps) {
+                  ParallelConfig config{tp, pp, dp, zero, sp, recompute, micro, microBatches, virtualStages};
+                  config.ep = ep;
+                  std::string why = cost::checkConfig(shape, config, setup, gpus);
+                  if (!why.empty()) {
+                    if (firstInvalid.empty())
+                      firstInvalid = why;
+                    continue;
+                  }
+                  if (request.tpChunks && tp > 1 && (micro * shape.seq) % *request.tpChunks) {
+                    if (firstInvalid.empty())
+                      firstInvalid = "tp-chunks " + std::to_string(*request.tpChunks) +
+                                     " does not divide a micro-batch's " +
+                                     std::to_string(micro * shape.seq) + " tokens";
+                    continue;
+                  }
+                  // A block's decomposition depends on tp, the micro-batch and sequence parallelism only.
+                  auto [known, fresh] = decompositions.try_emplace({tp, micro, sp});
+                  if (fresh)
+                    known->second = request.tpChunks && tp > 1
+                                        ? cost::Decomposition::uniform(*request.tpChunks)
+                                        : cost::chooseDecomposition(shape, config, setup, model);
+                  config.decomposition = known->second;
+                  // The MoE layers' degrees and algorithm depend on the tokens per rank, ep and the dp group.
+                  if (shape.moe) {
+                    auto [schedule, unknown] = moeSchedules.try_emplace({tp, dp, micro, ep});
+                    if (unknown)
+                      schedule->second = cost::chooseMoeSchedule(shape, config, setup, model);
+                    config.experts = schedule->second;
+                  }
+                  // 1F1B stages take the blocks that balance their time in memory.
+                  if (pp > 1 && virtualStages == 1) {
+                    ParallelConfig balanced = config;
+                    balanced.stageLayers = cost::balanceStages(shape, config, setup, model);
+                    if (!balanced.stageLayers.empty())
+                      config = std::move(balanced);
+                  }
+                  cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
+                  if (!memory.fits()) {
+                    if (!leastMemory || memory.perGpuBytes() < leastMemory->second)
+                      leastMemory = {config, memory.perGpuBytes()};
+                    continue;
+                  }
+                  feasible.push_back(scoreConfig(shape, config, setup, model));
+                  ++result.configurationsScored;
                 }
-                if (request.tpChunks && tp > 1 && (micro * shape.seq) % *request.tpChunks) {
-                  if (firstInvalid.empty())
-                    firstInvalid = "tp-chunks " + std::to_string(*request.tpChunks) +
-                                   " does not divide a micro-batch's " +
-                                   std::to_string(micro * shape.seq) + " tokens";
-                  continue;
-                }
-                // A block's decomposition depends on tp, the micro-batch and sequence parallelism only.
-                auto [known, fresh] = decompositions.try_emplace({tp, micro, sp});
-                if (fresh)
-                  known->second = request.tpChunks && tp > 1
-                                      ? cost::Decomposition::uniform(*request.tpChunks)
-                                      : cost::chooseDecomposition(shape, config, setup, model);
-                config.decomposition = known->second;
-                // 1F1B stages take the blocks that balance their time in memory.
-                if (pp > 1 && virtualStages == 1) {
-                  ParallelConfig balanced = config;
-                  balanced.stageLayers = cost::balanceStages(shape, config, setup, model);
-                  if (!balanced.stageLayers.empty())
-                    config = std::move(balanced);
-                }
-                cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
-                if (!memory.fits()) {
-                  if (!leastMemory || memory.perGpuBytes() < leastMemory->second)
-                    leastMemory = {config, memory.perGpuBytes()};
-                  continue;
-                }
-                feasible.push_back(scoreConfig(shape, config, setup, model));
-                ++result.configurationsScored;
               }
             }
           }
@@ -451,6 +535,32 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
           !request.tpChunks && baseline != result.baselines.end() &&
           baseline->second.iterationUs < result.best->iterationUs)
         result.best = baseline->second;
+  }
+
+  // The chosen configuration with its MoE layers run as DeepSpeed-MoE (no
+  // pipelining, flat) and as Tutel (one degree and algorithm throughout);
+  // they compete like the seeds.
+  if (result.best && shape.moe) {
+    const ParallelConfig chosen = result.best->config;
+    auto withExperts = [&](const cost::MoeLayerChoice &experts) {
+      ParallelConfig config = chosen;
+      config.experts = experts;
+      return scoreWithSync(shape, config, setup, model, request.gradientSync);
+    };
+    result.baselines["moe-nopipe"] = withExperts(cost::MoeLayerChoice{});
+    std::optional<ParallelEvaluation> tutel;
+    for (int64_t chunks : cost::moeDegrees(cost::moeLayerShape(shape, chosen)))
+      for (cost::AllToAllAlgorithm algorithm :
+           {cost::AllToAllAlgorithm::Flat, cost::AllToAllAlgorithm::Hierarchical})
+        if (chunks <= 8) {
+          ParallelEvaluation eval = withExperts({chunks, chunks, algorithm});
+          if (!tutel || eval.iterationUs < tutel->iterationUs)
+            tutel = std::move(eval);
+        }
+    result.baselines["tutel"] = *tutel;
+    for (const char *name : {"moe-nopipe", "tutel"})
+      if (result.baselines.at(name).iterationUs < result.best->iterationUs)
+        result.best = result.baselines.at(name);
   }
 
   if (!result.best) {

@@ -166,6 +166,10 @@ Config configOf(const Plan &plan, const std::string &source) {
   const json p = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
   if (!p.is_object())
     r.fail("/parallel", "must be a JSON object");
+  // The executor builds dense GPT blocks; an MoE block's experts have no executor here yet.
+  if (p.contains("moe"))
+    r.fail("/parallel/moe", "MoE blocks in a large-model plan do not execute yet (the MoE layers "
+                            "run in data-parallel plans)");
   constexpr int64_t kMost = int64_t{1} << 30;
   Config c;
   c.tp = r.integer(p, "/parallel", "tp", 1, kMost);

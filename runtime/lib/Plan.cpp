@@ -445,6 +445,31 @@ private:
     for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
                             "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
       amount(parallel, "/parallel", key);
+    if (parallel.contains("moe")) {
+      // MoE blocks: experts over ep ranks of each dp group; the summaries read the rest.
+      const json &moe = parallel["moe"];
+      if (!moe.is_object())
+        error("/parallel/moe", "must be a JSON object");
+      auto integer = [&](const char *key, int64_t least, int64_t most) {
+        const json &value = field(moe, "/parallel/moe", key);
+        if (!value.is_number_integer() || value.get<int64_t>() < least || value.get<int64_t>() > most)
+          error(std::string("/parallel/moe/") + key,
+                "must be an integer from " + std::to_string(least) + " to " + std::to_string(most));
+        return value.get<int64_t>();
+      };
+      const int64_t ep = integer("ep", 1, dp);
+      if (dp % ep != 0)
+        error("/parallel/moe/ep", "must divide dp " + std::to_string(dp));
+      parallelEp = ep;
+      for (const char *key : {"experts", "top_k", "tokens", "capacity", "forward", "backward"})
+        integer(key, 1, int64_t{1} << 40);
+      const json &blocks = field(moe, "/parallel/moe", "blocks");
+      if (!blocks.is_array())
+        error("/parallel/moe/blocks", "must be an array of block indices");
+      const json &algorithm = field(moe, "/parallel/moe", "all_to_all");
+      if (algorithm != "flat" && algorithm != "2d")
+        error("/parallel/moe/all_to_all", "must be flat or 2d");
+    }
     const json &decomposition = field(parallel, "/parallel", "decomposition");
     for (const char *region : {"attention", "mlp"}) {
       const std::string at = std::string("/parallel/decomposition/") + region;
@@ -663,8 +688,13 @@ private:
     inRange(path, ep, 2, plan.cluster.worldSize);
     if (plan.cluster.worldSize % ep != 0)
       error(path, "must divide the world size " + std::to_string(plan.cluster.worldSize));
-    if (!plan.parallel.empty())
-      error(path, "expert parallelism does not combine with a `parallel` section");
+    if (!plan.parallel.empty()) {
+      if (parallelEp == 0)
+        error(path, "an expert tensor needs the `parallel` section's MoE blocks (/parallel/moe)");
+      if (ep != parallelEp)
+        error(path, "must equal /parallel/moe/ep " + std::to_string(parallelEp));
+      return;
+    }
     if (plan.moe.empty())
       error(path, "an expert tensor needs the plan's `moe` section");
     if (!moeEp)
@@ -941,6 +971,7 @@ private:
   zen::ErrorKind kind;
   std::map<std::string, size_t> tensorIndex;
   std::optional<int64_t> moeEp;  // /moe/ep, read once for the expert tensors
+  int64_t parallelEp = 0;         // /parallel/moe/ep (0 without MoE blocks)
 };
 
 //===----------------------------------------------------------------------===//

@@ -243,9 +243,36 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
   return ExitSuccess;
 }
 
+double moeImbalanceOf(const PlanOptions &options) {
+  return options.moeImbalance > 0 ? options.moeImbalance : 1.0;
+}
+
 std::string configText(const cost::ParallelConfig &c) {
-  return fmt::format("tp {} x pp {} x dp {}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
-                     c.zero, cost::toString(c.recompute), c.microBatch);
+  return fmt::format("tp {} x pp {} x dp {}{}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
+                     c.ep > 1 ? fmt::format(" (ep {})", c.ep) : "", c.zero,
+                     cost::toString(c.recompute), c.microBatch);
+}
+
+/// The MoE layers' ops carry the configuration's ep, degrees and algorithm
+/// where the degrees divide the layer's capacity as the IR has it (the
+/// exported batch; the configuration's micro-batch may route other tokens).
+void recordMoeSchedule(mlir::ModuleOp module, const cost::ParallelConfig &config) {
+  std::string error;
+  std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
+  if (!layers)
+    return;
+  const cost::MoeLayerChoice &choice = config.experts;
+  auto schedule = MoeScheduleAttr::get(module.getContext(), config.ep, choice.forward, choice.backward,
+                                       cost::toString(choice.algorithm), cost::toString(choice.tokens),
+                                       cost::toString(choice.sync));
+  for (MoeLayerOps &ops : *layers) {
+    const int64_t capacity = ops.layer.shape.capacity();
+    if (capacity % choice.forward != 0 || capacity % choice.backward != 0)
+      continue;
+    for (mlir::Operation *op : {ops.dispatch.getOperation(), ops.experts.getOperation(),
+                                ops.combine.getOperation()})
+      op->setAttr("schedule", schedule);
+  }
 }
 
 std::string memoryText(const cost::MemoryBreakdown &m) {
@@ -259,16 +286,23 @@ std::string memoryText(const cost::MemoryBreakdown &m) {
 /// Large-model planning for a recognised transformer: when any large-model flag
 /// is given, or when plain data parallelism (today's plan) does not fit in
 /// memory. nullopt: the data-parallel planner plans as before.
+///
+/// An MoE model goes to the large-model search with a large-model flag, or
+/// when the MoE data-parallel planner finds no ep that fits
+/// (`moeNotFitting`, its reason).
 std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
                                           mlir::ModuleOp module, const cost::CostModel &model,
                                           const DiagnosticCollector &diagnostics,
-                                          BackgroundVerification &verification) {
+                                          BackgroundVerification &verification,
+                                          const std::string &moeNotFitting) {
   std::string whyNot;
   std::optional<cost::TransformerShape> shape = recognizeTransformer(module, &whyNot);
   if (!shape) {
     if (options.largeModelFlags())
       throw CommandError(ExitDataError, options.model + ": --tp/--pp/--zero/--global-batch and the other "
                                         "large-model options need a transformer: " + whyNot);
+    if (!moeNotFitting.empty())
+      throw CommandError(ExitDataError, options.model + ": " + moeNotFitting);
     return std::nullopt;
   }
   const int64_t gpus = model.cluster().worldSize();
@@ -280,7 +314,13 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   // model's own) on every GPU.
   int64_t perGpu = options.batch > 0 ? options.batch : std::max<int64_t>(shape->modelBatch, 1);
   request.setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpu * gpus;
-  if (!options.largeModelFlags()) {
+  if (!options.largeModelFlags() && shape->moe) {
+    if (moeNotFitting.empty())
+      return std::nullopt;
+    if (!options.quiet)
+      std::cerr << "zenopt: warning: data parallelism with expert parallelism does not fit: "
+                << moeNotFitting << "; searching tensor, pipeline, expert and ZeRO configurations\n";
+  } else if (!options.largeModelFlags()) {
     // --dp alone keeps its data-parallel meaning (a subset of the GPUs).
     cost::ParallelConfig ddp;
     ddp.dp = options.dp > 0 ? options.dp : gpus;
@@ -299,6 +339,8 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   if (options.zero >= 0) request.zero = options.zero;
   if (options.sequenceParallel) request.sequenceParallel = true;
   if (options.tpChunks) request.tpChunks = options.tpChunks;
+  if (options.ep) request.ep = options.ep;
+  request.setup.moeImbalance = moeImbalanceOf(options);
   if (!options.recompute.empty()) request.recompute = cost::parseRecompute(options.recompute);
   if (!options.schedule.empty())
     request.virtualStages = cost::parseSchedule(options.schedule);  // checked by checkCommandLine
@@ -318,21 +360,29 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
                            configText(least.config) + ", needs " + memoryText(least.memory));
   }
   const plan::ParallelEvaluation &best = *result.best;
-  plan::Problem problem = best.syncProblem ? *best.syncProblem
-                                           : plan::stageSyncProblem(best.stages.front(), best.config,
-                                                                    request.setup, model);
-  plan::PlanChoice choice;
+  plan::GradientSync sync;
+  sync.problem = best.syncProblem ? *best.syncProblem
+                                  : plan::stageSyncProblem(best.stages.front(), best.config,
+                                                           request.setup, model, &sync.expert);
   if (best.syncPlan) {
-    choice = *best.syncPlan;
+    sync.plan = *best.syncPlan;
   } else {
     // ZeRO 2/3 and dp 1: the ZeRO traffic is in the stage costs; the schedule
-    // carries the first stage's gradients in DDP's buckets.
+    // carries the first stage's gradients in DDP's buckets, the experts' over
+    // their replicas.
     std::optional<plan::PlanChoice> ddp =
-        plan::baselineChoice("ddp", problem, model, plan::BaselineOptions{}, error);
+        plan::baselineChoice("ddp", sync.problem, model, plan::BaselineOptions{}, error);
     if (!ddp)
       throw CommandError(ExitSoftware, options.model + ": " + error);
-    choice = *ddp;
+    sync.plan = *ddp;
+    if (best.config.ep > 1) {
+      plan::ExpertParallelSync split = plan::expertParallelSync(sync, best.config.ep, sync.problem.group);
+      sync.problem = std::move(split.problem);
+      sync.plan = std::move(split.plan);
+    }
   }
+  const plan::Problem &problem = sync.problem;
+  plan::PlanChoice &choice = sync.plan;
   choice.strategy = request.forcesAny() ? "manual" : "auto";
   std::string hash;
   if (auto attr = module->getAttrOfType<mlir::StringAttr>("zen.model_hash"))
@@ -355,8 +405,14 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
                                                     c.sequenceParallel, static_cast<Recompute>(c.recompute),
                                                     c.microBatch, c.microBatches, c.virtualStages));
+  if (shape->moe)
+    recordMoeSchedule(module, c);
   if (options.emit != "mlir")
     return plan;
+  if (shape->moe && c.tp > 1)
+    throw CommandError(ExitDataError, options.model + ": --emit mlir: tensor parallelism does not "
+                                      "partition MoE blocks in the IR yet (tp " + std::to_string(c.tp) +
+                                      "); the plan file (-o) has the configuration");
   LargeModelPipelineOptions partition{options.cluster, options.nodes, options.compressor, c};
   partition.config.stageLayers.clear();
   if (c.virtualStages == 1)
@@ -369,17 +425,16 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   return plan;
 }
 
-double moeImbalanceOf(const PlanOptions &options) {
-  return options.moeImbalance > 0 ? options.moeImbalance : 1.0;
-}
-
 /// The model's MoE layers, after checking --ep and --moe-imbalance against
-/// them: both need MoE layers, and a forced ep must divide every layer's
-/// experts and the data-parallel group, be placeable on its nodes and fit in
-/// memory; without --ep some ep must fit.
+/// them: both need MoE layers; planned in data parallelism (no large-model
+/// flag), a forced ep must divide every layer's experts and the data-parallel
+/// group, be placeable on its nodes and fit in memory. Without --ep, when no
+/// ep fits, `notFitting` says why (the large-model search may still find a
+/// configuration).
 std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::ModuleOp module,
                                             const cost::CostModel &model, cost::Group dp,
-                                            const DiagnosticCollector &diagnostics) {
+                                            const DiagnosticCollector &diagnostics,
+                                            std::string &notFitting) {
   std::string error;
   std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
   if (!layers)
@@ -391,11 +446,8 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
   if (moeFlags && shapes.empty())
     throw CommandError(ExitDataError, options.model + ": --ep and --moe-imbalance need a model "
                                                       "with Mixture-of-Experts layers; it has none");
-  if (moeFlags && options.largeModelFlags())
-    throw CommandError(ExitUsage, "--ep and --moe-imbalance plan MoE models in data parallelism; "
-                                  "they do not combine with --tp/--pp/--zero and the other "
-                                  "large-model options yet");
-  if (shapes.empty())
+  // The large-model search checks ep against each configuration it tries.
+  if (shapes.empty() || options.largeModelFlags())
     return shapes;
   const std::optional<int64_t> ep =
       options.ep > 0 ? std::optional<int64_t>(options.ep) : std::nullopt;
@@ -408,8 +460,12 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
       throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
     plan::planMoe(shapes, model, *request);
   } catch (const std::invalid_argument &problem) {
-    throw CommandError(ExitDataError, (ep ? "--ep " + std::to_string(*ep) + ": " : "") +
-                                          options.model + ": " + problem.what());
+    if (!ep) {
+      notFitting = problem.what();
+      return shapes;
+    }
+    throw CommandError(ExitDataError, "--ep " + std::to_string(*ep) + ": " + options.model + ": " +
+                                          problem.what());
   }
   return shapes;
 }
@@ -572,10 +628,11 @@ int runPlan(const PlanOptions &options) {
         *module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), options.nodes));
   BackgroundVerification verification(*module, options.model, diagnostics);
   try {
+    std::string moeNotFitting;
     std::vector<zen::plan::MoeLayer> moeLayers =
-        checkMoeOptions(options, *module, model, dpGroup, diagnostics);
-    if (std::optional<zenrt::Plan> plan =
-            planLargeModel(options, graph, *module, model, diagnostics, verification)) {
+        checkMoeOptions(options, *module, model, dpGroup, diagnostics, moeNotFitting);
+    if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics,
+                                                         verification, moeNotFitting)) {
       exitAfterReport(report(options, *plan, *module));
     }
 

@@ -53,8 +53,10 @@ struct DecomposeTensorParallelPass
       for (const WeightGemm &gemm : block.qkv)
         regionOf[gemm.nodeName()] = Region::attention;
       regionOf[block.attentionOut.nodeName()] = Region::attention;
-      regionOf[block.mlpIn.nodeName()] = Region::mlp;
-      regionOf[block.mlpOut.nodeName()] = Region::mlp;
+      if (!block.moeLayer) {
+        regionOf[block.mlpIn.nodeName()] = Region::mlp;
+        regionOf[block.mlpOut.nodeName()] = Region::mlp;
+      }
     }
     auto blockGemm = [&](Operation *op) -> ComputeOp {
       auto compute = dyn_cast_or_null<ComputeOp>(op);

@@ -302,6 +302,15 @@ struct PartitionTensorParallelPass
         module.emitError("tp = ") << degree << " does not divide " << name << " (" << size << ")";
         return signalPassFailure();
       }
+    // Megatron-Core splits an MoE block's tokens over the tensor-parallel
+    // ranks around the experts: the IR has no form for that split yet.
+    for (const TransformerBlock &block : structure->blocks)
+      if (degree > 1 && block.moeLayer) {
+        structure->moeLayers[*block.moeLayer].dispatch.emitError(
+            "tensor parallelism does not partition MoE blocks in the IR yet (tp = ")
+            << degree << ")";
+        return signalPassFailure();
+      }
     if (degree > 1 && failed(TensorParallelRewriter(*structure, degree, sequence).run()))
       return signalPassFailure();
 

@@ -37,6 +37,10 @@ elif mutation == "parallel_decomposition":
     plan["parallel"]["decomposition"]["mlp"]["backward"] = 0
 elif mutation == "parallel_not_object":
     plan["parallel"] = [1]
+elif mutation == "parallel_moe_ep":
+    plan["parallel"]["moe"]["ep"] = 3
+elif mutation == "parallel_moe_all_to_all":
+    plan["parallel"]["moe"]["all_to_all"] = "ring"
 elif mutation == "moe_ep":
     plan["moe"]["ep"] = 3
 elif mutation == "moe_degree":

@@ -11,34 +11,14 @@
 #ifndef ZEN_COSTMODEL_MOE_H
 #define ZEN_COSTMODEL_MOE_H
 
+#include "zen/CostModel/MoeShape.h"
 #include "zen/CostModel/Transformer.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zen::cost {
-
-/// One MoE layer as one rank runs it per micro-batch.
-struct MoeShape {
-  int64_t tokens = 0; // tokens the rank routes (micro-batch x sequence)
-  int64_t hidden = 0;
-  int64_t ffn = 0;     // inter size of an expert
-  int64_t fc1Rows = 0; // rows of the first expert GEMM's weight: ffn, or 2 x ffn for SwiGLU
-  int64_t experts = 0;
-  int64_t topK = 1;
-  double capacityFactor = 1.0;
-  bool biases = true;
-  /// The dispatch buffer's rows per expert when the model fixes them (an
-  /// imported layer's buffer); 0: derived from the capacity factor.
-  int64_t capacityRows = 0;
-
-  /// Rows an expert's dispatch buffer holds per source rank: capacityRows when
-  /// set, else ceil(capacityFactor x topK x tokens / experts), at least 1
-  /// (GShard, Switch).
-  int64_t capacity() const;
-  /// Parameters of one expert: both weights and, with `biases`, both biases.
-  double expertParams() const;
-};
 
 /// "" when experts spread over `ep` ranks of a data-parallel group of `dp`: ep
 /// divides both the experts and dp, and the shape is complete; else the reason.
@@ -66,9 +46,6 @@ bool compressesTokens(CompressionMethod method, DType dtype);
 /// row (each row is quantised on its own, so a row's encoding does not depend
 /// on the piece it travels in). `method` must be None or compressesTokens.
 double dispatchWireBytes(const MoeShape &shape, DType dtype, CompressionMethod method);
-
-enum class AllToAllAlgorithm { Flat, Hierarchical };
-const char *toString(AllToAllAlgorithm algorithm); // "flat", "2d"
 
 /// The CostModel algorithm that runs `algorithm` over `group`: Direct for
 /// flat, Hierarchical for 2D (CostModel prices Tutel's 2DH all-to-all so),
@@ -105,27 +82,6 @@ Group expertGroup(int64_t ep, Group dp);
 /// the experts' gradients synchronise.
 Group expertReplicaGroup(int64_t ep, Group dp);
 
-/// How a layer's all-to-alls meet the data-parallel gradient sync of other
-/// layers: concurrent (their own stream, sharing each link level with the
-/// gradient collectives in flight) or serial (one stream with the gradient
-/// sync, taking turns: an all-to-all first when both wait, but a running
-/// gradient collective is not interrupted).
-enum class GradientSyncMode { Concurrent, Serial };
-const char *toString(GradientSyncMode mode); // "concurrent", "serial"
-
-/// How one MoE layer runs: the pipelining degree of dispatch -> experts ->
-/// combine in forward and in backward, the all-to-all algorithm, the
-/// compression of the tokens (and in backward their gradients) on the wire,
-/// and how its all-to-alls meet the gradient sync (which the phase times
-/// below do not depend on; the simulated schedule does).
-struct MoeLayerChoice {
-  int64_t forward = 1;
-  int64_t backward = 1;
-  AllToAllAlgorithm algorithm = AllToAllAlgorithm::Flat;
-  CompressionMethod tokens = CompressionMethod::None;
-  GradientSyncMode sync = GradientSyncMode::Concurrent;
-};
-
 /// One phase of one MoE layer cut into pieces along the capacity: per piece a
 /// dispatch all-to-all, the experts' compute and a combine all-to-all (in
 /// backward, of their gradients, in the same order).
@@ -140,6 +96,10 @@ struct MoePieces {
   Algorithm algorithm = Algorithm::Direct;
   CollectiveCost allToAll; // alone
 };
+
+/// The pipelining degrees tried for a layer: those of 1, 2, 4, 8, 16 that
+/// divide its capacity (libzenrt cuts it into equal pieces).
+std::vector<int64_t> moeDegrees(const MoeShape &shape);
 
 /// One phase (forward, or backward with `backward`) of one MoE layer on a rank
 /// of a dp group `dp` with experts over `ep` ranks, in `chunks` pieces along the

@@ -11,6 +11,7 @@
 #define ZEN_COSTMODEL_TRANSFORMER_H
 
 #include "zen/CostModel/CostModel.h"
+#include "zen/CostModel/MoeShape.h"
 
 #include <cstdint>
 #include <optional>
@@ -19,10 +20,26 @@
 
 namespace zen::cost {
 
-/// A stack of identical transformer blocks between an embedding and a head, as
+/// The blocks of a transformer whose MLP is a Mixture-of-Experts layer (router
+/// GEMM, dispatch, experts, combine: GShard, Switch, Mixtral), all alike.
+struct MoeBlocks {
+  std::vector<int64_t> blocks;  // their indices among the model's blocks, increasing
+  /// One layer as exported: tokens = the model's batch x sequence, the
+  /// dispatch buffer's capacity rows as the model fixes them.
+  MoeShape layer;
+  double blockParams = 0;   // an MoE block's parameters besides its experts (attention, norms, router)
+  double expertParams = 0;  // every expert of one layer
+
+  /// MoE blocks among blocks [first, first + count).
+  int64_t countIn(int64_t first, int64_t count) const;
+  bool contains(int64_t block) const;
+};
+
+/// A stack of transformer blocks between an embedding and a head, as
 /// the recognition in passes/lib/Transformer.cpp reads it from imported IR.
 /// Parameter counts are exact (summed from the IR's parameters), the shape
-/// fields drive the per-layer FLOP, activation and collective formulas.
+/// fields drive the per-layer FLOP, activation and collective formulas. The
+/// dense blocks are alike; with `moe`, its blocks are alike too.
 struct TransformerShape {
   std::string family;        // "gpt" (causal decoder) or "bert" (encoder)
   int64_t layers = 0;
@@ -32,14 +49,21 @@ struct TransformerShape {
   int64_t seq = 0;           // tokens per sample
   int64_t vocab = 0;         // 0 when the model has no vocabulary projection
   int64_t modelBatch = 1;    // samples per step the model was exported with
-  double layerParams = 0;    // trainable parameters of one block
+  double layerParams = 0;    // trainable parameters of one dense block (0 when every block is MoE)
   double embeddingParams = 0;  // token + position embeddings (first stage)
   double headParams = 0;     // final norm and output projection (last stage)
   /// Weight GEMMs that the Megatron partitioning does not split, by node name;
   /// they stay replicated on every tensor-parallel rank.
   std::vector<std::string> replicated;
+  std::optional<MoeBlocks> moe;
 
-  double totalParams() const { return layers * layerParams + embeddingParams + headParams; }
+  int64_t moeBlocks() const { return moe ? int64_t(moe->blocks.size()) : 0; }
+  double totalParams() const {
+    double params = (layers - moeBlocks()) * layerParams + embeddingParams + headParams;
+    if (moe)
+      params += moeBlocks() * (moe->blockParams + moe->expertParams);
+    return params;
+  }
 };
 
 enum class Recompute { None, Selective, Full };
@@ -76,6 +100,10 @@ struct ParallelConfig {
   /// empty: as evenly as possible, the first stages taking one more.
   std::vector<int64_t> stageLayers;
   Decomposition decomposition;
+  /// MoE blocks: experts over ep ranks of each dp group (ep divides dp), and
+  /// how every MoE layer runs (pipelining degrees, all-to-all algorithm).
+  int64_t ep = 1;
+  MoeLayerChoice experts;
 
   int64_t gpus() const { return tp * pp * dp; }
   /// "1f1b" or "interleaved:V"
@@ -93,6 +121,8 @@ struct TrainingSetup {
   /// Forward/backward precision: BF16/F16 is mixed precision (16-bit weights and
   /// activations, fp32 master weights), F32/TF32 keeps everything in fp32.
   DType computeDtype = DType::BF16;
+  /// MoE blocks: the busiest expert's load over the mean (--moe-imbalance).
+  double moeImbalance = 1.0;
 };
 
 /// Bytes per parameter the memory model assumes (documented in
@@ -128,8 +158,11 @@ struct MemoryBreakdown {
 /// batch; sequence parallelism needs tp > 1; interleaving needs pp > 1 and
 /// micro-batches divisible by pp; explicit stage layers: one positive count per
 /// stage summing to the layers, 1F1B only; decomposition degrees positive and
-/// dividing a micro-batch's tokens); "" when it can. Memory is not
-/// checked here.
+/// dividing a micro-batch's tokens; MoE blocks: ep dividing dp and the experts
+/// and placeable on the dp group's nodes, tp dividing a micro-batch's tokens
+/// (each tensor-parallel rank routes its share), the MoE degrees dividing
+/// moeLayerShape's capacity; without MoE blocks ep 1); "" when it can. Memory
+/// is not checked here.
 std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
                         const TrainingSetup &setup, int64_t gpus);
 
@@ -183,7 +216,10 @@ struct StageCost {
   struct Unit {
     std::string name;
     double backwardUs = 0, forwardUs = 0;
-    double gradientElements = 0;
+    double gradientElements = 0;  // synchronised over the dp group
+    /// An MoE block's experts on this rank (experts / ep of them), synchronised
+    /// over the dp / ep ranks holding the same experts.
+    double expertElements = 0;
   };
   std::vector<Unit> units;
   double optimizerUs = 0;    // the optimizer step over this GPU's shard
@@ -214,13 +250,32 @@ std::vector<int64_t> decompositionDegrees(const TransformerShape &shape, const P
 Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelConfig &config,
                                   const TrainingSetup &setup, const CostModel &model);
 
+/// One MoE layer as one tensor-parallel rank runs it per micro-batch: each of
+/// the tp ranks routes micro-batch x sequence / tp tokens (Megatron-Core's
+/// experts are not split by tp here), the capacity derived from the exported
+/// layer's capacity rows as a capacity factor. `shape.moe` must be set.
+MoeShape moeLayerShape(const TransformerShape &shape, const ParallelConfig &config);
+
+/// The ep values a configuration can take: 1 without MoE blocks, else the
+/// divisors of the experts that divide dp and can be placed on its nodes.
+std::vector<int64_t> expertParallelDegrees(const TransformerShape &shape, const ParallelConfig &config,
+                                           const Cluster &cluster);
+
+/// How the MoE layers run under a configuration (its ep): the forward and the
+/// backward pipelining degree (of 1, 2, 4, 8, 16 dividing the capacity) and
+/// the all-to-all algorithm that minimise each phase alone (cost::moePhaseUs;
+/// the algorithm the two phases' sum). Default choice without MoE blocks.
+MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelConfig &config,
+                                 const TrainingSetup &setup, const CostModel &model);
+
 /// Blocks per stage for a 1F1B configuration that minimise the slowest stage's
 /// per-micro-batch time (which paces the pipeline) while every stage fits in
 /// memory: blocks go one at a time to the stage they slow least among those
 /// with room, which is optimal because a stage's time and memory grow
 /// linearly in its blocks. The embedding's and head's work and the first
 /// stages' extra in-flight activations thus move blocks to the other stages.
-/// Empty when no split fits.
+/// Empty when no split fits, and for a model with MoE blocks (its blocks
+/// differ, so a stage's time is not linear in its count: the even split).
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
                                    const TrainingSetup &setup, const CostModel &model);
 

@@ -3,8 +3,9 @@
 // Finds the repeated transformer blocks of an imported model structurally:
 // weight GEMMs (forward MatMul/Gemm whose weight is a 2-D zen.param, possibly
 // through a forward Transpose) in the order QKV (one h->3h GEMM or three h->h
-// GEMMs reading one input), a Softmax, the attention output h->h, the MLP
-// h->ffn and ffn->h. docs/design.md "Partitioning passes" describes the rules.
+// GEMMs reading one input), a Softmax, the attention output h->h, then the MLP
+// h->ffn and ffn->h, or in an MoE block the router GEMM h->experts feeding a
+// zen.moe_dispatch (with its experts and combine). docs/design.md "Partitioning passes" describes the rules.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_PASSES_TRANSFORMER_H
@@ -12,6 +13,7 @@
 
 #include "zen/CostModel/Transformer.h"
 #include "zen/Dialect/ZenDialect.h"
+#include "zen/Passes/Moe.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -38,7 +40,11 @@ struct WeightGemm {
 
 struct TransformerBlock {
   llvm::SmallVector<WeightGemm, 3> qkv;  // one fused GEMM or three
-  WeightGemm attentionOut, mlpIn, mlpOut;
+  WeightGemm attentionOut, mlpIn, mlpOut;  // mlpIn and mlpOut unset in an MoE block
+  /// An MoE block: the router GEMM and the layer's index in
+  /// TransformerStructure::moeLayers (its dispatch, experts and combine).
+  WeightGemm router;
+  std::optional<size_t> moeLayer;
   std::vector<ParamOp> params;          // every parameter of the block
   size_t begin = 0, end = 0;            // op positions of its first and last weight GEMM
 };
@@ -51,6 +57,7 @@ struct TransformerStructure {
   std::vector<TransformerBlock> blocks;
   std::vector<WeightGemm> replicated;  // weight GEMMs outside the blocks
   std::vector<ParamOp> embeddingParams, headParams;
+  std::vector<MoeLayerOps> moeLayers;  // the MoE blocks' layers, in block order
 };
 
 /// The transformer in `module`, or nullopt with the reason in `whyNot`.

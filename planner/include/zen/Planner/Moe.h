@@ -181,9 +181,8 @@ cost::MemoryBreakdown moeModelMemory(const MoeEvaluation &eval, const MoeRequest
 /// model finds best, the same in forward and backward, flat).
 const std::vector<std::string> &moeBaselineNames();
 
-/// The pipelining degrees tried for a layer: those of 1, 2, 4, 8, 16 that
-/// divide its capacity (libzenrt cuts it into equal pieces).
-std::vector<int64_t> moeDegrees(const cost::MoeShape &shape);
+/// The pipelining degrees tried for a layer (cost::moeDegrees).
+using cost::moeDegrees;
 
 /// Why `ep` cannot run these layers on the request's dp group (it must divide
 /// every layer's experts and dp, and be placeable, cost::checkExpertPlacement);

@@ -31,6 +31,8 @@ struct ParallelRequest {
   /// Chunks of every tensor-parallel GEMM and its collective (one k for every region and
   /// phase); unset: chosen per region and phase by the cost model.
   std::optional<int64_t> tpChunks;
+  /// MoE blocks: the experts' ranks (--ep); unset: searched.
+  std::optional<int64_t> ep;
   /// The gradient planner's options for the data-parallel sync (compressors).
   AutotuneOptions gradientSync;
 
@@ -75,16 +77,22 @@ ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const cost
 
 /// The data-parallel gradient problem of a configuration's first stage: its
 /// blocks (and embedding) as gradients in ready order, the last micro-batch's
-/// backward as the compute they overlap.
+/// backward as the compute they overlap. An MoE block's experts are a
+/// gradient of their own, at the size of every expert (expertParallelSync
+/// gives each rank its experts / ep of it), flagged in `experts` when given.
 Problem stageSyncProblem(const cost::StageCost &stage, const cost::ParallelConfig &config,
-                         const cost::TrainingSetup &setup, const cost::CostModel &model);
+                         const cost::TrainingSetup &setup, const cost::CostModel &model,
+                         std::vector<bool> *experts = nullptr);
 
 struct ParallelResult {
   /// The fastest configuration that fits; nullopt when none does.
   std::optional<ParallelEvaluation> best;
   /// Seeds and baselines by name ("megatron", "zero3", "ddp"), those that fit;
   /// with tp > 1 also the chosen configuration under fixed decompositions:
-  /// "tp-nodecomp" (k = 1), "tp-asynctp" (k = tp), "tp-uniform" (the best single k).
+  /// "tp-nodecomp" (k = 1), "tp-asynctp" (k = tp), "tp-uniform" (the best single k);
+  /// with MoE blocks the chosen configuration with its MoE layers run as
+  /// "moe-nopipe" (degree 1, flat) and "tutel" (one degree of 1, 2, 4, 8 for
+  /// forward and backward and one algorithm, the fastest).
   std::map<std::string, ParallelEvaluation> baselines;
   /// Why a named baseline is not reported (does not fit, cannot divide).
   std::map<std::string, std::string> baselinesWhyNot;
@@ -105,8 +113,11 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
 
 /// The seed configurations: `megatron` (tp = GPUs per node, the smallest pp
 /// that fits, the rest dp, full recomputation, 1F1B, micro-batch 1), `zero3`
-/// (FSDP: pure dp with ZeRO-3), `ddp` (pure dp). nullopt with `whyNot` set
-/// when the rule cannot be applied to this shape and cluster.
+/// (FSDP: pure dp with ZeRO-3), `ddp` (pure dp). With MoE blocks each takes
+/// the largest ep its dp group places (every expert on its own ranks, as
+/// Megatron-Core and DeepSpeed-MoE run them) and chooseMoeSchedule's degrees.
+/// nullopt with `whyNot` set when the rule cannot be applied to this shape
+/// and cluster.
 std::optional<cost::ParallelConfig> seedConfig(const std::string &name, const cost::TransformerShape &shape,
                                                const cost::CostModel &model,
                                                const cost::TrainingSetup &setup, std::string &whyNot);
