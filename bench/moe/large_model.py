@@ -65,7 +65,9 @@ def main():
             config = (f"tp {p['tp']} x pp {p['pp']} x dp {p['dp']}, ZeRO {p['zero']}, "
                       f"{'SP, ' if p['sequence_parallel'] else ''}recompute {p['recompute']}, "
                       f"{p['micro_batches']} x {p['micro_batch']}, {p['schedule']}")
-            blocks = f"ep {m['ep']}, {m['forward']}/{m['backward']} {m['all_to_all']}"
+            shards = m.get("expert_tensor_parallel", 1)
+            blocks = (f"ep {m['ep']}, {m['forward']}/{m['backward']} {m['all_to_all']}"
+                      + (f", experts split over tp {shards}" if shards > 1 else ""))
             memory = f"{p['memory']['per_gpu_bytes'] / 1e9:.1f} of {p['memory']['capacity_bytes'] / 1e9:.0f} GB"
             cells = []
             for baseline in BASELINES:

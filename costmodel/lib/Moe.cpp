@@ -159,9 +159,17 @@ std::vector<int64_t> moeDegrees(const MoeShape &shape) {
   return degrees;
 }
 
+MoeShape expertShard(const MoeShape &shape, int64_t shards) {
+  MoeShape shard = shape;
+  shard.ffn = shape.ffn / shards;
+  shard.fc1Rows = rowsOfFirstGemm(shape) / shards;
+  return shard;
+}
+
 MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                          int64_t chunks, AllToAllAlgorithm algorithm, bool backward,
-                         double imbalance, DType dtype, CompressionMethod tokens) {
+                         double imbalance, DType dtype, CompressionMethod tokens,
+                         Group shardGroup) {
   std::string problem = checkExpertParallel(shape, ep, dp.ranks);
   if (problem.empty())
     problem = checkExpertPlacement(ep, dp);
@@ -173,11 +181,20 @@ MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t 
     throw std::invalid_argument(problem);
   MoePieces pieces;
   pieces.chunks = chunks;
-  const double rows = double(ep) * busiestExpertRows(shape, imbalance) / double(chunks);
+  const int64_t shards = std::max<int64_t>(1, shardGroup.ranks);
+  const double rows = double(ep * shards) * busiestExpertRows(shape, imbalance) / double(chunks);
   const int64_t localExperts = shape.experts / ep;
-  pieces.computeUs = backward ? expertBackwardUs(model, shape, rows, localExperts, dtype)
-                              : expertForwardUs(model, shape, rows, localExperts, dtype);
+  const MoeShape shard = expertShard(shape, shards);
+  pieces.computeUs = backward ? expertBackwardUs(model, shard, rows, localExperts, dtype)
+                              : expertForwardUs(model, shard, rows, localExperts, dtype);
   pieces.bytes = dispatchWireBytes(shape, dtype, tokens) / double(chunks);
+  if (shards > 1) {
+    // The shards' received rows gathered before the experts, their partial
+    // outputs reduce-scattered after (in backward the same two, dual).
+    const double gathered = double(shards) * dispatchBytes(shape, dtype) / double(chunks);
+    pieces.computeUs += model.collective(CollectiveKind::AllGather, gathered, shardGroup).timeUs +
+                        model.collective(CollectiveKind::ReduceScatter, gathered, shardGroup).timeUs;
+  }
   pieces.group = expertGroup(ep, dp);
   pieces.algorithm = collectiveAlgorithm(algorithm, pieces.group);
   pieces.allToAll =
@@ -197,9 +214,9 @@ MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t 
 
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
-                  DType dtype, CompressionMethod tokens) {
-  const MoePieces pieces =
-      moePhasePieces(model, shape, ep, dp, chunks, algorithm, backward, imbalance, dtype, tokens);
+                  DType dtype, CompressionMethod tokens, Group shardGroup) {
+  const MoePieces pieces = moePhasePieces(model, shape, ep, dp, chunks, algorithm, backward,
+                                          imbalance, dtype, tokens, shardGroup);
   return chunkPipelineUs(pieces.computeUs, 2 * pieces.allToAll.timeUs, chunks,
                          model.overlapSlowdown());
 }

@@ -55,7 +55,8 @@ bool ParallelConfig::operator==(const ParallelConfig &o) const {
          microBatch == o.microBatch && microBatches == o.microBatches &&
          virtualStages == o.virtualStages && stageLayers == o.stageLayers &&
          decomposition == o.decomposition && ep == o.ep && experts.forward == o.experts.forward &&
-         experts.backward == o.experts.backward && experts.algorithm == o.experts.algorithm;
+         experts.backward == o.experts.backward && experts.algorithm == o.experts.algorithm &&
+         expertTensorParallel == o.expertTensorParallel;
 }
 
 int64_t MoeBlocks::countIn(int64_t first, int64_t count) const {
@@ -204,7 +205,14 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
            " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
            std::to_string(setup.globalBatch);
   if (!shape.moe)
-    return config.ep == 1 ? "" : text("ep", config.ep) + " needs a model with MoE blocks";
+    return config.ep == 1 && !config.expertTensorParallel
+               ? ""
+               : text("ep", config.ep) + " and expert tensor parallelism need a model with MoE blocks";
+  const MoeShape &exported = shape.moe->layer;
+  const int64_t fc1Rows = exported.fc1Rows > 0 ? exported.fc1Rows : exported.ffn;
+  if (config.expertTensorParallel && (config.tp < 2 || exported.ffn % config.tp || fc1Rows % config.tp))
+    return "expert tensor parallelism needs tp > 1 dividing the experts' width " +
+           std::to_string(exported.ffn);
   if (tokens % config.tp != 0)
     return text("tp", config.tp) + " does not divide the " + std::to_string(tokens) +
            " tokens of a micro-batch that the MoE blocks route";
@@ -228,6 +236,25 @@ MoeShape moeLayerShape(const TransformerShape &shape, const ParallelConfig &conf
         1, (exported.capacityRows * layer.tokens + exported.tokens - 1) / exported.tokens);
   return layer;
 }
+
+namespace {
+
+/// The tp ranks every expert is split over (expert tensor parallelism), or one rank.
+Group expertShardGroup(const ParallelConfig &config, const Cluster &cluster) {
+  return config.expertTensorParallel ? parallelGroups(config, cluster).tensor : Group{1, 1};
+}
+
+/// One rank's expert parameters of one MoE layer: experts / ep of them, each
+/// split over the shards (the IR's count scaled by a shard's share).
+double expertParamsPerRank(const TransformerShape &shape, const ParallelConfig &config) {
+  const MoeShape &layer = shape.moe->layer;
+  const double share = config.expertTensorParallel
+                           ? expertShard(layer, config.tp).expertParams() / layer.expertParams()
+                           : 1.0;
+  return shape.moe->expertParams / double(config.ep) * share;
+}
+
+} // namespace
 
 double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks, double slowdown) {
   const double step = std::max(chunkComputeUs, chunkCommUs) +
@@ -334,8 +361,7 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
     buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
   double gatheredBlock = shape.layerParams / t;
   if (shape.moe)
-    gatheredBlock = std::max(gatheredBlock, shape.moe->blockParams / t +
-                                                shape.moe->expertParams / double(config.ep));
+    gatheredBlock = std::max(gatheredBlock, shape.moe->blockParams / t + expertParamsPerRank(shape, config));
   if (config.zero >= 3)
     buffers += 2.0 * gatheredBlock * perParam.weights;
   if (config.pp > 1)
@@ -350,11 +376,16 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   // full recomputation their rows stay for backward, with it the block being
   // recomputed materialises them once (the larger of a dense and an MoE
   // block's, the dense one counted above).
-  const MoeShape layer = moeLayerShape(shape, config);
+  // Split experts (expert tensor parallelism) also keep the rows gathered from the other shards.
+  const MoeShape routed = moeLayerShape(shape, config);
+  const int64_t shards = config.expertTensorParallel ? config.tp : 1;
+  const MoeShape layer = expertShard(routed, shards);
+  const double gatheredRows = double(shards - 1) * dispatchBytes(routed, dtype);
   MoeMemory experts = moeMemoryPerGpu(layer, moeLayers, config.ep, config.dp, config.zero, inFlight, setup);
+  experts.activationsBytes += gatheredRows * double(moeLayers) * inFlight;
   if (config.recompute == Recompute::Full) {
     const double recomputedMoe =
-        blockActivationBytes(shape, config, Recompute::None, dtype, true) +
+        blockActivationBytes(shape, config, Recompute::None, dtype, true) + gatheredRows +
         moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes;
     const double recomputedDense =
         denseLayers > 0 ? blockActivationBytes(shape, config, Recompute::None, dtype) : 0.0;
@@ -509,10 +540,11 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
     return cost;
   const MoeShape layer = moeLayerShape(shape, config);
   const MoeLayerChoice &choice = config.experts;
+  const Group shards = expertShardGroup(config, model.cluster());
   cost.forwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.forward, choice.algorithm,
-                               false, setup.moeImbalance, dtype);
+                               false, setup.moeImbalance, dtype, CompressionMethod::None, shards);
   cost.backwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.backward, choice.algorithm,
-                                true, setup.moeImbalance, dtype);
+                                true, setup.moeImbalance, dtype, CompressionMethod::None, shards);
   // Useful expert FLOPs: every token through top-k experts' two GEMMs.
   cost.forwardFlops += 2.0 * double(layer.tokens) * double(layer.topK) *
                        (double(layer.fc1Rows > 0 ? layer.fc1Rows : layer.ffn) * h + h * double(layer.ffn));
@@ -566,7 +598,7 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     kind.backwardUs = block.backwardUs + kind.recomputeUs;
     kind.blockParams = moeBlock ? shape.moe->blockParams : shape.layerParams;
     kind.params = kind.blockParams / t;
-    kind.expertParams = moeBlock ? shape.moe->expertParams / double(config.ep) : 0.0;
+    kind.expertParams = moeBlock ? expertParamsPerRank(shape, config) : 0.0;
     // ZeRO traffic per block per micro-batch over the data-parallel group (the
     // experts' over their replicas), hidden behind the block's compute
     // (prefetched one block ahead) where it fits; overlapped compute runs
@@ -733,11 +765,12 @@ MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelCo
     return best;
   const MoeShape layer = moeLayerShape(shape, config);
   const Group data = parallelGroups(config, model.cluster()).data;
+  const Group shards = expertShardGroup(config, model.cluster());
   auto fastest = [&](AllToAllAlgorithm algorithm, bool backward) {
     std::pair<int64_t, double> chosen{1, 0};
     for (int64_t chunks : moeDegrees(layer)) {
       double us = moePhaseUs(model, layer, config.ep, data, chunks, algorithm, backward,
-                             setup.moeImbalance, setup.computeDtype);
+                             setup.moeImbalance, setup.computeDtype, CompressionMethod::None, shards);
       // Strictly faster: ties keep the smaller degree.
       if (chunks == 1 || us < chosen.second)
         chosen = {chunks, us};

@@ -142,7 +142,8 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
     if (unit.expertElements > 0) {
       GradientTensor expert = gradient;
       expert.name = unit.name + ".experts";
-      expert.elements = int64_t(std::llround(unit.expertElements * double(config.ep)));
+      // Every rank's share alike: expertParallelSync divides it by ep again.
+      expert.elements = int64_t(std::llround(unit.expertElements)) * config.ep;
       expert.bytes = expert.elements * 4;
       problem.gradients.push_back(expert);
       if (experts)
@@ -224,13 +225,19 @@ std::string requirementText(const cost::MemoryBreakdown &memory) {
 
 /// The first of a seed rule's candidates, in its order of preference, that
 /// runs and fits; otherwise nullopt with the least memory any of them needs.
-/// A seed's MoE settings: the largest ep its dp group places, and the layers'
-/// fastest degrees and algorithm under it.
+/// A seed's MoE settings: the largest ep its dp group places, the experts split
+/// over its tp ranks where they divide, and the layers' fastest degrees and
+/// algorithm under them.
 ParallelConfig withSeedExperts(ParallelConfig config, const cost::TransformerShape &shape,
                                const cost::CostModel &model, const cost::TrainingSetup &setup) {
   if (!shape.moe)
     return config;
   config.ep = cost::expertParallelDegrees(shape, config, model.cluster()).back();
+  // Megatron-Core splits the experts over the tensor-parallel ranks by default
+  // (ETP = tp), where their width divides.
+  config.expertTensorParallel = config.tp > 1;
+  if (!cost::checkConfig(shape, config, setup, config.gpus()).empty())
+    config.expertTensorParallel = false;
   if (cost::checkConfig(shape, config, setup, config.gpus()).empty())
     config.experts = cost::chooseMoeSchedule(shape, config, setup, model);
   return config;
@@ -373,7 +380,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
 
   std::vector<ParallelEvaluation> feasible;
   std::map<std::tuple<int64_t, int64_t, bool>, cost::Decomposition> decompositions;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, cost::MoeLayerChoice> moeSchedules;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, cost::MoeLayerChoice> moeSchedules;
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;
   for (int64_t tp : divisors(gpus)) {
@@ -408,6 +415,12 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
         }
         eps = {*request.ep};
       }
+      // With tp > 1 the experts may also be split over the tp ranks.
+      std::vector<std::pair<int64_t, bool>> expertLayouts;
+      for (int64_t ep : eps)
+        for (bool etp : {false, true})
+          if (!etp || (shape.moe && tp > 1))
+            expertLayouts.emplace_back(ep, etp);
       for (int64_t micro : divisors(perPipeline)) {
         if (request.microBatch ? micro != *request.microBatch : micro > 16)
           continue;
@@ -425,9 +438,10 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                 if (request.virtualStages ? virtualStages != *request.virtualStages
                                           : (virtualStages > 1 && pp == 1))
                   continue;
-                for (int64_t ep : eps) {
+                for (auto [ep, etp] : expertLayouts) {
                   ParallelConfig config{tp, pp, dp, zero, sp, recompute, micro, microBatches, virtualStages};
                   config.ep = ep;
+                  config.expertTensorParallel = etp;
                   std::string why = cost::checkConfig(shape, config, setup, gpus);
                   if (!why.empty()) {
                     if (firstInvalid.empty())
@@ -450,7 +464,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                   config.decomposition = known->second;
                   // The MoE layers' degrees and algorithm depend on the tokens per rank, ep and the dp group.
                   if (shape.moe) {
-                    auto [schedule, unknown] = moeSchedules.try_emplace({tp, dp, micro, ep});
+                    auto [schedule, unknown] = moeSchedules.try_emplace({tp, dp, micro, ep, etp});
                     if (unknown)
                       schedule->second = cost::chooseMoeSchedule(shape, config, setup, model);
                     config.experts = schedule->second;
@@ -545,19 +559,21 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
     auto withExperts = [&](const cost::MoeLayerChoice &experts) {
       ParallelConfig config = chosen;
       config.experts = experts;
-      return scoreWithSync(shape, config, setup, model, request.gradientSync);
+      return config;
     };
-    result.baselines["moe-nopipe"] = withExperts(cost::MoeLayerChoice{});
+    result.baselines["moe-nopipe"] =
+        scoreWithSync(shape, withExperts(cost::MoeLayerChoice{}), setup, model, request.gradientSync);
+    // Tutel's single degree and algorithm: screened in closed form, the best scored in full.
     std::optional<ParallelEvaluation> tutel;
     for (int64_t chunks : cost::moeDegrees(cost::moeLayerShape(shape, chosen)))
       for (cost::AllToAllAlgorithm algorithm :
            {cost::AllToAllAlgorithm::Flat, cost::AllToAllAlgorithm::Hierarchical})
         if (chunks <= 8) {
-          ParallelEvaluation eval = withExperts({chunks, chunks, algorithm});
+          ParallelEvaluation eval = scoreConfig(shape, withExperts({chunks, chunks, algorithm}), setup, model);
           if (!tutel || eval.iterationUs < tutel->iterationUs)
             tutel = std::move(eval);
         }
-    result.baselines["tutel"] = *tutel;
+    result.baselines["tutel"] = scoreWithSync(shape, tutel->config, setup, model, request.gradientSync);
     for (const char *name : {"moe-nopipe", "tutel"})
       if (result.baselines.at(name).iterationUs < result.best->iterationUs)
         result.best = result.baselines.at(name);

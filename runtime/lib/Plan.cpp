@@ -469,6 +469,11 @@ private:
       const json &algorithm = field(moe, "/parallel/moe", "all_to_all");
       if (algorithm != "flat" && algorithm != "2d")
         error("/parallel/moe/all_to_all", "must be flat or 2d");
+      if (moe.contains("expert_tensor_parallel")) {
+        const json &shards = moe["expert_tensor_parallel"];
+        if (!shards.is_number_integer() || (shards != 1 && shards != tp))
+          error("/parallel/moe/expert_tensor_parallel", "must be 1 or tp " + std::to_string(tp));
+      }
     }
     const json &decomposition = field(parallel, "/parallel", "decomposition");
     for (const char *region : {"attention", "mlp"}) {

@@ -39,6 +39,8 @@ elif mutation == "parallel_not_object":
     plan["parallel"] = [1]
 elif mutation == "parallel_moe_ep":
     plan["parallel"]["moe"]["ep"] = 3
+elif mutation == "parallel_moe_etp":
+    plan["parallel"]["moe"]["expert_tensor_parallel"] = 3
 elif mutation == "parallel_moe_all_to_all":
     plan["parallel"]["moe"]["all_to_all"] = "ring"
 elif mutation == "moe_ep":

@@ -557,5 +557,54 @@ TEST(MoeLargeModelTest, ForcedExpertParallelismIsKeptOrRefused) {
             std::string::npos);
 }
 
+
+TEST(MoeLargeModelTest, ExpertTensorParallelismSplitsEveryExpertOverTheTpRanks) {
+  const cost::TransformerShape shape = mixtral();
+  const cost::CostModel model = h100Cluster();
+  const cost::TrainingSetup setup = bf16Adam(256);
+  ParallelConfig whole;
+  whole.tp = 8;
+  whole.dp = 32;
+  whole.ep = 8;
+  whole.sequenceParallel = true;
+  whole.microBatches = 8;
+  ParallelConfig split = whole;
+  split.expertTensorParallel = true;
+  ASSERT_EQ(cost::checkConfig(shape, split, setup, 256), "");
+  // Weights: the same experts / ep per rank, each an eighth as wide (no biases here).
+  const double expertsPerRank = 32 * shape.moe->expertParams / 8;
+  EXPECT_NEAR(cost::memoryPerGpu(shape, whole, setup, model).weightsBytes -
+                  cost::memoryPerGpu(shape, split, setup, model).weightsBytes,
+              2.0 * expertsPerRank * (1 - 1.0 / 8), 1e-6 * expertsPerRank);
+  // A piece's experts run on every shard's rows with an eighth of the width,
+  // between an all-gather and a reduce-scatter over the tensor-parallel group.
+  const cost::MoeShape layer = cost::moeLayerShape(shape, split);
+  const cost::ParallelGroups groups = cost::parallelGroups(split, model.cluster());
+  const cost::MoePieces pieces =
+      cost::moePhasePieces(model, layer, 8, groups.data, 2, cost::AllToAllAlgorithm::Flat, false, 1.0,
+                           setup.computeDtype, cost::CompressionMethod::None, groups.tensor);
+  const double rows = 8.0 * 8 * cost::busiestExpertRows(layer, 1.0) / 2;
+  const double gathered = 8 * cost::dispatchBytes(layer, setup.computeDtype) / 2;
+  EXPECT_NEAR(pieces.computeUs,
+              cost::expertForwardUs(model, cost::expertShard(layer, 8), rows, 1, setup.computeDtype) +
+                  model.collective(cost::CollectiveKind::AllGather, gathered, groups.tensor).timeUs +
+                  model.collective(cost::CollectiveKind::ReduceScatter, gathered, groups.tensor).timeUs,
+              1e-9 * pieces.computeUs);
+  // Without tensor parallelism there is nothing to split over.
+  ParallelConfig alone = dataParallel(256, 8, 0);
+  alone.expertTensorParallel = true;
+  EXPECT_NE(cost::checkConfig(shape, alone, setup, 256).find("expert tensor parallelism"), std::string::npos);
+  // Megatron's seed splits the experts over its tp (Megatron-Core's default),
+  // which lets it fit on one node with two-matrix experts (zenopt-modelgen's).
+  cost::TransformerShape gelu = shape;
+  gelu.moe->layer.fc1Rows = 0;
+  gelu.moe->expertParams = 8 * gelu.moe->layer.expertParams();
+  ParallelRequest request;
+  request.setup = bf16Adam(8);
+  ParallelResult result = searchParallel(gelu, cost::CostModel(cost::loadCluster("a100x8")), request);
+  ASSERT_TRUE(result.baselines.count("megatron")) << result.baselinesWhyNot["megatron"];
+  EXPECT_TRUE(result.baselines.at("megatron").config.expertTensorParallel);
+}
+
 } // namespace
 } // namespace zen::plan

@@ -114,17 +114,26 @@ std::vector<int64_t> moeDegrees(const MoeShape &shape);
 /// not divide the capacity (libzenrt's pieces are equal), `tokens` compresses
 /// nothing at `dtype`, or checkExpertParallel, checkExpertPlacement or
 /// busiestExpertRows fails.
+///
+/// `expertShards` > 1 ranks split every expert's ffn (Megatron-Core's expert
+/// tensor parallelism, each of them routing its own share of the tokens): a
+/// piece's experts then run on the rows every shard received, all-gathered
+/// over `shardGroup` before and reduce-scattered after (backward: the duals),
+/// each GEMM on ffn / expertShards (`shape` is one shard's: tokens its own,
+/// ffn and fc1Rows whole).
 MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                          int64_t chunks, AllToAllAlgorithm algorithm, bool backward,
                          double imbalance, DType dtype,
-                         CompressionMethod tokens = CompressionMethod::None);
+                         CompressionMethod tokens = CompressionMethod::None,
+                         Group shardGroup = Group{1, 1});
 
 /// moePhasePieces' phase alone: a piece's dispatch and combine share the
 /// network, forming the communication stage, and the pieces pipeline by
 /// chunkPipelineUs. Throws as moePhasePieces.
 double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Group dp,
                   int64_t chunks, AllToAllAlgorithm algorithm, bool backward, double imbalance,
-                  DType dtype, CompressionMethod tokens = CompressionMethod::None);
+                  DType dtype, CompressionMethod tokens = CompressionMethod::None,
+                  Group shardGroup = Group{1, 1});
 
 /// One GPU's memory for a model's MoE layers, in MemoryBreakdown's categories.
 struct MoeMemory {
@@ -146,6 +155,11 @@ struct MoeMemory {
 /// negative, zero is outside 0-3 or fewer than one micro-batch is in flight.
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
                           int zero, double microBatchesInFlight, const TrainingSetup &setup);
+
+/// One expert split over `shards` ranks along its ffn (expert tensor
+/// parallelism): its weights' ffn and fc1 rows divided (they must divide),
+/// the output bias whole on every shard.
+MoeShape expertShard(const MoeShape &shape, int64_t shards);
 
 /// `base` (memoryPerGpu of the model without its experts) with `moe` added.
 MemoryBreakdown withMoeMemory(MemoryBreakdown base, const MoeMemory &moe);

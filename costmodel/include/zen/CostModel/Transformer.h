@@ -104,6 +104,10 @@ struct ParallelConfig {
   /// how every MoE layer runs (pipelining degrees, all-to-all algorithm).
   int64_t ep = 1;
   MoeLayerChoice experts;
+  /// Every expert split over the tp ranks along its ffn (Megatron-Core's
+  /// default expert tensor parallelism, ETP = tp); false: whole experts, each
+  /// tp rank routing its share of the tokens through them (ETP = 1).
+  bool expertTensorParallel = false;
 
   int64_t gpus() const { return tp * pp * dp; }
   /// "1f1b" or "interleaved:V"

@@ -92,7 +92,8 @@ struct ParallelResult {
   /// "tp-nodecomp" (k = 1), "tp-asynctp" (k = tp), "tp-uniform" (the best single k);
   /// with MoE blocks the chosen configuration with its MoE layers run as
   /// "moe-nopipe" (degree 1, flat) and "tutel" (one degree of 1, 2, 4, 8 for
-  /// forward and backward and one algorithm, the fastest).
+  /// forward and backward and one algorithm, the fastest by scoreConfig,
+  /// then scored in full).
   std::map<std::string, ParallelEvaluation> baselines;
   /// Why a named baseline is not reported (does not fit, cannot divide).
   std::map<std::string, std::string> baselinesWhyNot;
@@ -115,7 +116,9 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
 /// that fits, the rest dp, full recomputation, 1F1B, micro-batch 1), `zero3`
 /// (FSDP: pure dp with ZeRO-3), `ddp` (pure dp). With MoE blocks each takes
 /// the largest ep its dp group places (every expert on its own ranks, as
-/// Megatron-Core and DeepSpeed-MoE run them) and chooseMoeSchedule's degrees.
+/// Megatron-Core and DeepSpeed-MoE run them), with tp > 1 the experts split
+/// over the tp ranks (Megatron-Core's default expert tensor parallelism) where
+/// their width divides, and chooseMoeSchedule's degrees.
 /// nullopt with `whyNot` set when the rule cannot be applied to this shape
 /// and cluster.
 std::optional<cost::ParallelConfig> seedConfig(const std::string &name, const cost::TransformerShape &shape,
