@@ -223,8 +223,6 @@ std::string requirementText(const cost::MemoryBreakdown &memory) {
   return text;
 }
 
-/// The first of a seed rule's candidates, in its order of preference, that
-/// runs and fits; otherwise nullopt with the least memory any of them needs.
 /// A seed's MoE settings: the largest ep its dp group places, the experts split
 /// over its tp ranks where they divide, and the layers' fastest degrees and
 /// algorithm under them.
@@ -243,6 +241,9 @@ ParallelConfig withSeedExperts(ParallelConfig config, const cost::TransformerSha
   return config;
 }
 
+/// The first of a seed rule's candidates, in its order of preference, that
+/// runs and fits (with its MoE settings); otherwise nullopt with the least
+/// memory any of them needs.
 std::optional<ParallelConfig> firstThatFits(std::vector<ParallelConfig> candidates,
                                             const cost::TransformerShape &shape,
                                             const cost::CostModel &model,
