@@ -220,6 +220,8 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
     for (const char *key : {"tp", "pp", "dp", "zero", "sequence_parallel", "recompute", "micro_batch",
                             "micro_batches", "schedule", "decomposition"})
       config[key] = parallel[key];
+    if (parallel.contains("moe"))
+      config["moe"] = parallel["moe"];
     json["parallel"] = config;
     ordered_json memory;
     for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
