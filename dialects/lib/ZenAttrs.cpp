@@ -171,10 +171,10 @@ LogicalResult PredictionAttr::verify(function_ref<InFlightDiagnostic()> emitErro
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
                                    int64_t pp, int64_t dp, int64_t zero, bool,
                                    Recompute, int64_t microBatch, int64_t microBatches,
-                                   int64_t virtualStages) {
+                                   int64_t virtualStages, int64_t ep, bool expertTensorParallel) {
   for (auto [name, degree] : {std::pair{"tp", tp}, {"pp", pp}, {"dp", dp},
                               {"micro_batch", microBatch}, {"micro_batches", microBatches},
-                              {"virtual_stages", virtualStages}})
+                              {"virtual_stages", virtualStages}, {"ep", ep}})
     if (degree < 1)
       return emitError() << "parallel " << name << " must be at least 1, got " << degree;
   if (zero < 0 || zero > 3)
@@ -182,6 +182,10 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (virtualStages > 1 && pp == 1)
     return emitError() << "parallel virtual_stages = " << virtualStages
                        << " needs pipeline stages (pp > 1)";
+  if (dp % ep != 0)
+    return emitError() << "parallel ep = " << ep << " must divide dp = " << dp;
+  if (expertTensorParallel && tp == 1)
+    return emitError() << "parallel expert_tensor_parallel needs tensor parallelism (tp > 1)";
   return success();
 }
 

@@ -19,7 +19,8 @@ ParallelAttr parallelOf(ModuleOp module) {
   if (auto parallel =
           module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr()))
     return parallel;
-  return ParallelAttr::get(module.getContext(), 1, 1, 1, 0, false, Recompute::none, 1, 1, 1);
+  return ParallelAttr::get(module.getContext(), 1, 1, 1, 0, false, Recompute::none, 1, 1, 1, 1,
+                           false);
 }
 
 void recordParallel(ModuleOp module, const std::function<void(ParallelFields &)> &edit) {
@@ -32,12 +33,15 @@ void recordParallel(ModuleOp module, const std::function<void(ParallelFields &)>
                         old.getRecompute(),
                         old.getMicroBatch(),
                         old.getMicroBatches(),
-                        old.getVirtualStages()};
+                        old.getVirtualStages(),
+                        old.getEp(),
+                        old.getExpertTensorParallel()};
   edit(fields);
   module->setAttr(ZenDialect::ParallelAttrHelper::getNameStr(),
                   ParallelAttr::get(module.getContext(), fields.tp, fields.pp, fields.dp,
                                     fields.zero, fields.sequenceParallel, fields.recompute,
-                                    fields.microBatch, fields.microBatches, fields.virtualStages));
+                                    fields.microBatch, fields.microBatches, fields.virtualStages,
+                                    fields.ep, fields.expertTensorParallel));
 }
 
 void setRole(Operation *collective, CollectiveRole role) {

@@ -31,6 +31,8 @@ struct ParallelFields {
   bool sequenceParallel;
   Recompute recompute;
   int64_t microBatch, microBatches, virtualStages;
+  int64_t ep;
+  bool expertTensorParallel;
 };
 void recordParallel(mlir::ModuleOp module, const std::function<void(ParallelFields &)> &edit);
 

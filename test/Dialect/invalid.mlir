@@ -460,6 +460,21 @@ module attributes {zen.parallel = #zen.parallel<virtual_stages = 2>} {}
 
 // -----
 
+// expected-error @+1 {{parallel ep must be at least 1, got 0}}
+module attributes {zen.parallel = #zen.parallel<ep = 0>} {}
+
+// -----
+
+// expected-error @+1 {{parallel ep = 3 must divide dp = 8}}
+module attributes {zen.parallel = #zen.parallel<dp = 8, ep = 3>} {}
+
+// -----
+
+// expected-error @+1 {{parallel expert_tensor_parallel needs tensor parallelism (tp > 1)}}
+module attributes {zen.parallel = #zen.parallel<dp = 8, ep = 4, expert_tensor_parallel = true>} {}
+
+// -----
+
 // expected-error @+1 {{'zen.parallel' must be a #zen.parallel, got 8 : i64}}
 module attributes {zen.parallel = 8 : i64} {}
 

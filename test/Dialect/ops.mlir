@@ -75,8 +75,8 @@ func.func @train_step(%x: tensor<8x16xf32>) {
 }
 
 // Partitioning: the parallel configuration, shards, stages and non-bucket collectives.
-// CHECK-LABEL: module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batches = 16>}
-module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16, virtual_stages = 1>} {
+// CHECK-LABEL: module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batches = 16, ep = 4, expert_tensor_parallel = true>}
+module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1, sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16, virtual_stages = 1, ep = 4, expert_tensor_parallel = true>} {
   // CHECK-LABEL: func.func @partitioned
   func.func @partitioned(%x: tensor<128x768xf32>) {
     // CHECK: %[[W:.*]] = zen.param "fc1.weight" {shard = #zen.shard<column, 8, dim = 0>, stage = 1 : i64} : tensor<384x768xf32>

@@ -404,7 +404,8 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   verification.requireVerified();
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
                                                     c.sequenceParallel, static_cast<Recompute>(c.recompute),
-                                                    c.microBatch, c.microBatches, c.virtualStages));
+                                                    c.microBatch, c.microBatches, c.virtualStages,
+                                                    c.ep, c.expertTensorParallel));
   if (shape->moe)
     recordMoeSchedule(module, c);
   if (options.emit != "mlir")

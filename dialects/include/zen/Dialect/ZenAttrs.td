@@ -130,14 +130,17 @@ def Zen_ParallelAttr : Zen_Attr<"Parallel", "parallel"> {
     sequence; `recompute` the activation recomputation (`none`, `selective`,
     `full`); `micro_batch` samples per micro-batch and `micro_batches` per
     pipeline per iteration; `virtual_stages` > 1 is interleaved 1F1B (needs
-    pp > 1). Parameters at their default (1, 0, false, none) may be omitted.
+    pp > 1). A model with MoE blocks adds `ep`, the ranks of each dp group its
+    experts spread over (dividing dp), and `expert_tensor_parallel`, every
+    expert split over the tp ranks (needs tp > 1). Parameters at their default
+    (1, 0, false, none) may be omitted.
     The partitioning passes read their degree from the module's
     `zen.parallel` when their option is 0 and record what they applied there.
 
     ```mlir
     module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1,
         sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16,
-        virtual_stages = 1>} {}
+        virtual_stages = 1, ep = 4, expert_tensor_parallel = true>} {}
     ```
   }];
   let parameters = (ins
@@ -149,7 +152,9 @@ def Zen_ParallelAttr : Zen_Attr<"Parallel", "parallel"> {
     Zen_RecomputeParameter:$recompute,
     DefaultValuedParameter<"int64_t", "1">:$micro_batch,
     DefaultValuedParameter<"int64_t", "1">:$micro_batches,
-    DefaultValuedParameter<"int64_t", "1">:$virtual_stages);
+    DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
+    DefaultValuedParameter<"int64_t", "1">:$ep,
+    Zen_FlagParameter:$expert_tensor_parallel);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
