@@ -376,16 +376,16 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   // full recomputation their rows stay for backward, with it the block being
   // recomputed materialises them once (the larger of a dense and an MoE
   // block's, the dense one counted above).
-  // Split experts (expert tensor parallelism) also keep the rows gathered from the other shards.
+  // Split experts (expert tensor parallelism): a tp-th of every expert, run on
+  // the rows every shard received (gathered: tp times the capacity rows).
   const MoeShape routed = moeLayerShape(shape, config);
   const int64_t shards = config.expertTensorParallel ? config.tp : 1;
-  const MoeShape layer = expertShard(routed, shards);
-  const double gatheredRows = double(shards - 1) * dispatchBytes(routed, dtype);
+  MoeShape layer = expertShard(routed, shards);
+  layer.capacityRows = routed.capacity() * shards;
   MoeMemory experts = moeMemoryPerGpu(layer, moeLayers, config.ep, config.dp, config.zero, inFlight, setup);
-  experts.activationsBytes += gatheredRows * double(moeLayers) * inFlight;
   if (config.recompute == Recompute::Full) {
     const double recomputedMoe =
-        blockActivationBytes(shape, config, Recompute::None, dtype, true) + gatheredRows +
+        blockActivationBytes(shape, config, Recompute::None, dtype, true) +
         moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes;
     const double recomputedDense =
         denseLayers > 0 ? blockActivationBytes(shape, config, Recompute::None, dtype) : 0.0;

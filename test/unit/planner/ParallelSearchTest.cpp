@@ -576,6 +576,12 @@ TEST(MoeLargeModelTest, ExpertTensorParallelismSplitsEveryExpertOverTheTpRanks) 
   EXPECT_NEAR(cost::memoryPerGpu(shape, whole, setup, model).weightsBytes -
                   cost::memoryPerGpu(shape, split, setup, model).weightsBytes,
               2.0 * expertsPerRank * (1 - 1.0 / 8), 1e-6 * expertsPerRank);
+  // They keep the rows every shard received: the input and output rows eight
+  // times over (the hidden ones are as many elements, an eighth as wide).
+  const double rows = 8.0 * double(cost::moeLayerShape(shape, split).capacity());
+  EXPECT_NEAR(cost::memoryPerGpu(shape, split, setup, model).activationsBytes -
+                  cost::memoryPerGpu(shape, whole, setup, model).activationsBytes,
+              32 * 7 * rows * 2 * 4096 * 2.0, 1e-6 * rows * 4096);
   // A piece's experts run on every shard's rows with an eighth of the width,
   // between an all-gather and a reduce-scatter over the tensor-parallel group.
   const cost::MoeShape layer = cost::moeLayerShape(shape, split);
@@ -583,10 +589,10 @@ TEST(MoeLargeModelTest, ExpertTensorParallelismSplitsEveryExpertOverTheTpRanks) 
   const cost::MoePieces pieces =
       cost::moePhasePieces(model, layer, 8, groups.data, 2, cost::AllToAllAlgorithm::Flat, false, 1.0,
                            setup.computeDtype, cost::CompressionMethod::None, groups.tensor);
-  const double rows = 8.0 * 8 * cost::busiestExpertRows(layer, 1.0) / 2;
+  const double pieceRows = 8.0 * 8 * cost::busiestExpertRows(layer, 1.0) / 2;
   const double gathered = 8 * cost::dispatchBytes(layer, setup.computeDtype) / 2;
   EXPECT_NEAR(pieces.computeUs,
-              cost::expertForwardUs(model, cost::expertShard(layer, 8), rows, 1, setup.computeDtype) +
+              cost::expertForwardUs(model, cost::expertShard(layer, 8), pieceRows, 1, setup.computeDtype) +
                   model.collective(cost::CollectiveKind::AllGather, gathered, groups.tensor).timeUs +
                   model.collective(cost::CollectiveKind::ReduceScatter, gathered, groups.tensor).timeUs,
               1e-9 * pieces.computeUs);
