@@ -57,6 +57,7 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
                       {"forward", experts.forward},
                       {"backward", experts.backward},
                       {"all_to_all", cost::toString(experts.algorithm)},
+                      {"token_compression", cost::toString(experts.tokens)},
                       {"expert_tensor_parallel", config.expertTensorParallel ? config.tp : int64_t{1}},
                       {"expert_parameters", shape.moe->expertParams * double(shape.moeBlocks())}};
   }

@@ -287,10 +287,13 @@ std::string parallelText(const json &parallel) {
     const json &moe = parallel["moe"];
     const int64_t shards = moe.value("expert_tensor_parallel", int64_t{1});
     out += fmt::format("  MoE blocks            {} ({} experts, top-{}): ep {}, degree {} forward, {} backward, "
-                       "{} all-to-all ({} tokens per rank and micro-batch, capacity {}{})\n",
+                       "{} all-to-all{} ({} tokens per rank and micro-batch, capacity {}{})\n",
                        moe["blocks"].size(), moe["experts"].get<int64_t>(), moe["top_k"].get<int64_t>(),
                        moe["ep"].get<int64_t>(), moe["forward"].get<int64_t>(),
                        moe["backward"].get<int64_t>(), moe["all_to_all"].get<std::string>(),
+                       moe.value("token_compression", std::string("none")) == "none"
+                           ? std::string()
+                           : ", tokens " + moe["token_compression"].get<std::string>(),
                        moe["tokens"].get<int64_t>(), moe["capacity"].get<int64_t>(),
                        shards > 1 ? fmt::format("; every expert split over {} tensor-parallel ranks", shards) : "");
   }

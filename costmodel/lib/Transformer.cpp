@@ -56,6 +56,7 @@ bool ParallelConfig::operator==(const ParallelConfig &o) const {
          virtualStages == o.virtualStages && stageLayers == o.stageLayers &&
          decomposition == o.decomposition && ep == o.ep && experts.forward == o.experts.forward &&
          experts.backward == o.experts.backward && experts.algorithm == o.experts.algorithm &&
+         experts.tokens == o.experts.tokens &&
          expertTensorParallel == o.expertTensorParallel;
 }
 
@@ -542,9 +543,9 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   const MoeLayerChoice &choice = config.experts;
   const Group shards = expertShardGroup(config, model.cluster());
   cost.forwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.forward, choice.algorithm,
-                               false, setup.moeImbalance, dtype, CompressionMethod::None, shards);
+                               false, setup.moeImbalance, dtype, choice.tokens, shards);
   cost.backwardUs += moePhaseUs(model, layer, config.ep, groups.data, choice.backward, choice.algorithm,
-                                true, setup.moeImbalance, dtype, CompressionMethod::None, shards);
+                                true, setup.moeImbalance, dtype, choice.tokens, shards);
   // Useful expert FLOPs: every token through top-k experts' two GEMMs.
   cost.forwardFlops += 2.0 * double(layer.tokens) * double(layer.topK) *
                        (double(layer.fc1Rows > 0 ? layer.fc1Rows : layer.ffn) * h + h * double(layer.ffn));
@@ -759,35 +760,47 @@ std::vector<int64_t> expertParallelDegrees(const TransformerShape &shape, const 
 }
 
 MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelConfig &config,
-                                 const TrainingSetup &setup, const CostModel &model) {
+                                 const TrainingSetup &setup, const CostModel &model,
+                                 const std::vector<CompressionMethod> &compressions) {
   MoeLayerChoice best;
   if (!shape.moe)
     return best;
   const MoeShape layer = moeLayerShape(shape, config);
   const Group data = parallelGroups(config, model.cluster()).data;
   const Group shards = expertShardGroup(config, model.cluster());
-  auto fastest = [&](AllToAllAlgorithm algorithm, bool backward) {
+  auto fastest = [&](AllToAllAlgorithm algorithm, CompressionMethod tokens, bool backward) {
     std::pair<int64_t, double> chosen{1, 0};
     for (int64_t chunks : moeDegrees(layer)) {
       double us = moePhaseUs(model, layer, config.ep, data, chunks, algorithm, backward,
-                             setup.moeImbalance, setup.computeDtype, CompressionMethod::None, shards);
+                             setup.moeImbalance, setup.computeDtype, tokens, shards);
       // Strictly faster: ties keep the smaller degree.
       if (chunks == 1 || us < chosen.second)
         chosen = {chunks, us};
     }
     return chosen;
   };
+  // Compressing the tokens shrinks the all-to-alls only (ep > 1), at the price of its kernels.
+  std::vector<CompressionMethod> tokenChoices = {CompressionMethod::None};
+  for (CompressionMethod method : compressions)
+    if (config.ep > 1 && compressesTokens(method, setup.computeDtype) &&
+        std::find(tokenChoices.begin(), tokenChoices.end(), method) == tokenChoices.end())
+      tokenChoices.push_back(method);
   double bestUs = 0;
-  for (AllToAllAlgorithm algorithm : {AllToAllAlgorithm::Flat, AllToAllAlgorithm::Hierarchical}) {
-    auto [forward, forwardUs] = fastest(algorithm, false);
-    auto [backward, backwardUs] = fastest(algorithm, true);
-    if (algorithm == AllToAllAlgorithm::Flat || forwardUs + backwardUs < bestUs) {
-      bestUs = forwardUs + backwardUs;
-      best.forward = forward;
-      best.backward = backward;
-      best.algorithm = algorithm;
+  bool first = true;
+  for (CompressionMethod tokens : tokenChoices)
+    for (AllToAllAlgorithm algorithm : {AllToAllAlgorithm::Flat, AllToAllAlgorithm::Hierarchical}) {
+      auto [forward, forwardUs] = fastest(algorithm, tokens, false);
+      auto [backward, backwardUs] = fastest(algorithm, tokens, true);
+      // Strictly faster: ties keep no compression and the flat all-to-all.
+      if (first || forwardUs + backwardUs < bestUs) {
+        first = false;
+        bestUs = forwardUs + backwardUs;
+        best.forward = forward;
+        best.backward = backward;
+        best.algorithm = algorithm;
+        best.tokens = tokens;
+      }
     }
-  }
   return best;
 }
 

@@ -382,6 +382,11 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
   std::vector<ParallelEvaluation> feasible;
   std::map<std::tuple<int64_t, int64_t, bool>, cost::Decomposition> decompositions;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, cost::MoeLayerChoice> moeSchedules;
+  // The allowed compressors that may carry the MoE layers' tokens (chooseMoeSchedule keeps those
+  // that shrink them).
+  std::vector<cost::CompressionMethod> tokenCompressions;
+  for (const cost::CompressionSpec &spec : request.gradientSync.compressors)
+    tokenCompressions.push_back(spec.method);
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;
   for (int64_t tp : divisors(gpus)) {
@@ -467,7 +472,7 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
                   if (shape.moe) {
                     auto [schedule, unknown] = moeSchedules.try_emplace({tp, dp, micro, ep, etp});
                     if (unknown)
-                      schedule->second = cost::chooseMoeSchedule(shape, config, setup, model);
+                      schedule->second = cost::chooseMoeSchedule(shape, config, setup, model, tokenCompressions);
                     config.experts = schedule->second;
                   }
                   // 1F1B stages take the blocks that balance their time in memory.

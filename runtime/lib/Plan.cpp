@@ -469,6 +469,12 @@ private:
       const json &algorithm = field(moe, "/parallel/moe", "all_to_all");
       if (algorithm != "flat" && algorithm != "2d")
         error("/parallel/moe/all_to_all", "must be flat or 2d");
+      if (moe.contains("token_compression")) {
+        static const std::set<std::string> methods = {"none", "fp16", "bf16", "int8"};
+        const json &tokens = moe["token_compression"];
+        if (!tokens.is_string() || !methods.count(tokens.get<std::string>()))
+          error("/parallel/moe/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
+      }
       if (moe.contains("expert_tensor_parallel")) {
         const json &shards = moe["expert_tensor_parallel"];
         if (!shards.is_number_integer() || (shards != 1 && shards != tp))

@@ -612,5 +612,35 @@ TEST(MoeLargeModelTest, ExpertTensorParallelismSplitsEveryExpertOverTheTpRanks) 
   EXPECT_TRUE(result.baselines.at("megatron").config.expertTensorParallel);
 }
 
+
+TEST(MoeLargeModelTest, TokensAreCompressedOnlyWhenAllowedShrinkingAndPaying) {
+  const cost::TransformerShape shape = mixtral();
+  const cost::CostModel model(cost::loadCluster("v100x16-10gbe"));
+  const cost::TrainingSetup setup = bf16Adam(16);
+  ParallelConfig config = dataParallel(16, 8, 3);  // experts over 8 single-GPU nodes
+  ASSERT_EQ(cost::checkConfig(shape, config, setup, 16), "");
+  auto phasesUs = [&](const cost::MoeLayerChoice &choice) {
+    const cost::MoeShape layer = cost::moeLayerShape(shape, config);
+    const cost::Group data = cost::parallelGroups(config, model.cluster()).data;
+    return cost::moePhaseUs(model, layer, 8, data, choice.forward, choice.algorithm, false, 1.0,
+                            setup.computeDtype, choice.tokens) +
+           cost::moePhaseUs(model, layer, 8, data, choice.backward, choice.algorithm, true, 1.0,
+                            setup.computeDtype, choice.tokens);
+  };
+  const cost::MoeLayerChoice exact = cost::chooseMoeSchedule(shape, config, setup, model);
+  EXPECT_EQ(exact.tokens, cost::CompressionMethod::None);
+  // Over 10 GbE int8 tokens pay for their kernels; fp16 does not shrink bf16 activations.
+  const cost::MoeLayerChoice int8 = cost::chooseMoeSchedule(
+      shape, config, setup, model, {cost::CompressionMethod::FP16, cost::CompressionMethod::Int8});
+  EXPECT_EQ(int8.tokens, cost::CompressionMethod::Int8);
+  EXPECT_LT(phasesUs(int8), phasesUs(exact));
+  EXPECT_EQ(cost::chooseMoeSchedule(shape, config, setup, model, {cost::CompressionMethod::FP16}).tokens,
+            cost::CompressionMethod::None);
+  // Without expert parallelism there is no all-to-all to shrink.
+  config.ep = 1;
+  EXPECT_EQ(cost::chooseMoeSchedule(shape, config, setup, model, {cost::CompressionMethod::Int8}).tokens,
+            cost::CompressionMethod::None);
+}
+
 } // namespace
 } // namespace zen::plan

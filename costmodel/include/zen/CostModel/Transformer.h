@@ -266,11 +266,14 @@ std::vector<int64_t> expertParallelDegrees(const TransformerShape &shape, const 
                                            const Cluster &cluster);
 
 /// How the MoE layers run under a configuration (its ep): the forward and the
-/// backward pipelining degree (of 1, 2, 4, 8, 16 dividing the capacity) and
-/// the all-to-all algorithm that minimise each phase alone (cost::moePhaseUs;
-/// the algorithm the two phases' sum). Default choice without MoE blocks.
+/// backward pipelining degree (of 1, 2, 4, 8, 16 dividing the capacity) that
+/// minimise each phase alone (cost::moePhaseUs), and the all-to-all algorithm
+/// and the tokens' compression (none, or one of `compressions` that shrinks
+/// them at the compute precision, with ep > 1) that minimise the two phases'
+/// sum. Default choice without MoE blocks.
 MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelConfig &config,
-                                 const TrainingSetup &setup, const CostModel &model);
+                                 const TrainingSetup &setup, const CostModel &model,
+                                 const std::vector<CompressionMethod> &compressions = {});
 
 /// Blocks per stage for a 1F1B configuration that minimise the slowest stage's
 /// per-micro-batch time (which paces the pipeline) while every stage fits in

@@ -33,7 +33,8 @@ struct ParallelRequest {
   std::optional<int64_t> tpChunks;
   /// MoE blocks: the experts' ranks (--ep); unset: searched.
   std::optional<int64_t> ep;
-  /// The gradient planner's options for the data-parallel sync (compressors).
+  /// The gradient planner's options for the data-parallel sync (compressors;
+  /// those that shrink activations may also carry MoE blocks' tokens).
   AutotuneOptions gradientSync;
 
   /// True when any configuration field is fixed.
