@@ -426,13 +426,20 @@ cost::TransformerShape mixtral() {
 
 cost::CostModel h100Cluster() { return cost::CostModel(cost::loadCluster("h100x256")); }
 
-ParallelConfig dataParallel(int64_t dp, int64_t ep, int zero) {
+/// tp x pp x dp with experts over ep ranks, `microBatches` of one sample.
+ParallelConfig expertParallel(int64_t tp, int64_t pp, int64_t dp, int64_t ep, int zero,
+                              int64_t microBatches = 1) {
   ParallelConfig config;
+  config.tp = tp;
+  config.pp = pp;
   config.dp = dp;
   config.ep = ep;
   config.zero = zero;
+  config.microBatches = microBatches;
   return config;
 }
+
+ParallelConfig dataParallel(int64_t dp, int64_t ep, int zero) { return expertParallel(1, 1, dp, ep, zero); }
 
 TEST(MoeLargeModelTest, ExpertWeightsSpreadOverEpAndZeroShardsThemOverTheirReplicas) {
   const cost::TransformerShape shape = mixtral();
@@ -489,13 +496,7 @@ TEST(MoeLargeModelTest, ExpertGradientsSynchroniseOverTheirReplicas) {
   const cost::TransformerShape shape = mixtral();
   const cost::CostModel model = h100Cluster();
   const cost::TrainingSetup setup = bf16Adam(256);
-  ParallelConfig config;
-  config.tp = 8;
-  config.pp = 4;
-  config.dp = 8;
-  config.ep = 4;
-  config.zero = 1;
-  config.microBatches = 32;
+  ParallelConfig config = expertParallel(8, 4, 8, 4, 1, 32);
   ASSERT_EQ(cost::checkConfig(shape, config, setup, 256), "");
   ParallelEvaluation eval = scoreWithSync(shape, config, setup, model, AutotuneOptions{});
   ASSERT_TRUE(eval.syncProblem && eval.syncPlan);
@@ -557,17 +558,12 @@ TEST(MoeLargeModelTest, ForcedExpertParallelismIsKeptOrRefused) {
             std::string::npos);
 }
 
-
 TEST(MoeLargeModelTest, ExpertTensorParallelismSplitsEveryExpertOverTheTpRanks) {
   const cost::TransformerShape shape = mixtral();
   const cost::CostModel model = h100Cluster();
   const cost::TrainingSetup setup = bf16Adam(256);
-  ParallelConfig whole;
-  whole.tp = 8;
-  whole.dp = 32;
-  whole.ep = 8;
+  ParallelConfig whole = expertParallel(8, 1, 32, 8, 0, 8);
   whole.sequenceParallel = true;
-  whole.microBatches = 8;
   ParallelConfig split = whole;
   split.expertTensorParallel = true;
   ASSERT_EQ(cost::checkConfig(shape, split, setup, 256), "");
