@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 namespace zen::cost {
@@ -14,10 +15,6 @@ double activationBytes(DType dtype) {
   TrainingSetup setup;
   setup.computeDtype = dtype;
   return bytesPerParameter(setup).weights;
-}
-
-int64_t rowsOfFirstGemm(const MoeShape &shape) {
-  return shape.fc1Rows > 0 ? shape.fc1Rows : shape.ffn;
 }
 
 } // namespace
@@ -32,7 +29,7 @@ int64_t MoeShape::capacity() const {
 }
 
 double MoeShape::expertParams() const {
-  const double rows = double(rowsOfFirstGemm(*this));
+  const double rows = double(firstGemmRows());
   return rows * double(hidden) + double(hidden) * double(ffn) +
          (biases ? rows + double(hidden) : 0.0);
 }
@@ -111,14 +108,14 @@ CollectiveCost allToAllCost(const CostModel &model, double bytes, Group group,
 double expertForwardUs(const CostModel &model, const MoeShape &shape, double rows,
                        int64_t localExperts, DType dtype) {
   const double experts = double(localExperts), hidden = double(shape.hidden);
-  return gemmUs(model, rows, double(rowsOfFirstGemm(shape)), hidden, experts, dtype) +
+  return gemmUs(model, rows, double(shape.firstGemmRows()), hidden, experts, dtype) +
          gemmUs(model, rows, hidden, double(shape.ffn), experts, dtype);
 }
 
 double expertBackwardUs(const CostModel &model, const MoeShape &shape, double rows,
                         int64_t localExperts, DType dtype) {
   const double experts = double(localExperts), hidden = double(shape.hidden);
-  const double fc1 = double(rowsOfFirstGemm(shape)), ffn = double(shape.ffn);
+  const double fc1 = double(shape.firstGemmRows()), ffn = double(shape.ffn);
   // Input gradients: [rows x out] x [out x in]; weight gradients: [in x rows] x
   // [rows x out].
   return gemmUs(model, rows, hidden, fc1, experts, dtype) +
@@ -162,7 +159,7 @@ std::vector<int64_t> moeDegrees(const MoeShape &shape) {
 MoeShape expertShard(const MoeShape &shape, int64_t shards) {
   MoeShape shard = shape;
   shard.ffn = shape.ffn / shards;
-  shard.fc1Rows = rowsOfFirstGemm(shape) / shards;
+  shard.fc1Rows = shape.firstGemmRows() / shards;
   return shard;
 }
 
@@ -221,6 +218,39 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
                          model.overlapSlowdown());
 }
 
+MoePhasesChoice fastestMoePhases(const CostModel &model, const MoeShape &shape, int64_t ep,
+                                 Group dp, double imbalance, DType dtype,
+                                 const std::vector<CompressionMethod> &compressions,
+                                 Group shardGroup) {
+  auto fastest = [&](AllToAllAlgorithm algorithm, CompressionMethod tokens, bool backward) {
+    std::pair<int64_t, double> chosen{1, 0};
+    for (int64_t chunks : moeDegrees(shape)) {
+      const double us = moePhaseUs(model, shape, ep, dp, chunks, algorithm, backward, imbalance,
+                                   dtype, tokens, shardGroup);
+      // Strictly faster: ties keep the smaller degree.
+      if (chunks == 1 || us < chosen.second)
+        chosen = {chunks, us};
+    }
+    return chosen;
+  };
+  // Compressing the tokens shrinks the all-to-alls only (ep > 1), at the price of its kernels.
+  std::vector<CompressionMethod> tokenChoices = {CompressionMethod::None};
+  for (CompressionMethod method : compressions)
+    if (ep > 1 && compressesTokens(method, dtype) &&
+        std::find(tokenChoices.begin(), tokenChoices.end(), method) == tokenChoices.end())
+      tokenChoices.push_back(method);
+  std::optional<MoePhasesChoice> best;
+  for (CompressionMethod tokens : tokenChoices)
+    for (AllToAllAlgorithm algorithm : {AllToAllAlgorithm::Flat, AllToAllAlgorithm::Hierarchical}) {
+      auto [forward, forwardUs] = fastest(algorithm, tokens, false);
+      auto [backward, backwardUs] = fastest(algorithm, tokens, true);
+      // Strictly faster: ties keep no compression and the flat all-to-all.
+      if (!best || forwardUs + backwardUs < best->forwardUs + best->backwardUs)
+        best = MoePhasesChoice{{forward, backward, algorithm, tokens}, forwardUs, backwardUs};
+    }
+  return *best;
+}
+
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
                           int zero, double microBatchesInFlight, const TrainingSetup &setup) {
   if (std::string problem = checkExpertParallel(shape, ep, dp); !problem.empty())
@@ -243,7 +273,7 @@ MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, 
   const double rows = double(shape.experts) * double(shape.capacity());
   const double perLayer =
       double(shape.tokens) * double(shape.experts) +
-      rows * (2.0 * double(shape.hidden) + double(rowsOfFirstGemm(shape)) + double(shape.ffn));
+      rows * (2.0 * double(shape.hidden) + double(shape.firstGemmRows()) + double(shape.ffn));
   memory.activationsBytes = perLayer * elementBytes * double(moeLayers) * microBatchesInFlight;
   memory.buffersBytes = moeLayers > 0 ? 2.0 * dispatchBytes(shape, setup.computeDtype) : 0.0;
   return memory;

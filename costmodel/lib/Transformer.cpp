@@ -210,8 +210,8 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
                ? ""
                : text("ep", config.ep) + " and expert tensor parallelism need a model with MoE blocks";
   const MoeShape &exported = shape.moe->layer;
-  const int64_t fc1Rows = exported.fc1Rows > 0 ? exported.fc1Rows : exported.ffn;
-  if (config.expertTensorParallel && (config.tp < 2 || exported.ffn % config.tp || fc1Rows % config.tp))
+  if (config.expertTensorParallel &&
+      (config.tp < 2 || exported.ffn % config.tp || exported.firstGemmRows() % config.tp))
     return "expert tensor parallelism needs tp > 1 dividing the experts' width " +
            std::to_string(exported.ffn);
   if (tokens % config.tp != 0)
@@ -548,7 +548,7 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
                                 true, setup.moeImbalance, dtype, choice.tokens, shards);
   // Useful expert FLOPs: every token through top-k experts' two GEMMs.
   cost.forwardFlops += 2.0 * double(layer.tokens) * double(layer.topK) *
-                       (double(layer.fc1Rows > 0 ? layer.fc1Rows : layer.ffn) * h + h * double(layer.ffn));
+                       (double(layer.firstGemmRows()) * h + h * double(layer.ffn));
   if (!config.sequenceParallel && config.tp > 1) {
     const double gatherUs = collectiveUs(model, CollectiveKind::AllGather, activationBytes, groups.tensor);
     cost.tensorCommForwardUs += gatherUs;
@@ -762,46 +762,12 @@ std::vector<int64_t> expertParallelDegrees(const TransformerShape &shape, const 
 MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelConfig &config,
                                  const TrainingSetup &setup, const CostModel &model,
                                  const std::vector<CompressionMethod> &compressions) {
-  MoeLayerChoice best;
   if (!shape.moe)
-    return best;
-  const MoeShape layer = moeLayerShape(shape, config);
-  const Group data = parallelGroups(config, model.cluster()).data;
-  const Group shards = expertShardGroup(config, model.cluster());
-  auto fastest = [&](AllToAllAlgorithm algorithm, CompressionMethod tokens, bool backward) {
-    std::pair<int64_t, double> chosen{1, 0};
-    for (int64_t chunks : moeDegrees(layer)) {
-      double us = moePhaseUs(model, layer, config.ep, data, chunks, algorithm, backward,
-                             setup.moeImbalance, setup.computeDtype, tokens, shards);
-      // Strictly faster: ties keep the smaller degree.
-      if (chunks == 1 || us < chosen.second)
-        chosen = {chunks, us};
-    }
-    return chosen;
-  };
-  // Compressing the tokens shrinks the all-to-alls only (ep > 1), at the price of its kernels.
-  std::vector<CompressionMethod> tokenChoices = {CompressionMethod::None};
-  for (CompressionMethod method : compressions)
-    if (config.ep > 1 && compressesTokens(method, setup.computeDtype) &&
-        std::find(tokenChoices.begin(), tokenChoices.end(), method) == tokenChoices.end())
-      tokenChoices.push_back(method);
-  double bestUs = 0;
-  bool first = true;
-  for (CompressionMethod tokens : tokenChoices)
-    for (AllToAllAlgorithm algorithm : {AllToAllAlgorithm::Flat, AllToAllAlgorithm::Hierarchical}) {
-      auto [forward, forwardUs] = fastest(algorithm, tokens, false);
-      auto [backward, backwardUs] = fastest(algorithm, tokens, true);
-      // Strictly faster: ties keep no compression and the flat all-to-all.
-      if (first || forwardUs + backwardUs < bestUs) {
-        first = false;
-        bestUs = forwardUs + backwardUs;
-        best.forward = forward;
-        best.backward = backward;
-        best.algorithm = algorithm;
-        best.tokens = tokens;
-      }
-    }
-  return best;
+    return {};
+  return fastestMoePhases(model, moeLayerShape(shape, config), config.ep,
+                          parallelGroups(config, model.cluster()).data, setup.moeImbalance,
+                          setup.computeDtype, compressions, expertShardGroup(config, model.cluster()))
+      .choice;
 }
 
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,

@@ -37,39 +37,13 @@ struct LayerPricer {
     return {choice, phaseUs(layer, choice.forward, choice.algorithm, choice.tokens, false),
             phaseUs(layer, choice.backward, choice.algorithm, choice.tokens, true)};
   }
-  /// The fastest degree of one phase (the smaller on ties).
-  std::pair<int64_t, double> bestDegree(const MoeLayer &layer, AllToAllAlgorithm algorithm,
-                                        cost::CompressionMethod tokens, bool backward) const {
-    std::pair<int64_t, double> best{1, phaseUs(layer, 1, algorithm, tokens, backward)};
-    for (int64_t r : moeDegrees(layer.shape))
-      if (double us = phaseUs(layer, r, algorithm, tokens, backward); us < best.second)
-        best = {r, us};
-    return best;
-  }
-  /// The token compressions auto tries: none, then the allowed ones that
-  /// shrink this model's tokens, when there is an all-to-all to shrink.
-  std::vector<cost::CompressionMethod> tokenCompressions() const {
-    std::vector<cost::CompressionMethod> methods = {cost::CompressionMethod::None};
-    if (ep > 1)
-      for (cost::CompressionMethod method : request.compressors)
-        if (cost::compressesTokens(method, request.setup.computeDtype) &&
-            std::find(methods.begin(), methods.end(), method) == methods.end())
-          methods.push_back(method);
-    return methods;
-  }
-  /// auto: each phase's fastest degree under each algorithm and token
-  /// compression, the fastest pair (flat and uncompressed on ties).
+  /// auto: each phase's fastest degree under each algorithm and allowed token
+  /// compression, the fastest pair (cost::fastestMoePhases).
   MoeLayerTime best(const MoeLayer &layer) const {
-    std::optional<MoeLayerTime> best;
-    for (cost::CompressionMethod tokens : tokenCompressions())
-      for (AllToAllAlgorithm algorithm : kAlgorithms) {
-        auto [forward, forwardUs] = bestDegree(layer, algorithm, tokens, false);
-        auto [backward, backwardUs] = bestDegree(layer, algorithm, tokens, true);
-        MoeLayerTime time{{forward, backward, algorithm, tokens}, forwardUs, backwardUs};
-        if (!best || time.forwardUs + time.backwardUs < best->forwardUs + best->backwardUs)
-          best = time;
-      }
-    return *best;
+    const cost::MoePhasesChoice best =
+        cost::fastestMoePhases(model, layer.shape, ep, request.dp, request.imbalance,
+                               request.setup.computeDtype, request.compressors);
+    return {best.choice, best.forwardUs, best.backwardUs};
   }
   /// PipeMoE's rule: the time of each stage linear in its size, fitted through
   /// the whole and an eighth of the buffer (flat all-to-all, forward), no

@@ -3,11 +3,11 @@
 
 #include "zen/CostModel/Moe.h"
 #include "zen/CostModel/Pipeline.h"
-#include "zen/Planner/Moe.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 #include <tuple>
 
 namespace zen::plan {
@@ -114,6 +114,14 @@ void finish(ParallelEvaluation &eval, double syncExposedUs, const cost::CostMode
 
 bool syncsByAllReduce(const ParallelConfig &config) { return config.dp > 1 && config.zero <= 1; }
 
+/// `sync` as the runtime runs it: the experts' gradients over their replicas,
+/// not the dp group (its buckets split so, as the data-parallel MoE plan's are).
+ExpertParallelSync overExpertReplicas(const GradientSync &sync, const ParallelConfig &config) {
+  if (config.ep == 1)
+    return {sync.problem, sync.plan};
+  return expertParallelSync(sync, config.ep, sync.problem.group);
+}
+
 } // namespace
 
 Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &config,
@@ -183,19 +191,28 @@ ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const Para
   AutotuneResult planned = autotune(gradients.problem, model, sync);
   gradients.plan = planned.best;
   double exposedUs = planned.bestEval.exposedCommUs;
-  if (config.ep > 1) {
-    // The experts' gradients travel over their replicas, not the dp group: the
-    // planned buckets split so (as the data-parallel MoE plan's are).
-    ExpertParallelSync split = expertParallelSync(gradients, config.ep, gradients.problem.group);
+  ExpertParallelSync split = overExpertReplicas(gradients, config);
+  if (config.ep > 1)
     exposedUs = evaluate(split.problem, split.plan, model).exposedCommUs;
-    gradients.problem = std::move(split.problem);
-    gradients.plan = std::move(split.plan);
-  }
   finish(eval, exposedUs, model, setup.computeDtype);
-  eval.syncProblem = std::move(gradients.problem);
-  eval.syncPlan = std::move(gradients.plan);
+  eval.syncProblem = std::move(split.problem);
+  eval.syncPlan = std::move(split.plan);
   eval.syncPlanned = true;
   return eval;
+}
+
+ExpertParallelSync stageSyncSchedule(const ParallelEvaluation &eval, const cost::TrainingSetup &setup,
+                                     const cost::CostModel &model) {
+  if (eval.syncProblem && eval.syncPlan)
+    return {*eval.syncProblem, *eval.syncPlan};
+  GradientSync gradients;
+  gradients.problem = stageSyncProblem(eval.stages.front(), eval.config, setup, model, &gradients.expert);
+  std::string error;
+  std::optional<PlanChoice> ddp = baselineChoice("ddp", gradients.problem, model, BaselineOptions{}, error);
+  if (!ddp)
+    throw std::logic_error("the first stage's gradients have no DDP buckets: " + error);
+  gradients.plan = std::move(*ddp);
+  return overExpertReplicas(gradients, eval.config);
 }
 
 namespace {

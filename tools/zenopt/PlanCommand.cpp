@@ -360,26 +360,11 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
                            configText(least.config) + ", needs " + memoryText(least.memory));
   }
   const plan::ParallelEvaluation &best = *result.best;
-  plan::GradientSync sync;
-  sync.problem = best.syncProblem ? *best.syncProblem
-                                  : plan::stageSyncProblem(best.stages.front(), best.config,
-                                                           request.setup, model, &sync.expert);
-  if (best.syncPlan) {
-    sync.plan = *best.syncPlan;
-  } else {
-    // ZeRO 2/3 and dp 1: the ZeRO traffic is in the stage costs; the schedule
-    // carries the first stage's gradients in DDP's buckets, the experts' over
-    // their replicas.
-    std::optional<plan::PlanChoice> ddp =
-        plan::baselineChoice("ddp", sync.problem, model, plan::BaselineOptions{}, error);
-    if (!ddp)
-      throw CommandError(ExitSoftware, options.model + ": " + error);
-    sync.plan = *ddp;
-    if (best.config.ep > 1) {
-      plan::ExpertParallelSync split = plan::expertParallelSync(sync, best.config.ep, sync.problem.group);
-      sync.problem = std::move(split.problem);
-      sync.plan = std::move(split.plan);
-    }
+  plan::ExpertParallelSync sync;
+  try {
+    sync = plan::stageSyncSchedule(best, request.setup, model);
+  } catch (const std::logic_error &problem) {
+    throw CommandError(ExitSoftware, options.model + ": " + problem.what());
   }
   const plan::Problem &problem = sync.problem;
   plan::PlanChoice &choice = sync.plan;

@@ -135,6 +135,23 @@ double moePhaseUs(const CostModel &model, const MoeShape &shape, int64_t ep, Gro
                   DType dtype, CompressionMethod tokens = CompressionMethod::None,
                   Group shardGroup = Group{1, 1});
 
+/// One layer's fastest phases alone: a degree per phase and the algorithm and
+/// token compression they share, with each phase's time (moePhaseUs).
+struct MoePhasesChoice {
+  MoeLayerChoice choice;
+  double forwardUs = 0;
+  double backwardUs = 0;
+};
+
+/// Under each all-to-all algorithm and token compression (none, then those of
+/// `compressions` that compressesTokens at `dtype`, only with ep > 1), each
+/// phase's fastest degree of moeDegrees (the smaller on ties); the pair with
+/// the least sum (flat and uncompressed on ties). Throws as moePhasePieces.
+MoePhasesChoice fastestMoePhases(const CostModel &model, const MoeShape &shape, int64_t ep,
+                                 Group dp, double imbalance, DType dtype,
+                                 const std::vector<CompressionMethod> &compressions,
+                                 Group shardGroup = Group{1, 1});
+
 /// One GPU's memory for a model's MoE layers, in MemoryBreakdown's categories.
 struct MoeMemory {
   double weightsBytes = 0;     // expert weights: experts / ep per layer, ZeRO 3 shards them

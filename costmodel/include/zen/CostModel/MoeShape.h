@@ -34,6 +34,8 @@ struct MoeShape {
   int64_t capacity() const;
   /// Parameters of one expert: both weights and, with `biases`, both biases.
   double expertParams() const;
+  /// Rows of the first expert GEMM's weight: fc1Rows when set, else ffn.
+  int64_t firstGemmRows() const { return fc1Rows > 0 ? fc1Rows : ffn; }
 };
 
 enum class AllToAllAlgorithm { Flat, Hierarchical };

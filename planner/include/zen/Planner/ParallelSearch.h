@@ -12,6 +12,7 @@
 #define ZEN_PLANNER_PARALLELSEARCH_H
 
 #include "zen/CostModel/Transformer.h"
+#include "zen/Planner/Moe.h"
 #include "zen/Planner/Planning.h"
 
 #include <map>
@@ -84,6 +85,14 @@ ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const cost
 Problem stageSyncProblem(const cost::StageCost &stage, const cost::ParallelConfig &config,
                          const cost::TrainingSetup &setup, const cost::CostModel &model,
                          std::vector<bool> *experts = nullptr);
+
+/// The first stage's data-parallel gradient schedule of `eval` as the plan file
+/// carries it: the planned sync (ZeRO 0/1, scoreWithSync), else (ZeRO 2/3,
+/// dp 1: their traffic is in the stage costs) DDP's buckets; the experts'
+/// gradients over their replicas either way. Throws std::logic_error when DDP's
+/// buckets cannot be made.
+ExpertParallelSync stageSyncSchedule(const ParallelEvaluation &eval, const cost::TrainingSetup &setup,
+                                     const cost::CostModel &model);
 
 struct ParallelResult {
   /// The fastest configuration that fits; nullopt when none does.
