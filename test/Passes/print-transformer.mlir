@@ -10,6 +10,11 @@
 // GPT2: remark: transformer gpt: layers 12, hidden 768, heads 12 (from the head-split Reshape), ffn 3072, seq 128, vocab 50257, batch 1, qkv fused; params per block 7087872, embedding 39383808, head 38598912; replicated [/head/MatMul]
 // BERT: remark: transformer bert: layers 12, hidden 768, heads 12 (from the head-split Reshape), ffn 3072, seq 128, vocab 0, batch 1, qkv fused; params per block 7087872, embedding 0, head 0; replicated []
 // GEN: remark: transformer gpt: layers 3, hidden 256, heads 8 (from the head-split Reshape), ffn 768, seq 64, vocab 512, batch 1, qkv separate; params per block 658432, embedding 147456, head 131584; replicated [head/MatMul_207]
+// MoE blocks (every second block's MLP 8 experts of ffn 1024, router 256 x 8) are recognised,
+// with dense blocks alike and MoE blocks alike, the experts counted apart.
+// RUN: zenopt-modelgen moe --layers 4 --hidden 256 --heads 4 --seq 128 --vocab 1000 --experts 8 --top-k 2 --moe-every 2 -o %t.moe.onnx
+// RUN: zenopt %t.moe.onnx --emit mlir -q | zenopt-opt --zen-print-transformer --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=MOE
+// MOE: remark: transformer gpt: layers 4, hidden 256, heads 4 (from the head-split Reshape), ffn 1024, seq 128, vocab 1000, batch 1, qkv separate; params per block 789760, embedding 288768, head 256512; replicated [head/MatMul_326]; MoE blocks [1, 3]: 8 experts, top-2, expert ffn 1024, params per MoE block 266240 besides its experts' 4204544
 // NONE: warning: no transformer recognised: no transformer block
 
 // A hand-written two-block encoder without head-split Reshapes: heads = hidden / 64.

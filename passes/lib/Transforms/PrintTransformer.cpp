@@ -42,6 +42,14 @@ struct PrintTransformerPass : impl::PrintTransformerBase<PrintTransformerPass> {
            << ", embedding " << static_cast<int64_t>(shape.embeddingParams) << ", head "
            << static_cast<int64_t>(shape.headParams) << "; replicated ["
            << llvm::join(shape.replicated, ", ") << "]";
+    if (const std::optional<cost::MoeBlocks> &moe = shape.moe) {
+      remark << "; MoE blocks [";
+      llvm::interleaveComma(moe->blocks, remark);
+      remark << "]: " << moe->layer.experts << " experts, top-" << moe->layer.topK
+             << ", expert ffn " << moe->layer.ffn << ", params per MoE block "
+             << static_cast<int64_t>(moe->blockParams) << " besides its experts' "
+             << static_cast<int64_t>(moe->expertParams);
+    }
   }
 };
 } // namespace

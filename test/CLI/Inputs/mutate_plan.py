@@ -41,6 +41,8 @@ elif mutation == "parallel_moe_ep":
     plan["parallel"]["moe"]["ep"] = 3
 elif mutation == "parallel_moe_etp":
     plan["parallel"]["moe"]["expert_tensor_parallel"] = 3
+elif mutation == "parallel_moe_tokens":
+    plan["parallel"]["moe"]["token_compression"] = "topk"
 elif mutation == "parallel_moe_all_to_all":
     plan["parallel"]["moe"]["all_to_all"] = "ring"
 elif mutation == "moe_ep":

@@ -551,6 +551,16 @@ TEST(MoeLargeModelTest, ForcedExpertParallelismIsKeptOrRefused) {
   ParallelResult refused = searchParallel(shape, model, request);
   EXPECT_FALSE(refused.best);
   EXPECT_NE(refused.invalid.find("ep 3"), std::string::npos) << refused.invalid;
+  // Each tensor-parallel rank routes its share of a micro-batch's tokens, and
+  // the pipelining degrees cut the capacity into equal pieces.
+  cost::TransformerShape odd = shape;
+  odd.seq = 4095;
+  ParallelConfig shared = expertParallel(2, 1, 128, 8, 0, 2);
+  EXPECT_NE(cost::checkConfig(odd, shared, request.setup, 256).find("tokens of a micro-batch that the MoE blocks route"),
+            std::string::npos);
+  shared.experts.forward = 3;
+  EXPECT_NE(cost::checkConfig(shape, shared, request.setup, 256).find("MoE pipelining degree 3 does not divide"),
+            std::string::npos);
   // A dense model has no experts to spread.
   ParallelConfig config = dataParallel(64, 2, 0);
   config.microBatches = 8;
