@@ -50,3 +50,29 @@ module attributes {zen.parallel = #zen.parallel<sequence_parallel = true>} {
     return
   }
 }
+
+// -----
+
+// A block whose MLP is an MoE layer: its tokens and experts have no
+// tensor-parallel form in the IR yet, so the pass refuses it at the dispatch.
+module {
+  func.func @train_step(%x: tensor<4x8xf32>) {
+    %qkv.weight = zen.param "qkv.weight" : tensor<8x24xf32>
+    %out.weight = zen.param "out.weight" : tensor<8x8xf32>
+    %router.weight = zen.param "router.weight" : tensor<8x4xf32>
+    %w1 = zen.param "moe.fc1.weight" : tensor<4x32x8xf32>
+    %w2 = zen.param "moe.fc2.weight" : tensor<4x8x32xf32>
+    %qkv = zen.compute "MatMul" forward(%x, %qkv.weight) {node = "qkv/MatMul", flops = 1536 : i64, bytes = 1280 : i64} : (tensor<4x8xf32>, tensor<8x24xf32>) -> tensor<4x24xf32>
+    %heads = zen.compute "Reshape" forward(%qkv) {node = "attn/Reshape", flops = 0 : i64, bytes = 0 : i64} : (tensor<4x24xf32>) -> tensor<4x3x2x4xf32>
+    %scores = zen.compute "MatMul" forward(%heads, %heads) {node = "attn/MatMul_0", flops = 256 : i64, bytes = 640 : i64} : (tensor<4x3x2x4xf32>, tensor<4x3x2x4xf32>) -> tensor<2x4x4xf32>
+    %probs = zen.compute "Softmax" forward(%scores) {node = "attn/Softmax", flops = 160 : i64, bytes = 256 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    %ctx = zen.compute "MatMul" forward(%probs, %heads) {node = "attn/MatMul_1", flops = 256 : i64, bytes = 640 : i64} : (tensor<2x4x4xf32>, tensor<4x3x2x4xf32>) -> tensor<4x8xf32>
+    %out = zen.compute "MatMul" forward(%ctx, %out.weight) {node = "out/MatMul", flops = 512 : i64, bytes = 512 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    %logits = zen.compute "MatMul" forward(%out, %router.weight) {node = "router/MatMul", flops = 256 : i64, bytes = 320 : i64} : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+    // expected-error @+1 {{tensor parallelism does not partition MoE blocks in the IR yet (tp = 2)}}
+    %d, %g = zen.moe_dispatch %out, %logits top 2 {flops = 64 : i64, bytes = 512 : i64, node = "moe"} : tensor<4x8xf32>, tensor<4x4xf32> -> tensor<4x2x8xf32>, tensor<4x2xf32>
+    %e = zen.moe_experts relu %d, %w1, %w2 {flops = 16384 : i64, bytes = 8192 : i64} : (tensor<4x2x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x2x8xf32>
+    %y = zen.moe_combine %e, %g {flops = 64 : i64, bytes = 512 : i64} : tensor<4x2x8xf32>, tensor<4x2xf32> -> tensor<4x8xf32>
+    return
+  }
+}

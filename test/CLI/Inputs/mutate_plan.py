@@ -41,6 +41,10 @@ elif mutation == "parallel_moe_ep":
     plan["parallel"]["moe"]["ep"] = 3
 elif mutation == "parallel_moe_etp":
     plan["parallel"]["moe"]["expert_tensor_parallel"] = 3
+elif mutation == "parallel_moe_blocks":
+    plan["parallel"]["moe"]["blocks"] = "1,3"
+elif mutation == "parallel_moe_capacity":
+    plan["parallel"]["moe"]["capacity"] = 0
 elif mutation == "parallel_moe_tokens":
     plan["parallel"]["moe"]["token_compression"] = "topk"
 elif mutation == "parallel_moe_all_to_all":
