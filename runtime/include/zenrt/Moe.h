@@ -1,7 +1,7 @@
 //===- zenrt/Moe.h - pipelined Mixture-of-Experts layer (C++ API) ----------===//
 //
-// One MoE layer's forward and backward on CPU ranks over MPI (docs/design.md "Mixture of
-// Experts"): every rank's dispatch buffer goes to the ranks that hold the experts (all-to-all),
+// One MoE layer's forward and backward, in host memory over MPI or in CUDA device memory over
+// NCCL (docs/design.md "Mixture of Experts"): every rank's dispatch buffer goes to the ranks that hold the experts (all-to-all),
 // each rank runs its experts' MLPs, and the results come back (all-to-all); the backward sends
 // the output gradients the same way and returns the input gradients. Split into r chunks
 // along the capacity, the chunks pipeline: the next chunk's exchange is in flight while this
@@ -16,6 +16,7 @@
 #include "zenrt/Plan.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,37 +55,79 @@ struct Schedule {
   TokenFormat tokens = TokenFormat::None;
 };
 
-/// What a forward keeps for the backward on the ranks that hold the experts, ordered by
-/// local expert, capacity row, source rank (so that neither depends on the chunks): the rows
-/// each expert received and its hidden units after the ReLU.
+/// Where a layer's weights and buffers live, and what carries its all-to-alls.
+enum class Memory {
+  Host,  // host memory; MPI
+  Device // the memory of this rank's CUDA device (rank % devices); NCCL
+};
+
+/// The ranks a layer runs over, made collectively over `comm` (an MPI_Comm*, null:
+/// MPI_COMM_WORLD; MPI must be initialised) once for any number of layers and steps (a Device
+/// communicator initialises NCCL, which takes a while); start-up waits are bounded by
+/// `timeoutSeconds`. Throws zenrt::Error: ZENRT_ERR_BACKEND when MPI, CUDA or NCCL fail, and
+/// for Device when libzenrt was built without CUDA or the rank sees no CUDA device;
+/// ZENRT_ERR_TIMEOUT when a rank does not join in time.
+class Communicator {
+public:
+  explicit Communicator(const void *comm = nullptr, Memory memory = Memory::Host,
+                        double timeoutSeconds = 300);
+  ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  Memory memory() const;
+  int rank() const;
+  int size() const;
+  /// This rank's CUDA device; -1 for Host.
+  int device() const;
+
+  struct State; // Moe.cpp
+  State &state() { return *state_; }
+
+private:
+  std::unique_ptr<State> state_;
+};
+
+/// What a forward keeps for the backward on the ranks that hold the experts, in the layer's
+/// memory, ordered by local expert, capacity row, source rank (so that neither depends on the
+/// chunks): the rows each expert received and its hidden units after the ReLU.
 struct Activations {
-  std::vector<float> rows;  // [experts / ranks][capacity][ranks][hidden]
-  std::vector<float> units; // [experts / ranks][capacity][ranks][ffn]
+  Memory memory = Memory::Host;
+  std::shared_ptr<float> rows;  // [experts / ranks][capacity][ranks][hidden]
+  std::shared_ptr<float> units; // [experts / ranks][capacity][ranks][ffn]
+  size_t rowFloats = 0, unitFloats = 0;
 };
 
 /// The gradients of the rank's experts, laid out as Layer's weights (a bias the layer does
-/// not have: empty).
+/// not have: empty), in host memory (a Device layer's are copied there when backward returns).
 struct Gradients {
   std::vector<float> fc1, fc1Bias, fc2, fc2Bias;
 };
 
 /// Runs the layer: `dispatched` and `combined` are [experts][capacity][hidden] (row e, c of
-/// `combined` is expert e's output for row c of `dispatched`). Collective over `comm` (an
-/// MPI_Comm*, null: MPI_COMM_WORLD; MPI must be initialised). With `kept`, stores what
-/// `backward` needs there. Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for a shape or
-/// schedule that does not fit (null weights, the ranks not dividing the experts, r not
+/// `combined` is expert e's output for row c of `dispatched`), and they and the layer's weights
+/// are in the communicator's memory. Collective over `ranks`; complete on return. With `kept`,
+/// stores what `backward` needs there. Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for a
+/// shape or schedule that does not fit (null weights, the ranks not dividing the experts, r not
 /// dividing the capacity, ranksPerNode not dividing the ranks), ZENRT_ERR_TIMEOUT naming the
 /// rank, the exchange and the chunk for a wait that exceeded the timeout, ZENRT_ERR_BACKEND
-/// for an MPI error.
+/// for an MPI, NCCL or CUDA error.
 void forward(const Layer &layer, const Schedule &schedule, const float *dispatched, float *combined,
-             const void *comm = nullptr, Activations *kept = nullptr);
+             Communicator &ranks, Activations *kept = nullptr);
 
 /// The layer's backward from the gradient of `combined` ([experts][capacity][hidden]):
 /// writes the gradient of `dispatched` (same shape) and returns the gradients of the rank's
 /// experts, summed over every rank's rows. `kept` is what the forward of the same layer, over
 /// the same ranks, stored (any schedule: the degrees of forward and backward may differ).
-/// Collective over `comm`; throws as `forward` does (ZENRT_ERR_INVALID_ARGUMENT also for
-/// activations of another shape).
+/// Collective over `ranks`; throws as `forward` does (ZENRT_ERR_INVALID_ARGUMENT also for
+/// activations of another shape or memory).
+Gradients backward(const Layer &layer, const Schedule &schedule, const Activations &kept,
+                   const float *combinedGradient, float *dispatchedGradient, Communicator &ranks);
+
+/// The same in host memory over `comm` (an MPI_Comm*, null: MPI_COMM_WORLD), with a
+/// communicator made for the call.
+void forward(const Layer &layer, const Schedule &schedule, const float *dispatched, float *combined,
+             const void *comm = nullptr, Activations *kept = nullptr);
 Gradients backward(const Layer &layer, const Schedule &schedule, const Activations &kept,
                    const float *combinedGradient, float *dispatchedGradient,
                    const void *comm = nullptr);
