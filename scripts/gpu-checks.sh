@@ -8,8 +8,10 @@
 # bit for bit with the CPU kernels), the NCCL backend test and the executor on
 # device buffers (every compression method and collective shape, checked against
 # the host path and against zenopt-run's reference numerics, which must also fail on
-# the kernels zenopt-run-mutant breaks) on one rank and, when the machine has several
-# GPUs, on all of them. Fails when no GPU is visible (the tests would only skip).
+# the kernels zenopt-run-mutant breaks) and the pipelined MoE layer on device buffers
+# (zenrt-moe-check --device: every r, both all-to-alls, every token format, against the
+# unpipelined run bit for bit and a host reference) on one rank and, when the machine has
+# several GPUs, on all of them. Fails when no GPU is visible (the tests would only skip).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
@@ -23,7 +25,7 @@ gpus=$(nvidia-smi -L | wc -l)
 echo "gpu-checks: $gpus GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
 if [ "${ZEN_GPU_PREBUILT:-0}" = 1 ]; then
-  for b in ZenRuntimeCudaTests ZenRuntimeKernelTests ZenRuntimeApiTests zenopt-run zenopt-run-mutant; do
+  for b in ZenRuntimeCudaTests ZenRuntimeKernelTests ZenRuntimeApiTests zenopt-run zenopt-run-mutant zenrt-moe-check; do
     [ -x "$build/bin/$b" ] || { echo "gpu-checks: $build/bin/$b missing (ZEN_GPU_PREBUILT=1)" >&2; exit 1; }
   done
 elif [ ! -f "$build/build.ninja" ]; then
@@ -31,7 +33,7 @@ elif [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=${MLIR_DIR:-/usr/lib/llvm-19/lib/cmake/mlir} \
     -DLLVM_EXTERNAL_LIT=${LLVM_EXTERNAL_LIT:-/usr/lib/llvm-19/build/utils/lit/lit.py}
 fi
-[ "${ZEN_GPU_PREBUILT:-0}" = 1 ] || ninja -C "$build" -j "$jobs" ZenRuntimeCudaTests ZenRuntimeKernelTests ZenRuntimeApiTests zenopt-run zenopt-run-mutant
+[ "${ZEN_GPU_PREBUILT:-0}" = 1 ] || ninja -C "$build" -j "$jobs" ZenRuntimeCudaTests ZenRuntimeKernelTests ZenRuntimeApiTests zenopt-run zenopt-run-mutant zenrt-moe-check
 
 mpirun=(mpirun --allow-run-as-root --oversubscribe)
 # Fail rather than skip: every test must really run on this machine.
@@ -45,8 +47,19 @@ if echo "$out" | grep -q "SKIPPED"; then
 fi
 if [ "$gpus" -gt 1 ]; then
   "${mpirun[@]}" -np "$gpus" "$build/bin/ZenRuntimeCudaTests" \
-    --gtest_filter='Nccl.*:DeviceExecutor.*'
+    --gtest_filter='Nccl.*:DeviceExecutor.*:DeviceMoe.*'
 fi
+# The MoE layer end to end on device buffers, against the host reference (moe.test's checks).
+for ranks in 1 $([ "$gpus" -gt 1 ] && echo "$gpus"); do
+  for tokens in none fp16 bf16 int8; do
+    out=$("${mpirun[@]}" -np "$ranks" "$build/bin/zenrt-moe-check" --device --experts $((8 * ranks)) \
+      --hidden 24 --ffn 40 --capacity 8 --chunks 1,2,4,8 --algorithms flat,2d \
+      --ranks-per-node 1 --tokens "$tokens" --timeout 60 2>&1) || { echo "$out"; exit 1; }
+    grep -q "moe numerics: OK" <<<"$out" || { echo "$out"; echo "gpu-checks: zenrt-moe-check" \
+      "--device --tokens $tokens on $ranks rank(s) did not pass" >&2; exit 1; }
+  done
+done
+echo "gpu-checks: MoE layer on device buffers: every r, algorithm and token format ok"
 # End to end on device buffers: zenopt-run --device checks every method's numerics
 # (exact, bounded, reference top-k/random-k/sign/PowerSGD and error feedback) as the lit
 # tests do on host buffers. check_plan RANKS "MAKE-PLAN ARGS" [ZENOPT-RUN ARGS...] runs one

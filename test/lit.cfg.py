@@ -20,6 +20,11 @@ config.environment["ZEN_MPIEXEC"] = config.mpiexec
 config.substitutions.append(("%mpirun", os.path.join(config.zen_src_root, "test", "mpirun.sh")))
 if config.zen_have_cuda:
     config.available_features.add("cuda")
+    # A visible GPU: device paths run instead of being refused.
+    import shutil, subprocess
+    smi = shutil.which("nvidia-smi")
+    if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
+        config.available_features.add("gpu")
 # zenopt.torch: Debian's interpreter with PyTorch and the build tree's package; waits time out
 # after a minute, so that a test that should fail fails rather than hangs.
 if config.torch_python:

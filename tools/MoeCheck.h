@@ -11,11 +11,17 @@
 #include "DeterministicValues.h"
 #include "zenrt/Moe.h"
 
+#ifdef ZENRT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -303,33 +309,123 @@ inline std::string firstDifference(const MoeResult &a, const MoeResult &b) {
   return "";
 }
 
-/// Runs the layer through libzenrt: forward in `forwardChunks`, then backward in
-/// `backwardChunks` (the schedule otherwise as given), each phase after `synchronise()`;
-/// stores each phase's microseconds where asked.
+/// Floats in a communicator's memory: host vectors, or copies in CUDA device memory (Device).
+class LayerBuffer {
+public:
+  /// A copy of from[count] (null: zeros).
+  LayerBuffer(zenrt::moe::Memory memory, const float *from, size_t count)
+      : memory(memory), count(count) {
+    if (memory == zenrt::moe::Memory::Host) {
+      host.assign(from, from + (from ? count : 0));
+      host.resize(count);
+      return;
+    }
+#ifdef ZENRT_HAVE_CUDA
+    float *data = nullptr;
+    check(cudaMalloc(reinterpret_cast<void **>(&data), count * sizeof(float) + 1), "cudaMalloc");
+    device.reset(data, [](float *pointer) { cudaFree(pointer); });
+    if (from)
+      check(cudaMemcpy(data, from, count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+    else
+      check(cudaMemset(data, 0, count * sizeof(float)), "cudaMemset");
+#else
+    throw std::runtime_error("device memory needs a build with CUDA");
+#endif
+  }
+  float *data() { return memory == zenrt::moe::Memory::Host ? host.data() : device.get(); }
+  std::vector<float> toHost() const {
+    if (memory == zenrt::moe::Memory::Host)
+      return host;
+    std::vector<float> out(count);
+#ifdef ZENRT_HAVE_CUDA
+    check(cudaMemcpy(out.data(), device.get(), count * sizeof(float), cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
+#endif
+    return out;
+  }
+
+private:
+#ifdef ZENRT_HAVE_CUDA
+  static void check(cudaError_t code, const char *what) {
+    if (code != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(code));
+  }
+#endif
+  zenrt::moe::Memory memory;
+  size_t count;
+  std::vector<float> host;
+  std::shared_ptr<float> device;
+};
+
+/// A layer whose weights (those `layer` points at, the rank's experts) and whose
+/// [experts][capacity][hidden] input, output and their gradients are in `ranks`' memory.
+struct StagedLayer {
+  StagedLayer(const zenrt::moe::Layer &layer, const zenrt::moe::Communicator &ranks,
+              const std::vector<float> &dispatched, const std::vector<float> &combinedGradient)
+      : memory(ranks.memory()), layer(layer) {
+    const size_t local = size_t(layer.experts / std::max(ranks.size(), 1)),
+                 h = size_t(layer.hidden), f = size_t(layer.ffn);
+    auto stage = [&](const float *&weights, size_t count) {
+      if (!weights)
+        return;
+      weights_.emplace_back(memory, weights, count);
+      weights = weights_.back().data();
+    };
+    weights_.reserve(4);
+    stage(this->layer.fc1, local * f * h);
+    stage(this->layer.fc1Bias, local * f);
+    stage(this->layer.fc2, local * h * f);
+    stage(this->layer.fc2Bias, local * h);
+    buffers.emplace_back(memory, dispatched.data(), dispatched.size());
+    buffers.emplace_back(memory, combinedGradient.data(), combinedGradient.size());
+    // Outputs start as NaN: a row the layer does not write fails every check.
+    const std::vector<float> unwritten(dispatched.size(), NAN);
+    buffers.emplace_back(memory, unwritten.data(), unwritten.size());
+    buffers.emplace_back(memory, unwritten.data(), unwritten.size());
+  }
+  const float *dispatched() { return buffers[0].data(); }
+  const float *combinedGradient() { return buffers[1].data(); }
+  float *combined() { return buffers[2].data(); }
+  float *dispatchedGradient() { return buffers[3].data(); }
+  std::vector<float> combinedOnHost() const { return buffers[2].toHost(); }
+  std::vector<float> dispatchedGradientOnHost() const { return buffers[3].toHost(); }
+
+  zenrt::moe::Memory memory;
+  zenrt::moe::Layer layer; // pointing at the staged weights
+
+private:
+  std::vector<LayerBuffer> weights_, buffers;
+};
+
+/// Runs the layer through libzenrt in `ranks`' memory: forward in `forwardChunks`, then
+/// backward in `backwardChunks` (the schedule otherwise as given), each phase after
+/// `synchronise()`; stores each phase's microseconds where asked.
 template <typename Synchronise>
 MoeResult runLayer(const zenrt::moe::Layer &layer, zenrt::moe::Schedule schedule,
                    int64_t forwardChunks, int64_t backwardChunks,
                    const std::vector<float> &dispatched, const std::vector<float> &combinedGradient,
-                   const void *comm, Synchronise synchronise, double *forwardUs = nullptr,
-                   double *backwardUs = nullptr) {
+                   zenrt::moe::Communicator &ranks, Synchronise synchronise,
+                   double *forwardUs = nullptr, double *backwardUs = nullptr) {
   using Clock = std::chrono::steady_clock;
+  StagedLayer staged(layer, ranks, dispatched, combinedGradient);
   MoeResult out;
-  out.combined.assign(dispatched.size(), NAN);
-  out.dispatchedGradient.assign(dispatched.size(), NAN);
   zenrt::moe::Activations kept;
   synchronise();
   auto start = Clock::now();
   schedule.chunks = forwardChunks;
-  zenrt::moe::forward(layer, schedule, dispatched.data(), out.combined.data(), comm, &kept);
+  zenrt::moe::forward(staged.layer, schedule, staged.dispatched(), staged.combined(), ranks,
+                      &kept);
   if (forwardUs)
     *forwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
   synchronise();
   start = Clock::now();
   schedule.chunks = backwardChunks;
-  out.gradients = zenrt::moe::backward(layer, schedule, kept, combinedGradient.data(),
-                                       out.dispatchedGradient.data(), comm);
+  out.gradients = zenrt::moe::backward(staged.layer, schedule, kept, staged.combinedGradient(),
+                                       staged.dispatchedGradient(), ranks);
   if (backwardUs)
     *backwardUs = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+  out.combined = staged.combinedOnHost();
+  out.dispatchedGradient = staged.dispatchedGradientOnHost();
   return out;
 }
 

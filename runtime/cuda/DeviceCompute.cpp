@@ -90,74 +90,63 @@ public:
   }
 
   void floatToHalf(const float *in, uint16_t *out, size_t n) override {
-    guarded([&] { cuda::floatToHalf(in, out, n, stream); });
+    runOnDevice(device, [&] { cuda::floatToHalf(in, out, n, stream); });
   }
   void halfToFloat(const uint16_t *in, float *out, size_t n) override {
-    guarded([&] { cuda::halfToFloat(in, out, n, stream); });
+    runOnDevice(device, [&] { cuda::halfToFloat(in, out, n, stream); });
   }
   void floatToBF16(const float *in, uint16_t *out, size_t n) override {
-    guarded([&] { cuda::floatToBF16(in, out, n, stream); });
+    runOnDevice(device, [&] { cuda::floatToBF16(in, out, n, stream); });
   }
   void bf16ToFloat(const uint16_t *in, float *out, size_t n) override {
-    guarded([&] { cuda::bf16ToFloat(in, out, n, stream); });
+    runOnDevice(device, [&] { cuda::bf16ToFloat(in, out, n, stream); });
   }
   void quantizeInt8(const float *in, size_t n, uint8_t *payload) override {
-    guarded([&] { cuda::quantizeInt8(in, n, payload, stream); });
+    runOnDevice(device, [&] { cuda::quantizeInt8(in, n, payload, stream); });
   }
   void dequantizeInt8(const uint8_t *payload, size_t n, float *out, bool accumulate) override {
-    guarded([&] { cuda::dequantizeInt8(payload, n, out, accumulate, stream); });
+    runOnDevice(device, [&] { cuda::dequantizeInt8(payload, n, out, accumulate, stream); });
   }
   void compressSign(const float *in, size_t n, uint8_t *payload) override {
-    guarded([&] { cuda::compressSign(in, n, payload, stream); });
+    runOnDevice(device, [&] { cuda::compressSign(in, n, payload, stream); });
   }
   void decompressSign(const uint8_t *payload, size_t n, float *out, bool accumulate) override {
-    guarded([&] { cuda::decompressSign(payload, n, out, accumulate, stream); });
+    runOnDevice(device, [&] { cuda::decompressSign(payload, n, out, accumulate, stream); });
   }
   void selectTopK(const float *in, size_t n, size_t k, uint32_t *indices,
                   float *values) override {
-    guarded([&] { cuda::selectTopK(in, n, k, indices, values, stream); });
+    runOnDevice(device, [&] { cuda::selectTopK(in, n, k, indices, values, stream); });
   }
   void gather(const float *in, const uint32_t *indices, size_t k, float *values) override {
-    guarded([&] { cuda::gather(in, indices, k, values, stream); });
+    runOnDevice(device, [&] { cuda::gather(in, indices, k, values, stream); });
   }
   void scatter(const float *values, const uint32_t *indices, size_t k, float *out,
                bool accumulate) override {
-    guarded([&] { cuda::scatter(values, indices, k, out, accumulate, stream); });
+    runOnDevice(device, [&] { cuda::scatter(values, indices, k, out, accumulate, stream); });
   }
   void scale(float *data, size_t n, float factor) override {
-    guarded([&] { cuda::scale(data, n, factor, stream); });
+    runOnDevice(device, [&] { cuda::scale(data, n, factor, stream); });
   }
   void subtract(const float *a, const float *b, float *out, size_t n) override {
-    guarded([&] { cuda::subtract(a, b, out, n, stream); });
+    runOnDevice(device, [&] { cuda::subtract(a, b, out, n, stream); });
   }
   void add(const float *in, float *inout, size_t n) override {
-    guarded([&] { cuda::add(in, inout, n, stream); });
+    runOnDevice(device, [&] { cuda::add(in, inout, n, stream); });
   }
   void multiply(const float *m, size_t rows, size_t cols, const float *in, float *out,
                 size_t rank, bool transposeM) override {
-    guarded([&] { cuda::powerSgdMultiply(m, rows, cols, in, out, rank, transposeM, stream); });
+    runOnDevice(device,
+                [&] { cuda::powerSgdMultiply(m, rows, cols, in, out, rank, transposeM, stream); });
   }
   void orthonormalise(float *p, size_t rows, size_t rank) override {
-    guarded([&] { cuda::orthonormalise(p, rows, rank, stream); });
+    runOnDevice(device, [&] { cuda::orthonormalise(p, rows, rank, stream); });
   }
   void outerProduct(const float *p, const float *q, size_t rows, size_t cols, size_t rank,
                     float *out) override {
-    guarded([&] { cuda::outerProduct(p, q, rows, cols, rank, out, stream); });
+    runOnDevice(device, [&] { cuda::outerProduct(p, q, rows, cols, rank, out, stream); });
   }
 
 private:
-  /// The CUDA kernels throw std::runtime_error; the executor reports backend errors.
-  template <typename Body> void guarded(Body body) {
-    DeviceScope scope(device);
-    try {
-      body();
-    } catch (const RuntimeError &) {
-      throw;
-    } catch (const std::runtime_error &e) {
-      throw RuntimeError(ZENRT_ERR_BACKEND, e.what());
-    }
-  }
-
   int device;
   cudaStream_t stream;
 };

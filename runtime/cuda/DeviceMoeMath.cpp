@@ -2,7 +2,8 @@
 //
 // Device memory of one CUDA device and the kernels of MoeKernels.cu and CudaKernels.cu, all
 // queued on a stream of its own: the NCCL backend's all-to-alls run on theirs, and Moe.cpp
-// synchronises this one before a collective reads what a kernel wrote.
+// synchronises this one before a collective reads what a kernel wrote. Errors are the
+// backends' RuntimeError, which Moe.cpp reports as zenrt::Error.
 //
 //===----------------------------------------------------------------------===//
 #include "../lib/MoeMath.h"
@@ -10,7 +11,6 @@
 #include "DeviceScope.h"
 #include "MoeKernels.h"
 #include "zenrt/CudaKernels.h"
-#include "zenrt/Runtime.h"
 
 #include <cuda_runtime.h>
 
@@ -22,8 +22,8 @@ namespace {
 
 void checkCuda(cudaError_t code, const char *what) {
   if (code != cudaSuccess)
-    throw Error(ZENRT_ERR_BACKEND, std::string("MoE layer: ") + what + ": " +
-                                       cudaGetErrorString(code));
+    throw RuntimeError(ZENRT_ERR_BACKEND, std::string("MoE layer: ") + what + ": " +
+                                              cudaGetErrorString(code));
 }
 
 class DeviceMoeMath final : public MoeMath {
@@ -49,8 +49,9 @@ public:
     void *data = nullptr;
     if (cudaMalloc(&data, bytes ? bytes : 1) != cudaSuccess) {
       cudaGetLastError(); // clears the error of the failed allocation
-      throw Error(ZENRT_ERR_BACKEND, "MoE layer: cannot allocate " + std::to_string(bytes) +
-                                         " bytes on CUDA device " + std::to_string(device));
+      throw RuntimeError(ZENRT_ERR_BACKEND, "MoE layer: cannot allocate " +
+                                                std::to_string(bytes) + " bytes on CUDA device " +
+                                                std::to_string(device));
     }
     std::shared_ptr<void> owned(data, [device = device](void *pointer) {
       int previous = device;
@@ -83,7 +84,7 @@ public:
   }
   void encodeRows(moe::TokenFormat format, const float *rows, size_t count, size_t width,
                   uint8_t *out) override {
-    guarded([&] {
+    runOnDevice(device, [&] {
       auto *halves = reinterpret_cast<uint16_t *>(out);
       if (format == moe::TokenFormat::Fp16)
         cuda::floatToHalf(rows, halves, count * width, stream);
@@ -95,7 +96,7 @@ public:
   }
   void decodeRows(moe::TokenFormat format, const uint8_t *in, size_t count, size_t width,
                   float *rows) override {
-    guarded([&] {
+    runOnDevice(device, [&] {
       const auto *halves = reinterpret_cast<const uint16_t *>(in);
       if (format == moe::TokenFormat::Fp16)
         cuda::halfToFloat(halves, rows, count * width, stream);
@@ -107,38 +108,27 @@ public:
   }
   void rowProduct(const float *x, size_t n, size_t k, const float *w, size_t m, bool transposed,
                   float *out) override {
-    guarded([&] { cuda::moe::rowProduct(x, n, k, w, m, transposed, out, stream); });
+    runOnDevice(device, [&] { cuda::moe::rowProduct(x, n, k, w, m, transposed, out, stream); });
   }
   void addBias(float *rows, size_t n, size_t m, const float *bias) override {
-    guarded([&] { cuda::moe::addBias(rows, n, m, bias, stream); });
+    runOnDevice(device, [&] { cuda::moe::addBias(rows, n, m, bias, stream); });
   }
   void relu(float *data, size_t count) override {
-    guarded([&] { cuda::moe::relu(data, count, stream); });
+    runOnDevice(device, [&] { cuda::moe::relu(data, count, stream); });
   }
   void reluGradient(const float *units, float *gradient, size_t count) override {
-    guarded([&] { cuda::moe::reluGradient(units, gradient, count, stream); });
+    runOnDevice(device, [&] { cuda::moe::reluGradient(units, gradient, count, stream); });
   }
   void accumulateTransposedProduct(const float *a, size_t n, size_t ka, const float *b,
                                    size_t kb, float *out) override {
-    guarded([&] { cuda::moe::accumulateTransposedProduct(a, n, ka, b, kb, out, stream); });
+    runOnDevice(device,
+                [&] { cuda::moe::accumulateTransposedProduct(a, n, ka, b, kb, out, stream); });
   }
   void accumulateRows(const float *rows, size_t n, size_t width, float *out) override {
-    guarded([&] { cuda::moe::accumulateRows(rows, n, width, out, stream); });
+    runOnDevice(device, [&] { cuda::moe::accumulateRows(rows, n, width, out, stream); });
   }
 
 private:
-  /// The kernels' launchers throw std::runtime_error; the layer reports backend errors.
-  template <typename Body> void guarded(Body body) {
-    DeviceScope scope(device);
-    try {
-      body();
-    } catch (const Error &) {
-      throw;
-    } catch (const std::runtime_error &e) {
-      throw Error(ZENRT_ERR_BACKEND, std::string("MoE layer: ") + e.what());
-    }
-  }
-
   int device;
   cudaStream_t stream = nullptr;
 };

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <stdexcept>
 #include <string>
 
 namespace zenrt {
@@ -39,6 +40,19 @@ public:
 private:
   int previous = -1;  // the device to restore, -1: nothing changed
 };
+
+/// Runs `body` with `device` current; the CUDA kernels' launchers throw std::runtime_error,
+/// which becomes a backend error.
+template <typename Body> void runOnDevice(int device, Body body) {
+  DeviceScope scope(device);
+  try {
+    body();
+  } catch (const RuntimeError &) {
+    throw;
+  } catch (const std::runtime_error &e) {
+    throw RuntimeError(ZENRT_ERR_BACKEND, e.what());
+  }
+}
 
 }  // namespace zenrt
 

@@ -56,8 +56,8 @@ public:
   std::shared_ptr<void> allocate(size_t bytes) override {
     void *data = std::calloc(std::max<size_t>(bytes, 1), 1);
     if (!data)
-      throw Error(ZENRT_ERR_BACKEND, "MoE layer: cannot allocate " + std::to_string(bytes) +
-                                         " bytes of host memory");
+      throw RuntimeError(ZENRT_ERR_BACKEND, "MoE layer: cannot allocate " +
+                                                std::to_string(bytes) + " bytes of host memory");
     return std::shared_ptr<void>(data, std::free);
   }
   void synchronize() override {}

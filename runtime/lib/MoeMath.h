@@ -24,7 +24,8 @@ public:
   virtual ~MoeMath() = default;
   virtual bool onDevice() const = 0;
 
-  /// Zero-filled bytes in this memory (throws zenrt::Error ZENRT_ERR_BACKEND when exhausted).
+  /// Zero-filled bytes in this memory. Failures throw RuntimeError(ZENRT_ERR_BACKEND), which
+  /// the layer reports as zenrt::Error.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   template <typename T> std::shared_ptr<T> allocateArray(size_t count) {
     return std::static_pointer_cast<T>(allocate(count * sizeof(T)));

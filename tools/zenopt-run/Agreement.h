@@ -29,6 +29,8 @@ struct RunnerOptions {
   bool json = false;
   double timeoutSeconds = 300;
   uint64_t seed = 1;
+  /// MoE layers in CUDA device memory with NCCL, as the gradients (--device).
+  bool device = false;
   /// With `json`: the report of the plan's gradient sync run before (main.cpp), which
   /// the runner's JSON object carries as `gradient_sync`; null otherwise.
   nlohmann::ordered_json gradientSync;

@@ -60,6 +60,10 @@ zenrt::moe::Schedule scheduleOf(const PlannedLayer &layer, const zenrt::moe::Pla
   return schedule;
 }
 
+zenrt::moe::Memory memoryOf(const RunnerOptions &options) {
+  return options.device ? zenrt::moe::Memory::Device : zenrt::moe::Memory::Host;
+}
+
 } // namespace
 
 /// One layer of the step: its shape with this rank's experts, its rank's inputs, the
@@ -70,11 +74,14 @@ struct MoeStep::State {
     Layer layer;
     std::unique_ptr<MoeWeights> weights;
     std::vector<float> dispatched, combinedGradient;
+    /// The weights and buffers in the communicator's memory.
+    std::unique_ptr<zen::cli::StagedLayer> staged;
     zenrt::moe::Schedule schedule;
     zenrt::moe::Activations kept;
     MoeResult result;
   };
   std::unique_ptr<GroupComm> group;
+  std::unique_ptr<zenrt::moe::Communicator> ranks; // over the group
   std::vector<StepLayer> layers;
   std::function<void(bool)> holdSync;
 
@@ -95,6 +102,9 @@ MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank
   const zenrt::moe::PlannedMoe planned = zenrt::moe::plannedMoe(plan, options.planPath);
   const int ep = int(planned.ep), member = rank % ep;
   state->group = std::make_unique<GroupComm>(rank / ep, member);
+  state->ranks = std::make_unique<zenrt::moe::Communicator>(&state->group->comm,
+                                                            memoryOf(options),
+                                                            options.timeoutSeconds);
   for (size_t index = 0; index < planned.layers.size(); ++index) {
     const PlannedLayer &plannedLayer = planned.layers[index];
     if (plannedLayer.forwardTask < 0 || plannedLayer.backwardTask < 0)
@@ -109,6 +119,8 @@ MoeStep::MoeStep(const RunnerOptions &options, const zenrt::Plan &plan, int rank
     step.dispatched = dispatchedOf(step.layer, options.seed, index, rank);
     step.combinedGradient = combinedGradientOf(step.layer, options.seed, index, rank);
     step.schedule = scheduleOf(plannedLayer, planned, options.timeoutSeconds);
+    step.staged = std::make_unique<zen::cli::StagedLayer>(step.layer, *state->ranks,
+                                                          step.dispatched, step.combinedGradient);
     step.result.combined.assign(step.dispatched.size(), NAN);
     step.result.dispatchedGradient.assign(step.dispatched.size(), NAN);
     state->layers.push_back(std::move(step));
@@ -140,9 +152,10 @@ void MoeStep::forward(int64_t task) {
     if (step.planned.forwardTask == task) {
       step.schedule.chunks = step.planned.forwardChunks;
       state->inTurn(step, [&] {
-        zenrt::moe::forward(step.layer, step.schedule, step.dispatched.data(),
-                            step.result.combined.data(), &state->group->comm, &step.kept);
+        zenrt::moe::forward(step.staged->layer, step.schedule, step.staged->dispatched(),
+                            step.staged->combined(), *state->ranks, &step.kept);
       });
+      step.result.combined = step.staged->combinedOnHost();
     }
 }
 
@@ -155,11 +168,11 @@ void MoeStep::backward(
       continue;
     step->schedule.chunks = step->planned.backwardChunks;
     state->inTurn(*step, [&] {
-      step->result.gradients =
-          zenrt::moe::backward(step->layer, step->schedule, step->kept,
-                               step->combinedGradient.data(),
-                               step->result.dispatchedGradient.data(), &state->group->comm);
+      step->result.gradients = zenrt::moe::backward(
+          step->staged->layer, step->schedule, step->kept, step->staged->combinedGradient(),
+          step->staged->dispatchedGradient(), *state->ranks);
     });
+    step->result.dispatchedGradient = step->staged->dispatchedGradientOnHost();
     // The parameters in operand order: fc1, its bias if any, fc2, its bias if any.
     const zenrt::moe::Gradients &g = step->result.gradients;
     std::vector<const std::vector<float> *> values = {&g.fc1};
@@ -177,7 +190,7 @@ std::string MoeStep::checkAgainstAlone() {
   for (State::StepLayer &step : state->layers) {
     const MoeResult alone = zen::cli::runLayer(
         step.layer, step.schedule, step.planned.forwardChunks, step.planned.backwardChunks,
-        step.dispatched, step.combinedGradient, &state->group->comm, [] {});
+        step.dispatched, step.combinedGradient, *state->ranks, [] {});
     const std::string difference = zen::cli::firstDifference(step.result, alone);
     if (!difference.empty())
       return "MoE layer " + step.planned.name + ": " + difference +
@@ -198,7 +211,7 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
   // Each group of ep consecutive ranks holds every expert once (docs/design.md).
   const int ep = int(planned.ep), member = rank % ep, groupFirst = rank - member;
   GroupComm group(rank / ep, member);
-  const void *comm = &group.comm;
+  zenrt::moe::Communicator comm(&group.comm, memoryOf(options), options.timeoutSeconds);
   auto barrier = [&] { aggregate.reduce(0, MPI_MAX); };
 
   struct LayerReport {

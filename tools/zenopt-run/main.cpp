@@ -10,7 +10,7 @@
 // producing tasks finish, waits, and checks every bucket's result and what each rank sent
 // against reference code of the compression method (Numerics.h). With --device the
 // gradients live in CUDA device memory (CUDA kernels, NCCL); they are copied in before and
-// out after each iteration for the check. Every wait, the iteration barrier and the
+// out after each iteration for the check, and an MoE plan's layers run there too. Every wait, the iteration barrier and the
 // check's own collectives included, is bounded by the timeout: a rank that times out names
 // the ranks it waited for and ends the job. A plan with `parallel` runs its stage programs
 // instead (HybridRun.h), a plan with `moe` its MoE layers (MoeRun.h).
@@ -206,6 +206,7 @@ zen::run::RunnerOptions runnerOptions(const Options &options) {
   runner.json = options.json;
   runner.timeoutSeconds = timeoutOf(options);
   runner.seed = options.seed;
+  runner.device = options.device;
   return runner;
 }
 
@@ -559,8 +560,8 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"startup", "collectives", "check"}))
       ->group("");
   app.add_flag("--device", options.device,
-               "Gradients in CUDA device memory: CUDA kernels and NCCL (needs libzenrt built "
-               "with CUDA and a GPU per rank)");
+               "Gradients and MoE layers in CUDA device memory: CUDA kernels and NCCL (needs "
+               "libzenrt built with CUDA and a GPU per rank)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

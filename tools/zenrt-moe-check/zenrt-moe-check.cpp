@@ -8,6 +8,9 @@
 // — so a row delivered to the wrong rank, expert or slot, or a chunk mixed up, fails. The
 // reference shares no code with the runtime.
 //
+// With --device the layer runs in CUDA device memory with NCCL (scripts/gpu-checks.sh); the
+// reference and the checks stay on the host.
+//
 // With --time N it then times N forwards per r and algorithm (the slowest rank's, median),
 // and with --predict-on CLUSTER prints the cost model's forward time of the same layer
 // (cost::moePhaseUs, flat) next to it: issue 15's measured-against-predicted degree
@@ -49,6 +52,7 @@ struct Options {
   double timeout = 60;
   int64_t timed = 0;     // forwards timed per r and algorithm (0: none)
   std::string predictOn; // cluster whose cost model predicts each r (flat)
+  bool device = false;   // the layer in CUDA device memory, NCCL
 };
 
 /// The cost model's forward of this layer on `size` ranks of `cluster`, flat
@@ -69,6 +73,8 @@ double predictedUs(const Options &o, int size, int64_t chunks) {
 }
 
 int run(const Options &o, int rank, int size) {
+  zenrt::moe::Communicator ranks(
+      nullptr, o.device ? zenrt::moe::Memory::Device : zenrt::moe::Memory::Host, o.timeout);
   const int64_t local = o.experts / std::max(size, 1);
   const size_t layerFloats = size_t(o.experts * o.capacity * o.hidden);
   zenrt::moe::Layer layer;
@@ -100,7 +106,7 @@ int run(const Options &o, int rank, int size) {
   };
   auto forwardAndBackward = [&](int64_t chunks, const std::string &algorithm) {
     return zen::cli::runLayer(layer, scheduleOf(chunks, algorithm), chunks, chunks,
-                              dispatched[size_t(rank)], combinedGradient[size_t(rank)], nullptr,
+                              dispatched[size_t(rank)], combinedGradient[size_t(rank)], ranks,
                               [] {});
   };
   const zenrt::moe::TokenFormat tokens = scheduleOf(1, "flat").tokens;
@@ -140,9 +146,11 @@ int run(const Options &o, int rank, int size) {
       if (o.timed < 1)
         break;
       const zenrt::moe::Schedule schedule = scheduleOf(chunks, name);
-      std::vector<float> combined(layerFloats);
+      zen::cli::StagedLayer staged(layer, ranks, dispatched[size_t(rank)],
+                                   combinedGradient[size_t(rank)]);
       auto forward = [&] {
-        zenrt::moe::forward(layer, schedule, dispatched[size_t(rank)].data(), combined.data());
+        zenrt::moe::forward(staged.layer, schedule, staged.dispatched(), staged.combined(),
+                            ranks);
       };
       forward(); // warm-up
       std::vector<double> slowest;
@@ -199,6 +207,8 @@ int main(int argc, char **argv) {
   app.add_option("--seed", o.seed, "Seed of the inputs and weights");
   app.add_option("--timeout", o.timeout, "Seconds any wait may take")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_flag("--device", o.device,
+               "Run the layer in CUDA device memory with NCCL (rank r on device r % devices)");
   app.add_option("--time", o.timed, "After the checks, time this many forwards per r")
       ->check(zen::cli::wholeNumber(0, 1 << 20));
   app.add_option("--predict-on", o.predictOn,

@@ -1,9 +1,10 @@
 // CUDA kernels against the CPU kernels (same payloads, same rounding), the
-// NCCL backend's five collectives on the ranks of this job, and the executor on
-// device buffers against the host path. Skips without a GPU.
+// NCCL backend's five collectives on the ranks of this job, the executor and the
+// MoE layer on device buffers against the host path. Skips without a GPU.
 #include "Backend.h"
 #include "zenrt/CudaKernels.h"
 #include "zenrt/Kernels.h"
+#include "zenrt/Moe.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
 
@@ -429,6 +430,129 @@ TEST(DeviceExecutor, RejectsHostBuffersAndUnknownMemory) {
   EXPECT_EQ(zenrt_init_text(&handle, text.data(), text.size(), "p.json", &raw),
             ZENRT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(handle, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
+// The MoE layer on device buffers (NCCL all-to-alls, MoeKernels.cu)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+namespace moe = zenrt::moe;
+
+/// One rank's forward and backward of a layer: output, input gradient, expert gradients.
+struct MoeRun {
+  std::vector<float> combined, dispatchedGradient;
+  moe::Gradients gradients;
+};
+
+/// Runs the layer in `ranks`' memory: the weights, inputs and outputs are copied there and
+/// back for a device communicator.
+MoeRun runMoe(moe::Communicator &ranks, moe::Layer layer, const moe::Schedule &schedule,
+              const std::vector<float> &fc1, const std::vector<float> &fc1Bias,
+              const std::vector<float> &fc2, const std::vector<float> &fc2Bias,
+              const std::vector<float> &dispatched, const std::vector<float> &combinedGradient) {
+  MoeRun out;
+  moe::Activations kept;
+  if (ranks.memory() == moe::Memory::Host) {
+    layer.fc1 = fc1.data(), layer.fc1Bias = fc1Bias.data();
+    layer.fc2 = fc2.data(), layer.fc2Bias = fc2Bias.data();
+    out.combined.resize(dispatched.size());
+    out.dispatchedGradient.resize(dispatched.size());
+    moe::forward(layer, schedule, dispatched.data(), out.combined.data(), ranks, &kept);
+    out.gradients = moe::backward(layer, schedule, kept, combinedGradient.data(),
+                                  out.dispatchedGradient.data(), ranks);
+    return out;
+  }
+  Device<float> w1(fc1), b1(fc1Bias), w2(fc2), b2(fc2Bias), x(dispatched),
+      dy(combinedGradient), y(dispatched.size()), dx(dispatched.size());
+  layer.fc1 = w1.data, layer.fc1Bias = b1.data, layer.fc2 = w2.data, layer.fc2Bias = b2.data;
+  moe::forward(layer, schedule, x.data, y.data, ranks, &kept);
+  out.gradients = moe::backward(layer, schedule, kept, dy.data, dx.data, ranks);
+  out.combined = y.download();
+  out.dispatchedGradient = dx.download();
+  return out;
+}
+
+/// The largest |a - b| over the largest |b|.
+double relativeDifference(const std::vector<float> &a, const std::vector<float> &b) {
+  double most = 1e-30, difference = 0;
+  for (size_t i = 0; i < b.size() && i < a.size(); ++i) {
+    most = std::max(most, double(std::abs(b[i])));
+    difference = std::max(difference, double(std::abs(a[i] - b[i])));
+  }
+  return a.size() == b.size() ? difference / most : INFINITY;
+}
+
+} // namespace
+
+TEST(DeviceMoe, EveryDegreeGivesTheSameBitsAndMatchesTheHostLayer) {
+  REQUIRE_GPU();
+  moe::Communicator device(nullptr, moe::Memory::Device, 60), host(nullptr, moe::Memory::Host, 60);
+  ASSERT_GE(device.device(), 0);
+  const int ranks = device.size(), rank = device.rank();
+  // Sizes off the kernels' 16-wide tiles; the capacity splits into 1, 2, 4 and 8 chunks.
+  moe::Layer layer;
+  layer.experts = 2 * ranks, layer.hidden = 24, layer.ffn = 40, layer.capacity = 8;
+  const size_t local = size_t(layer.experts / ranks), h = 24, f = 40;
+  const std::vector<float> fc1 = randomVector(local * f * h, 10 + rank),
+                           fc1Bias = randomVector(local * f, 20 + rank),
+                           fc2 = randomVector(local * h * f, 30 + rank),
+                           fc2Bias = randomVector(local * h, 40 + rank);
+  const size_t floats = size_t(layer.experts * layer.capacity) * h;
+  const std::vector<float> dispatched = randomVector(floats, 50 + rank),
+                           combinedGradient = randomVector(floats, 60 + rank);
+  for (moe::TokenFormat tokens : {moe::TokenFormat::None, moe::TokenFormat::Int8,
+                                  moe::TokenFormat::Fp16, moe::TokenFormat::Bf16}) {
+    moe::Schedule schedule;
+    schedule.tokens = tokens;
+    schedule.timeoutSeconds = 60;
+    const MoeRun unpipelined = runMoe(device, layer, schedule, fc1, fc1Bias, fc2, fc2Bias,
+                                      dispatched, combinedGradient);
+    if (tokens == moe::TokenFormat::None) {
+      // The host layer adds in Eigen's blocked order: equal up to fp32 rounding.
+      const MoeRun onHost = runMoe(host, layer, schedule, fc1, fc1Bias, fc2, fc2Bias,
+                                   dispatched, combinedGradient);
+      EXPECT_LT(relativeDifference(unpipelined.combined, onHost.combined), 1e-5);
+      EXPECT_LT(relativeDifference(unpipelined.dispatchedGradient, onHost.dispatchedGradient),
+                1e-5);
+      EXPECT_LT(relativeDifference(unpipelined.gradients.fc1, onHost.gradients.fc1), 1e-5);
+      EXPECT_LT(relativeDifference(unpipelined.gradients.fc1Bias, onHost.gradients.fc1Bias),
+                1e-5);
+      EXPECT_LT(relativeDifference(unpipelined.gradients.fc2, onHost.gradients.fc2), 1e-5);
+      EXPECT_LT(relativeDifference(unpipelined.gradients.fc2Bias, onHost.gradients.fc2Bias),
+                1e-5);
+    }
+    for (moe::AllToAll algorithm : {moe::AllToAll::Flat, moe::AllToAll::Hierarchical})
+      for (int64_t chunks : {1, 2, 4, 8}) {
+        schedule.algorithm = algorithm;
+        schedule.ranksPerNode = 1;
+        schedule.chunks = chunks;
+        const MoeRun pipelined = runMoe(device, layer, schedule, fc1, fc1Bias, fc2, fc2Bias,
+                                        dispatched, combinedGradient);
+        const std::string what = "tokens " + std::to_string(int(tokens)) + ", r " +
+                                 std::to_string(chunks) + ", algorithm " +
+                                 std::to_string(int(algorithm));
+        EXPECT_EQ(pipelined.combined, unpipelined.combined) << what;
+        EXPECT_EQ(pipelined.dispatchedGradient, unpipelined.dispatchedGradient) << what;
+        EXPECT_EQ(pipelined.gradients.fc1, unpipelined.gradients.fc1) << what;
+        EXPECT_EQ(pipelined.gradients.fc1Bias, unpipelined.gradients.fc1Bias) << what;
+        EXPECT_EQ(pipelined.gradients.fc2, unpipelined.gradients.fc2) << what;
+        EXPECT_EQ(pipelined.gradients.fc2Bias, unpipelined.gradients.fc2Bias) << what;
+      }
+  }
+}
+
+TEST(DeviceMoe, RefusedWhereThereIsNoDevice) {
+  if (cu::deviceCount() > 0)
+    GTEST_SKIP() << "this machine has a CUDA device";
+  try {
+    moe::Communicator device(nullptr, moe::Memory::Device, 60);
+    ADD_FAILURE() << "a device MoE communicator was made without a CUDA device";
+  } catch (const zenrt::Error &e) {
+    EXPECT_EQ(e.status, ZENRT_ERR_BACKEND);
+    EXPECT_NE(std::string(e.what()).find("sees no CUDA device"), std::string::npos) << e.what();
+  }
 }
 
 int main(int argc, char **argv) { return runMpiTests(argc, argv); }
