@@ -312,8 +312,8 @@ inline std::string firstDifference(const MoeResult &a, const MoeResult &b) {
 /// Floats in a communicator's memory: host vectors, or copies in CUDA device memory (Device).
 class LayerBuffer {
 public:
-  /// A copy of from[count] (null: zeros).
-  LayerBuffer(zenrt::moe::Memory memory, const float *from, size_t count)
+  /// A copy of from[count] (null: zeros), on CUDA device `device` for Device memory.
+  LayerBuffer(zenrt::moe::Memory memory, int device, const float *from, size_t count)
       : memory(memory), count(count) {
     if (memory == zenrt::moe::Memory::Host) {
       host.assign(from, from + (from ? count : 0));
@@ -322,23 +322,25 @@ public:
     }
 #ifdef ZENRT_HAVE_CUDA
     float *data = nullptr;
+    check(cudaSetDevice(device), "cudaSetDevice");
     check(cudaMalloc(reinterpret_cast<void **>(&data), count * sizeof(float) + 1), "cudaMalloc");
-    device.reset(data, [](float *pointer) { cudaFree(pointer); });
+    onDevice.reset(data, [](float *pointer) { cudaFree(pointer); });
     if (from)
       check(cudaMemcpy(data, from, count * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
     else
       check(cudaMemset(data, 0, count * sizeof(float)), "cudaMemset");
 #else
+    (void)device;
     throw std::runtime_error("device memory needs a build with CUDA");
 #endif
   }
-  float *data() { return memory == zenrt::moe::Memory::Host ? host.data() : device.get(); }
+  float *data() { return memory == zenrt::moe::Memory::Host ? host.data() : onDevice.get(); }
   std::vector<float> toHost() const {
     if (memory == zenrt::moe::Memory::Host)
       return host;
     std::vector<float> out(count);
 #ifdef ZENRT_HAVE_CUDA
-    check(cudaMemcpy(out.data(), device.get(), count * sizeof(float), cudaMemcpyDeviceToHost),
+    check(cudaMemcpy(out.data(), onDevice.get(), count * sizeof(float), cudaMemcpyDeviceToHost),
           "cudaMemcpy");
 #endif
     return out;
@@ -354,7 +356,7 @@ private:
   zenrt::moe::Memory memory;
   size_t count;
   std::vector<float> host;
-  std::shared_ptr<float> device;
+  std::shared_ptr<float> onDevice;
 };
 
 /// A layer whose weights (those `layer` points at, the rank's experts) and whose
@@ -368,7 +370,7 @@ struct StagedLayer {
     auto stage = [&](const float *&weights, size_t count) {
       if (!weights)
         return;
-      weights_.emplace_back(memory, weights, count);
+      weights_.emplace_back(memory, ranks.device(), weights, count);
       weights = weights_.back().data();
     };
     weights_.reserve(4);
@@ -376,12 +378,13 @@ struct StagedLayer {
     stage(this->layer.fc1Bias, local * f);
     stage(this->layer.fc2, local * h * f);
     stage(this->layer.fc2Bias, local * h);
-    buffers.emplace_back(memory, dispatched.data(), dispatched.size());
-    buffers.emplace_back(memory, combinedGradient.data(), combinedGradient.size());
+    buffers.emplace_back(memory, ranks.device(), dispatched.data(), dispatched.size());
+    buffers.emplace_back(memory, ranks.device(), combinedGradient.data(),
+                         combinedGradient.size());
     // Outputs start as NaN: a row the layer does not write fails every check.
     const std::vector<float> unwritten(dispatched.size(), NAN);
-    buffers.emplace_back(memory, unwritten.data(), unwritten.size());
-    buffers.emplace_back(memory, unwritten.data(), unwritten.size());
+    buffers.emplace_back(memory, ranks.device(), unwritten.data(), unwritten.size());
+    buffers.emplace_back(memory, ranks.device(), unwritten.data(), unwritten.size());
   }
   const float *dispatched() { return buffers[0].data(); }
   const float *combinedGradient() { return buffers[1].data(); }

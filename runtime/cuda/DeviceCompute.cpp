@@ -50,19 +50,9 @@ public:
     return owned;
   }
   std::string rejectGradient(const void *data) const override {
-    cudaPointerAttributes attributes{};
-    cudaError_t code = cudaPointerGetAttributes(&attributes, data);
-    if (code != cudaSuccess) {
-      cudaGetLastError();  // clear the error the failed query recorded
-      return std::string("not a CUDA pointer (") + cudaGetErrorString(code) + ")";
-    }
-    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-      return "not device memory (the runtime was initialised for device buffers: "
-             "ZENRT_MEMORY_DEVICE)";
-    if (attributes.device != device)
-      return "memory of CUDA device " + std::to_string(attributes.device) +
-             ", but this rank runs on device " + std::to_string(device);
-    return "";
+    return deviceMemoryProblem(device, data,
+                               "not device memory (the runtime was initialised for device "
+                               "buffers: ZENRT_MEMORY_DEVICE)");
   }
 
   void copy(void *to, const void *from, size_t bytes) override {

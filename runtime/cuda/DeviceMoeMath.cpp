@@ -44,6 +44,9 @@ public:
   DeviceMoeMath &operator=(const DeviceMoeMath &) = delete;
 
   bool onDevice() const override { return true; }
+  std::string rejectBuffer(const void *data) const override {
+    return deviceMemoryProblem(device, data, "host memory, but the layer runs in device memory");
+  }
   std::shared_ptr<void> allocate(size_t bytes) override {
     DeviceScope scope(device);
     void *data = nullptr;

@@ -41,6 +41,23 @@ private:
   int previous = -1;  // the device to restore, -1: nothing changed
 };
 
+/// Why `data` is not memory of CUDA device `device` ("" when it is); `notDevice` says
+/// what a pointer to other memory is.
+inline std::string deviceMemoryProblem(int device, const void *data, const std::string &notDevice) {
+  cudaPointerAttributes attributes{};
+  cudaError_t code = cudaPointerGetAttributes(&attributes, data);
+  if (code != cudaSuccess) {
+    cudaGetLastError();  // clear the error the failed query recorded
+    return std::string("not a CUDA pointer (") + cudaGetErrorString(code) + ")";
+  }
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+    return notDevice;
+  if (attributes.device != device)
+    return "memory of CUDA device " + std::to_string(attributes.device) +
+           ", but this rank runs on device " + std::to_string(device);
+  return "";
+}
+
 /// Runs `body` with `device` current; the CUDA kernels' launchers throw std::runtime_error,
 /// which becomes a backend error.
 template <typename Body> void runOnDevice(int device, Body body) {

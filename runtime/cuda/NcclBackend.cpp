@@ -59,11 +59,7 @@ public:
     base = comm ? *static_cast<const MPI_Comm *>(comm) : MPI_COMM_WORLD;
     MPI_Comm_rank(base, &myRank);
     MPI_Comm_size(base, &mySize);
-    int devices = 0;
-    checkCuda(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
-    if (devices == 0)
-      throw RuntimeError(ZENRT_ERR_BACKEND, "no CUDA device");
-    device = myRank % devices;
+    device = processDevice();
     DeviceScope scope(device);
     ncclUniqueId id;
     if (myRank == 0)
@@ -228,6 +224,24 @@ private:
 };
 
 }  // namespace
+
+int processDevice() {
+  int initialized = 0, worldRank = 0, devices = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    throw RuntimeError(ZENRT_ERR_BACKEND, "choosing this rank's CUDA device needs MPI initialised");
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  cudaError_t code = cudaGetDeviceCount(&devices);
+  if (code != cudaSuccess || devices == 0) {
+    cudaGetLastError();  // clear the error the failed query recorded
+    throw RuntimeError(ZENRT_ERR_BACKEND, "rank " + std::to_string(worldRank) +
+                                              " sees no CUDA device" +
+                                              (code != cudaSuccess
+                                                   ? std::string(" (") + cudaGetErrorString(code) + ")"
+                                                   : std::string()));
+  }
+  return worldRank % devices;
+}
 
 std::unique_ptr<Backend> createNcclBackend(const void *comm, std::unique_ptr<Backend> host) {
   return std::make_unique<NcclBackend>(comm, std::move(host));

@@ -98,9 +98,14 @@ inline std::chrono::steady_clock::duration peerQueryGrace(double timeoutSeconds)
 std::unique_ptr<Backend> createMpiBackend(const void *comm);
 
 #ifdef ZENRT_HAVE_CUDA
-/// NCCL backend on device buffers (rank r uses device r % devices), bootstrapped
-/// over `comm` with MPI, which `host` (the MPI backend on `comm`) keeps initialised;
-/// start-up exchanges go through `host`. Streams are CUDA streams.
+/// The CUDA device this process's device work runs on: its MPI_COMM_WORLD rank % the
+/// devices it sees (one device per process, whatever communicator a backend is made over).
+/// Throws RuntimeError(ZENRT_ERR_BACKEND) when it sees none or MPI is not initialised.
+int processDevice();
+
+/// NCCL backend on device buffers (on processDevice()), bootstrapped over `comm` with MPI,
+/// which `host` (the MPI backend on `comm`) keeps initialised; start-up exchanges go through
+/// `host`. Streams are CUDA streams.
 std::unique_ptr<Backend> createNcclBackend(const void *comm, std::unique_ptr<Backend> host);
 #endif
 

@@ -17,10 +17,6 @@
 #include "Mutation.h"
 #include "RowProduct.h"
 
-#ifdef ZENRT_HAVE_CUDA
-#include "zenrt/CudaKernels.h"
-#endif
-
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -53,6 +49,7 @@ int eigenIndex(size_t value) {
 class HostMoeMath final : public MoeMath {
 public:
   bool onDevice() const override { return false; }
+  std::string rejectBuffer(const void *) const override { return ""; }
   std::shared_ptr<void> allocate(size_t bytes) override {
     void *data = std::calloc(std::max<size_t>(bytes, 1), 1);
     if (!data)
@@ -194,12 +191,11 @@ Communicator::Communicator(const void *comm, Memory memory, double timeoutSecond
       state_->math = createHostMoeMath();
     } else {
 #ifdef ZENRT_HAVE_CUDA
-      const int devices = cuda::deviceCount();
-      if (devices < 1)
-        throw Error(ZENRT_ERR_BACKEND, "MoE communicator: rank " + std::to_string(host->rank()) +
-                                           " sees no CUDA device (device memory needs one)");
-      // The device the NCCL backend runs this rank on.
-      state_->device = host->rank() % devices;
+      try {
+        state_->device = processDevice(); // the NCCL backend's
+      } catch (const RuntimeError &error) {
+        throw Error(error.status, std::string("MoE communicator: ") + error.what());
+      }
       state_->flat = createNcclBackend(comm, std::move(host));
       state_->math = createDeviceMoeMath(state_->device);
 #else
@@ -398,6 +394,13 @@ Geometry geometryOf(const Layer &layer, const Schedule &schedule, Communicator &
   };
   if (!input || !output || !layer.fc1 || !layer.fc2)
     throw invalid("a buffer or weight is null");
+  const std::pair<const char *, const void *> pointers[] = {
+      {"the input", input},   {"the output", output},        {"fc1", layer.fc1},
+      {"fc2", layer.fc2},     {"fc1's bias", layer.fc1Bias}, {"fc2's bias", layer.fc2Bias}};
+  for (const auto &[what, data] : pointers)
+    if (data)
+      if (std::string problem = ranks.state().math->rejectBuffer(data); !problem.empty())
+        throw invalid(std::string(what) + ": " + problem);
   if (layer.experts < 1 || layer.hidden < 1 || layer.ffn < 1 || layer.capacity < 1)
     throw invalid("experts, hidden, ffn and capacity must be at least 1");
   if (layer.experts % size != 0)

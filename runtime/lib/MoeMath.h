@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace zenrt {
 
@@ -23,6 +24,9 @@ class MoeMath {
 public:
   virtual ~MoeMath() = default;
   virtual bool onDevice() const = 0;
+  /// Why the caller's buffer or weights at `data` cannot be read or written here ("" when
+  /// they can).
+  virtual std::string rejectBuffer(const void *data) const = 0;
 
   /// Zero-filled bytes in this memory. Failures throw RuntimeError(ZENRT_ERR_BACKEND), which
   /// the layer reports as zenrt::Error.

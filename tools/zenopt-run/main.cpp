@@ -89,6 +89,12 @@ public:
       }
     }
 #ifdef ZENRT_HAVE_CUDA
+    if (device) {
+      // libzenrt runs this rank's device work on device (world rank % devices).
+      int devices = 0;
+      check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+      check(cudaSetDevice(rank % std::max(devices, 1)), "cudaSetDevice");
+    }
     for (size_t t = 0; device && t < host.size(); ++t) {
       float *buffer = nullptr;
       check(cudaMalloc(reinterpret_cast<void **>(&buffer), host[t].size() * sizeof(float) + 1),

@@ -58,7 +58,7 @@ struct Schedule {
 /// Where a layer's weights and buffers live, and what carries its all-to-alls.
 enum class Memory {
   Host,  // host memory; MPI
-  Device // the memory of this rank's CUDA device (rank % devices); NCCL
+  Device // the memory of this process's CUDA device (MPI_COMM_WORLD rank % devices); NCCL
 };
 
 /// The ranks a layer runs over, made collectively over `comm` (an MPI_Comm*, null:
@@ -78,7 +78,7 @@ public:
   Memory memory() const;
   int rank() const;
   int size() const;
-  /// This rank's CUDA device; -1 for Host.
+  /// This process's CUDA device (where the layer's buffers must be); -1 for Host.
   int device() const;
 
   struct State; // Moe.cpp
@@ -109,7 +109,8 @@ struct Gradients {
 /// are in the communicator's memory. Collective over `ranks`; complete on return. With `kept`,
 /// stores what `backward` needs there. Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for a
 /// shape or schedule that does not fit (null weights, the ranks not dividing the experts, r not
-/// dividing the capacity, ranksPerNode not dividing the ranks), ZENRT_ERR_TIMEOUT naming the
+/// dividing the capacity, ranksPerNode not dividing the ranks, a buffer or weight in other
+/// memory than the communicator's), ZENRT_ERR_TIMEOUT naming the
 /// rank, the exchange and the chunk for a wait that exceeded the timeout, ZENRT_ERR_BACKEND
 /// for an MPI, NCCL or CUDA error.
 void forward(const Layer &layer, const Schedule &schedule, const float *dispatched, float *combined,

@@ -25,10 +25,13 @@ namespace cu = zenrt::cuda;
 
 namespace {
 
+/// Skips without a GPU; else makes the device libzenrt runs this rank on current, where the
+/// tests' own buffers go.
 #define REQUIRE_GPU()                                                                      \
   do {                                                                                     \
     if (cu::deviceCount() == 0)                                                            \
       GTEST_SKIP() << "no CUDA device";                                                    \
+    ASSERT_EQ(cudaSetDevice(zenrt::processDevice()), cudaSuccess);                         \
   } while (0)
 
 template <typename T> struct Device {
@@ -540,6 +543,24 @@ TEST(DeviceMoe, EveryDegreeGivesTheSameBitsAndMatchesTheHostLayer) {
         EXPECT_EQ(pipelined.gradients.fc2, unpipelined.gradients.fc2) << what;
         EXPECT_EQ(pipelined.gradients.fc2Bias, unpipelined.gradients.fc2Bias) << what;
       }
+  }
+}
+
+TEST(DeviceMoe, RefusesHostBuffersByName) {
+  REQUIRE_GPU();
+  moe::Communicator device(nullptr, moe::Memory::Device, 60);
+  moe::Layer layer;
+  layer.experts = device.size(), layer.hidden = 4, layer.ffn = 4, layer.capacity = 2;
+  Device<float> fc1(16), fc2(16), output(size_t(layer.experts) * 8);
+  layer.fc1 = fc1.data, layer.fc2 = fc2.data;
+  const std::vector<float> onHost(size_t(layer.experts) * 8, 1.0f);
+  try {
+    moe::forward(layer, moe::Schedule{}, onHost.data(), output.data, device);
+    ADD_FAILURE() << "a host input was accepted by a device MoE layer";
+  } catch (const zenrt::Error &e) {
+    EXPECT_EQ(e.status, ZENRT_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("the input: host memory"), std::string::npos)
+        << e.what();
   }
 }
 
