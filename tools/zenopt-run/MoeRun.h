@@ -2,7 +2,8 @@
 //
 // A plan with `moe` runs each of its MoE layers through libzenrt (zenrt/Moe.h): forward and
 // backward on deterministic inputs and weights of the layer's shape, the experts spread over
-// each group of ep consecutive ranks, with the plan's degrees and all-to-all algorithm. The
+// each group of ep consecutive ranks, with the plan's degrees and all-to-all algorithm; with
+// --device in CUDA device memory over NCCL (one zenrt::moe::Communicator per group). The
 // first run is checked against the same layer unpipelined (r = 1, flat: bit for bit) and
 // against a reference computed on each rank alone, with no communication (within fp32
 // rounding); the rest are timed next to the plan's forward_us and backward_us.
