@@ -6,6 +6,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <iterator>
+#include <utility>
 
 using namespace mlir;
 using namespace zen;
@@ -61,8 +62,10 @@ void ZenDialect::initialize() {
       >();
 }
 
-void ZenDialect::setPendingVerification(std::shared_future<bool> verified) {
+void ZenDialect::setPendingVerification(std::shared_future<bool> verified,
+                                        std::function<void()> afterwards) {
   pendingVerification = std::move(verified);
+  afterVerification = std::move(afterwards);
 }
 
 bool ZenDialect::awaitVerification() {
@@ -70,6 +73,8 @@ bool ZenDialect::awaitVerification() {
     return true;
   const bool verified = pendingVerification.get();
   pendingVerification = {};
+  if (afterVerification)
+    std::exchange(afterVerification, nullptr)();
   return verified;
 }
 

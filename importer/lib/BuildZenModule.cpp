@@ -47,7 +47,7 @@ public:
       : context(context), graph(graph), builder(&context),
         loc(mlir::FileLineColLoc::get(&context, graph.path, 0, 0)),
         forwardPhase(PhaseAttr::get(&context, Phase::forward)),
-        backwardPhase(PhaseAttr::get(&context, Phase::backward)) {}
+        backwardPhase(PhaseAttr::get(&context, Phase::backward)), workAttrs(&context) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> build(ModuleVerification verification) {
     mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc);
@@ -118,8 +118,8 @@ private:
                           mlir::TypeRange results, int64_t flops, int64_t bytes,
                           mlir::StringAttr node) {
     return builder.create<ComputeOp>(loc, results, opTypeAttr(opType), phase, operands,
-                                     builder.getI64IntegerAttr(flops),
-                                     builder.getI64IntegerAttr(bytes), node, mlir::IntegerAttr());
+                                     workAttrs.get(flops), workAttrs.get(bytes), node,
+                                     mlir::IntegerAttr());
   }
 
   void emitForward(int nodeIndex) {
@@ -192,7 +192,7 @@ private:
     const int64_t dispatchFlops = share(0), combineFlops = share(2);
     const int64_t expertFlops = node.flops - dispatchFlops - combineFlops;
 
-    auto i64 = [&](int64_t value) { return builder.getI64IntegerAttr(value); };
+    auto i64 = [&](int64_t value) { return workAttrs.get(value); };
     mlir::StringAttr name = builder.getStringAttr(node.name);
     auto dispatch = builder.create<MoeDispatchOp>(
         loc, dispatchedType, gatesType, input, operand(1), i64(layer.topK), i64(dispatchFlops),
@@ -245,6 +245,7 @@ private:
   mlir::OpBuilder builder;
   mlir::Location loc;
   PhaseAttr forwardPhase, backwardPhase; // every compute op carries one of the two
+  I64AttrCache workAttrs;                 // FLOP and byte counts
   std::vector<mlir::Type> types;
   llvm::StringMap<mlir::StringAttr> opTypes;
   std::vector<mlir::StringAttr> nodeNames; // by node index, built on first use

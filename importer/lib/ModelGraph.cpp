@@ -461,6 +461,9 @@ private:
   }
 
   void finalizeParameters() {
+    graph.parameters.reserve(static_cast<size_t>(std::count_if(
+        graph.tensors.begin(), graph.tensors.end(),
+        [](const Tensor &tensor) { return tensor.isInitializer && tensor.requiresGrad; })));
     for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
       Tensor &tensor = graph.tensors[id];
       if (!tensor.isInitializer || !tensor.requiresGrad)
@@ -598,6 +601,9 @@ private:
 
   void deriveBackward() {
     contributions.assign(graph.tensors.size(), {});
+    // At most the loss step, a step per node and an accumulation per parameter: reserved
+    // (untouched capacity costs no memory), the steps are never moved while they grow.
+    graph.backward.reserve(1 + graph.nodes.size() + graph.parameters.size());
     // The loss gradient seeds every output that depends on a parameter.
     BackwardStep seed;
     seed.kind = BackwardStep::Kind::LossGradient;

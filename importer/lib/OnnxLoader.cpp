@@ -195,9 +195,9 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
                                         : std::string(" (a graph input or initializer)")));
     }
   }
-  std::vector<std::vector<int>> consumers(nodeCount);
-  std::vector<int> pending(nodeCount, 0);
-  std::vector<int> lastConsumer(nodeCount, -1); // counts each producer once per consumer
+  // Exporters write nodes in topological order: when every input is produced by an earlier
+  // node, that order is the sort's answer and the dependency graph is not built.
+  bool fileOrderSorts = true;
   for (int i = 0; i < nodeCount; ++i) {
     const onnx::NodeProto &node = graph.node(i);
     for (const std::string &input : node.input()) {
@@ -206,16 +206,30 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
       auto it = producer.find(input);
       if (it == producer.end())
         fail(path, describeNode(node) + " uses undefined input '" + input + "'");
-      if (it->second >= 0 && lastConsumer[it->second] != i) {
-        lastConsumer[it->second] = i;
-        consumers[it->second].push_back(i);
-        ++pending[i];
-      }
+      fileOrderSorts = fileOrderSorts && it->second < i;
     }
   }
   for (const auto &output : graph.output())
     if (!producer.count(output.name()))
       fail(path, "graph output '" + output.name() + "' is not produced by any node");
+  if (fileOrderSorts)
+    return;
+
+  std::vector<std::vector<int>> consumers(nodeCount);
+  std::vector<int> pending(nodeCount, 0);
+  std::vector<int> lastConsumer(nodeCount, -1); // counts each producer once per consumer
+  for (int i = 0; i < nodeCount; ++i) {
+    for (const std::string &input : graph.node(i).input()) {
+      if (input.empty())
+        continue;
+      const int from = producer.find(input)->second;
+      if (from >= 0 && lastConsumer[from] != i) {
+        lastConsumer[from] = i;
+        consumers[from].push_back(i);
+        ++pending[i];
+      }
+    }
+  }
 
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
   for (int i = 0; i < nodeCount; ++i)
@@ -236,14 +250,11 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
       if (pending[i] > 0)
         fail(path, "graph has a cycle through " + describeNode(graph.node(i)));
   }
-  bool sorted = std::is_sorted(order.begin(), order.end());
-  if (!sorted) {
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-    nodes.Reserve(nodeCount);
-    for (int index : order)
-      *nodes.Add() = graph.node(index);
-    graph.mutable_node()->Swap(&nodes);
-  }
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  nodes.Reserve(nodeCount);
+  for (int index : order)
+    *nodes.Add() = graph.node(index);
+  graph.mutable_node()->Swap(&nodes);
 }
 
 /// ONNX 1.12's shape inference divides by these without checking them (a zero stride

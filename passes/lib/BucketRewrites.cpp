@@ -78,6 +78,7 @@ void ensureOptimizerSteps(TrainingFunction &training) {
   // Shared by every step: uniqued once, not once per parameter.
   StringAttr sgd = builder.getStringAttr("SGD");
   PhaseAttr optimizerPhase = PhaseAttr::get(builder.getContext(), Phase::optimizer);
+  I64AttrCache workAttrs(builder.getContext());
   for (GradientOp gradient : training.gradients) {
     auto param = gradient.getParam().getDefiningOp<ParamOp>();
     if (optimized.contains(param))
@@ -88,8 +89,8 @@ void ensureOptimizerSteps(TrainingFunction &training) {
     builder.create<ComputeOp>(
         gradient.getLoc(), TypeRange{type}, sgd, optimizerPhase,
         ValueRange{gradient.getParam(), gradient.getResult()},
-        builder.getI64IntegerAttr(optimizerFlops(elements)),
-        builder.getI64IntegerAttr(optimizerBytes(elements, elementBytes(type))),
+        workAttrs.get(optimizerFlops(elements)),
+        workAttrs.get(optimizerBytes(elements, elementBytes(type))),
         builder.getStringAttr("sgd." + param.getName()), param.getStageAttr());
   }
 }

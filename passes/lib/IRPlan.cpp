@@ -74,6 +74,13 @@ OpWork workOf(MoeOpInterface op, cost::DType computeDtype) {
                 /*optimizer=*/false, computeDtype);
 }
 
+/// `op` as an MoE op, or null. Asks the op's registration: the interface's own lookup
+/// falls back to the dialect, and spells out the interface's name, for every op without it.
+MoeOpInterface asMoe(Operation *op) {
+  return op->getName().hasInterface<MoeOpInterface>() ? cast<MoeOpInterface>(op)
+                                                      : MoeOpInterface();
+}
+
 std::string segmentName(ComputeOp op) {
   if (auto node = op.getNode())
     return node->str();
@@ -214,7 +221,7 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
 
 double opComputeUs(Operation *op, cost::DType computeDtype, const cost::CostModel &model) {
   OpWork work;
-  if (auto moe = dyn_cast<MoeOpInterface>(op))
+  if (auto moe = asMoe(op))
     work = workOf(moe, computeDtype);
   else if (auto compute = dyn_cast<ComputeOp>(op))
     work = workOf(compute, computeDtype);
@@ -320,8 +327,9 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
       continue;
     }
     // A forward op starts a new segment when it reads a parameter for the first time.
-    auto addForward = [&](ValueRange inputs, const std::string &name, const OpWork &work,
-                          double us) {
+    // Most forward ops join a segment: the name is made only for one that starts one.
+    auto addForward = [&](ValueRange inputs, function_ref<std::string()> name,
+                          const OpWork &work, double us) {
       bool readsNewParam = llvm::any_of(inputs, [&](Value input) {
         Value param = paramRead(input);
         return param && !firstForwardUse.count(param);
@@ -329,7 +337,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
       if (readsNewParam && forward)
         problem.forward.push_back(*std::exchange(forward, std::nullopt));
       if (!forward)
-        forward = ComputeSegment{name, 0};
+        forward = ComputeSegment{name(), 0};
       addCost(*forward, work, us);
       for (Value input : inputs)
         if (Value param = paramRead(input))
@@ -339,12 +347,13 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     // lookup costs far more than a compare of op names.
     auto compute = dyn_cast<ComputeOp>(op);
     if (!compute) {
-      if (auto moe = dyn_cast<MoeOpInterface>(op)) {
+      if (auto moe = asMoe(&op)) {
         const OpWork work = workOf(moe, problem.computeDtype);
-        addForward(op.getOperands(),
-                   moe.getNodeName().value_or(op.getName().getStringRef()).str(), work,
-                   model.computeUs(static_cast<double>(work.flops),
-                                   static_cast<double>(work.bytes), work.dtype));
+        addForward(
+            op.getOperands(),
+            [&] { return moe.getNodeName().value_or(op.getName().getStringRef()).str(); }, work,
+            model.computeUs(static_cast<double>(work.flops), static_cast<double>(work.bytes),
+                            work.dtype));
         if (isa<MoeExpertsOp>(op))
           training.moeSegments.emplace_back(&op, static_cast<int>(problem.forward.size()));
       }
@@ -357,7 +366,7 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
                                       static_cast<double>(work.bytes), work.dtype);
     switch (compute.getPhase()) {
     case Phase::forward:
-      addForward(compute.getInputs(), segmentName(compute), work, us);
+      addForward(compute.getInputs(), [&] { return segmentName(compute); }, work, us);
       break;
     case Phase::backward:
       if (!backward)

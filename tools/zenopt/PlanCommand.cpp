@@ -154,7 +154,7 @@ private:
 /// (plan::applyPlan through ZenDialect::awaitVerification); so does every other path
 /// that rewrites or reports (requireVerified), and the destructor (the thread reads the
 /// module).
-/// Meanwhile the context uniques with locks.
+/// Meanwhile the context uniques with locks; once the verification is awaited, without.
 class BackgroundVerification {
 public:
   BackgroundVerification(mlir::ModuleOp module, const std::string &modelPath,
@@ -167,7 +167,11 @@ public:
     verified = std::async(std::launch::async, [module] {
                  return mlir::succeeded(mlir::verify(module));
                }).share();
-    dialect.setPendingVerification(verified);
+    // The first rewrite waits for the verification; from then on this thread alone
+    // touches the context.
+    dialect.setPendingVerification(verified, [&context = context] {
+      context.disableMultithreading();
+    });
   }
   ~BackgroundVerification() { verified.wait(); }
   BackgroundVerification(const BackgroundVerification &) = delete;

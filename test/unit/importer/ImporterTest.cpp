@@ -133,6 +133,30 @@ TEST(Batch, SymbolicModeReinfersShapes) {
   EXPECT_EQ(graph.forwardFlops(), 4 * defaultBatch.forwardFlops());
 }
 
+// Nodes listed out of dependency order are sorted (stably): the graph imports as when the
+// file lists them in order, which is taken as it stands.
+TEST(Graph, NodesOutOfOrderImportAsInOrder) {
+  const char *kShuffledMlp = R"(<ir_version: 8, opset_import: ["" : 14]>
+mlp (float[2, 8] X) => (float[2, 4] Y) <float[8, 16] w1 = {0.0}, float[16, 4] w2 = {0.0}> {
+  Y = MatMul(R, w2)
+  R = Relu(H)
+  H = MatMul(X, w1)
+}
+)";
+  ModelGraph inOrder = importModelFromBytes(kSymbolicMlp, "mlp.onnxtxt", ImportOptions{2});
+  ModelGraph shuffled = importModelFromBytes(kShuffledMlp, "shuffled.onnxtxt");
+  ASSERT_EQ(shuffled.nodes.size(), inOrder.nodes.size());
+  for (size_t n = 0; n < inOrder.nodes.size(); ++n) {
+    EXPECT_EQ(shuffled.nodes[n].opType, inOrder.nodes[n].opType) << n;
+    EXPECT_EQ(shuffled.nodes[n].flops, inOrder.nodes[n].flops) << n;
+    for (size_t o = 0; o < inOrder.nodes[n].outputs.size(); ++o)
+      EXPECT_EQ(shuffled.tensors[shuffled.nodes[n].outputs[o]].name,
+                inOrder.tensors[inOrder.nodes[n].outputs[o]].name);
+  }
+  EXPECT_EQ(shuffled.forwardFlops(), inOrder.forwardFlops());
+  EXPECT_EQ(shuffled.backwardFlops(), inOrder.backwardFlops());
+}
+
 TEST(Errors, CarryExitCodes) {
   try {
     importModel("/nonexistent/model.onnx");

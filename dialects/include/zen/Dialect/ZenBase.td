@@ -45,13 +45,15 @@ def Zen_Dialect : Dialect {
   let extraClassDeclaration = [{
     /// Verification of a module still running on another thread while planning reads
     /// the module (zenopt starts it after import). What rewrites the module waits for it
-    /// first: awaitVerification returns its result (true when none is pending) and
-    /// forgets it.
-    void setPendingVerification(std::shared_future<bool> verified);
+    /// first: awaitVerification returns its result (true when none is pending), runs
+    /// `afterwards` (zenopt: the context uniques without locks again) and forgets both.
+    void setPendingVerification(std::shared_future<bool> verified,
+                                std::function<void()> afterwards = {});
     bool awaitVerification();
 
   private:
     std::shared_future<bool> pendingVerification;
+    std::function<void()> afterVerification;
 
   public:
   }];

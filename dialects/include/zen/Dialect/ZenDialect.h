@@ -3,6 +3,7 @@
 #define ZEN_DIALECT_ZENDIALECT_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -11,6 +12,7 @@
 
 #include "zen/Vocabulary.h"
 
+#include <functional>
 #include <future>
 #include <optional>
 
@@ -37,6 +39,25 @@ Device fromVocabulary(vocab::Device device);
 /// Bytes of the payload an op moves: its first operand's (or, with none, its
 /// first result's) tensor bytes, or the wire size of a compressed payload.
 int64_t payloadBytes(mlir::Operation *op);
+
+/// i64 attributes by value, for code that builds many ops: a model's repeated layers give
+/// most ops the same FLOP and byte counts, and a map lookup costs a tenth of uniquing the
+/// attribute again (APInt hashing under the context's uniquer).
+class I64AttrCache {
+public:
+  explicit I64AttrCache(mlir::MLIRContext *context)
+      : type(mlir::IntegerType::get(context, 64)) {}
+  mlir::IntegerAttr get(int64_t value) {
+    mlir::IntegerAttr &attr = attrs[value];
+    if (!attr)
+      attr = mlir::IntegerAttr::get(type, value);
+    return attr;
+  }
+
+private:
+  mlir::IntegerType type;
+  llvm::DenseMap<int64_t, mlir::IntegerAttr> attrs;
+};
 } // namespace zen
 
 #include "zen/Dialect/ZenInterfaces.h.inc"
