@@ -20,9 +20,11 @@ set(CMAKE_LINK_LIBRARY_USING_ZEN_NO_AS_NEEDED
     "LINKER:--push-state,--no-as-needed" "<LINK_ITEM>" "LINKER:--pop-state")
 set(CMAKE_LINK_LIBRARY_USING_ZEN_NO_AS_NEEDED_SUPPORTED TRUE)
 # tools/FastAllocator.cpp sets mimalloc's options for a short planning process.
+# Without mimalloc, FastAllocator.cpp's prefaultHeap does nothing.
 function(zen_use_fast_allocator target)
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tools/FastAllocator.cpp)
   if(TARGET mimalloc)
     target_link_libraries(${target} PRIVATE "$<LINK_LIBRARY:ZEN_NO_AS_NEEDED,mimalloc>")
-    target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tools/FastAllocator.cpp)
+    target_compile_definitions(${target} PRIVATE ZEN_HAVE_MIMALLOC)
   endif()
 endfunction()

@@ -985,6 +985,12 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
   loaded.model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(loaded.arena.get());
   onnx::ModelProto &model = *loaded.model;
   parseModel(bytes, path, model);
+  if (options.parsed) {
+    uint64_t weightBytes = 0;
+    for (const onnx::TensorProto &initializer : model.graph().initializer())
+      weightBytes += initializer.ByteSizeLong();
+    options.parsed(bytes.size() - std::min<uint64_t>(weightBytes, bytes.size()));
+  }
   // The graph checks read no ONNX registry: they run while importModel may still be
   // registering the schemas on another thread (on a small model, while the main thread
   // would otherwise wait). A model failing both reports its versions first, as before.

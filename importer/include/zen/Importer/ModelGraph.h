@@ -14,6 +14,7 @@
 #include "zen/Errors.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,6 +36,10 @@ struct ImportOptions {
   /// buffers (masks, tables) and frozen weights. ONNX cannot tell them from parameters; the
   /// framework that exported the model can. Names the model lacks are reported as warnings.
   std::set<std::string> frozen;
+  /// Called once the file is parsed, with the bytes of its graph: the file less its
+  /// initializers (weights stored in the file). Memory the import and the planning use grows
+  /// with it (zenopt prepares its heap from it); weights are copied once at most.
+  std::function<void(uint64_t graphBytes)> parsed;
 };
 
 /// How `batch` was applied: "symbolic" set the symbolic batch dimension and re-inferred
