@@ -182,8 +182,7 @@ public:
   /// without locks again.
   void requireVerified() {
     const bool ok = verified.get();
-    dialect.awaitVerification();
-    context.disableMultithreading();
+    dialect.awaitVerification(); // runs the constructor's disableMultithreading, if no pass did
     if (!ok)
       throw CommandError(ExitSoftware, modelPath + ": the imported IR failed to verify: " +
                                            diagnostics.messages());

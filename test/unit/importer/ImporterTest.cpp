@@ -4,6 +4,8 @@
 #include "zen/Importer/ZenImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "onnx/defs/parser.h"
+#include "onnx/onnx_pb.h"
 
 #include <gtest/gtest.h>
 
@@ -155,6 +157,37 @@ mlp (float[2, 8] X) => (float[2, 4] Y) <float[8, 16] w1 = {0.0}, float[16, 4] w2
   }
   EXPECT_EQ(shuffled.forwardFlops(), inOrder.forwardFlops());
   EXPECT_EQ(shuffled.backwardFlops(), inOrder.backwardFlops());
+}
+
+// ImportOptions::parsed hears once, after the parse, how large the graph is without the
+// weights stored in the file: what zenopt sizes its heap from.
+TEST(Import, ParsedReportsTheGraphWithoutItsWeights) {
+  onnx::ModelProto model;
+  ASSERT_TRUE(onnx::OnnxParser::Parse(model, R"(<ir_version: 8, opset_import: ["" : 14]>
+mlp (float[2, 8] X) => (float[2, 4] Y) <float[8, 16] w1 = {0.0}, float[16, 4] w2 = {0.0}> {
+  H = MatMul(X, w1)
+  Y = MatMul(H, w2)
+}
+)").IsOK());
+  const std::string weightless = model.SerializeAsString();
+  for (onnx::TensorProto &weight : *model.mutable_graph()->mutable_initializer()) {
+    int64_t elements = 1;
+    for (int64_t dim : weight.dims())
+      elements *= dim;
+    weight.clear_float_data();
+    weight.set_raw_data(std::string(size_t(elements) * sizeof(float), '\0'));
+  }
+  const std::string withWeights = model.SerializeAsString();
+  ASSERT_GT(withWeights.size(), weightless.size() + 8 * 16 * 4);
+
+  std::vector<uint64_t> reported;
+  ImportOptions options;
+  options.parsed = [&](uint64_t graphBytes) { reported.push_back(graphBytes); };
+  ModelGraph graph = importModelFromBytes(withWeights, "weights.onnx", options);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_LE(reported[0], weightless.size());
+  EXPECT_GT(reported[0], weightless.size() / 2);
+  EXPECT_EQ(graph.forwardFlops(), importModelFromBytes(weightless, "w.onnx").forwardFlops());
 }
 
 TEST(Errors, CarryExitCodes) {
