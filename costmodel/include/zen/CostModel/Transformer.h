@@ -41,11 +41,25 @@ struct MoeBlocks {
 /// fields drive the per-layer FLOP, activation and collective formulas. The
 /// dense blocks are alike; with `moe`, its blocks are alike too.
 struct TransformerShape {
-  std::string family;        // "gpt" (causal decoder) or "bert" (encoder)
+  std::string family;        // "gpt" (causal decoder), "bert" (encoder) or "encoder-decoder"
   int64_t layers = 0;
   int64_t hidden = 0;
   int64_t heads = 0;
-  int64_t ffn = 0;           // first MLP GEMM's output features (4 * hidden usually)
+  /// Key/value heads: fewer than `heads` under grouped-query (and 1 under
+  /// multi-query) attention, each shared by heads / kvHeads query heads.
+  int64_t kvHeads = 0;
+  int64_t ffn = 0;           // the MLP's inner width (4 * hidden usually; a gated MLP's gate and up)
+  /// "gelu" or "relu": two GEMMs; "swiglu" or "geglu": gate and up GEMMs of
+  /// width ffn, their gated product, then the down GEMM (three GEMMs).
+  std::string mlp = "gelu";
+  std::string norm = "layernorm";  // "layernorm" or "rmsnorm"
+  std::string positions = "learned";  // "learned", "rotary" or "none"
+  bool tiedEmbeddings = false;  // the output projection reuses the token embedding
+  /// Decoder blocks of an encoder-decoder stack: each has a cross-attention
+  /// (Q from the block, K/V from the encoder's output) besides its self-attention.
+  /// They are the last crossAttentionBlocks blocks (the encoder's run first).
+  int64_t crossAttentionBlocks = 0;
+  double crossAttentionParams = 0;  // one cross-attention's (its GEMMs and norm)
   int64_t seq = 0;           // tokens per sample
   int64_t vocab = 0;         // 0 when the model has no vocabulary projection
   int64_t modelBatch = 1;    // samples per step the model was exported with
@@ -58,8 +72,11 @@ struct TransformerShape {
   std::optional<MoeBlocks> moe;
 
   int64_t moeBlocks() const { return moe ? int64_t(moe->blocks.size()) : 0; }
+  bool gatedMlp() const { return mlp == "swiglu" || mlp == "geglu"; }
+  int64_t keyValueHeads() const { return kvHeads > 0 ? kvHeads : heads; }
   double totalParams() const {
-    double params = (layers - moeBlocks()) * layerParams + embeddingParams + headParams;
+    double params = (layers - moeBlocks()) * layerParams + embeddingParams + headParams +
+                    crossAttentionBlocks * crossAttentionParams;
     if (moe)
       params += moeBlocks() * (moe->blockParams + moe->expertParams);
     return params;
