@@ -21,6 +21,24 @@ std::vector<std::string> programNames(int64_t stage, const cost::ParallelConfig 
 
 } // namespace
 
+ordered_json transformerJson(const cost::TransformerShape &shape) {
+  return {{"family", shape.family},
+          {"blocks", shape.layers},
+          {"hidden", shape.hidden},
+          {"heads", shape.heads},
+          {"kv_heads", shape.keyValueHeads()},
+          {"ffn", shape.ffn},
+          {"vocab", shape.vocab},
+          {"seq", shape.seq},
+          {"mlp", shape.mlp},
+          {"norm", shape.norm},
+          {"tied_embeddings", shape.tiedEmbeddings},
+          {"positions", shape.positions},
+          {"moe_blocks", shape.moeBlocks()},
+          {"cross_attention_blocks", shape.crossAttentionBlocks},
+          {"parameters", shape.totalParams()}};
+}
+
 ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
                              const plan::ParallelEvaluation &chosen, const plan::ParallelResult &result) {
   const cost::ParallelConfig &config = chosen.config;

@@ -18,6 +18,11 @@
 
 namespace zen::codegen {
 
+/// The `transformer` object of `inspect --json` and the plan's `--json`
+/// summary (docs/design.md "Recognising transformers"): blocks, hidden, heads,
+/// kv_heads, ffn, vocab, seq, mlp, norm, tied_embeddings, positions, moe_blocks.
+nlohmann::ordered_json transformerJson(const cost::TransformerShape &shape);
+
 /// The `parallel` section of a plan file for `chosen`.
 nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,
                                        const cost::TrainingSetup &setup,
