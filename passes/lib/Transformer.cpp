@@ -26,7 +26,7 @@ std::vector<ParamOp> expertParams(const MoeLayerOps &layer) {
   MoeExpertsOp experts = layer.experts;
   std::vector<ParamOp> params;
   for (Value value : {experts.getFc1Weight(), experts.getFc1Bias(), experts.getFc2Weight(),
-                      experts.getFc2Bias()})
+                      experts.getFc2Bias(), experts.getFc3Weight(), experts.getFc3Bias()})
     if (ParamOp param = value ? value.getDefiningOp<ParamOp>() : ParamOp())
       params.push_back(param);
   return params;
@@ -92,6 +92,10 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
   bool storedOutIn = isGemm && dims[1] == gemm.inFeatures;
   gemm.outDim = storedOutIn != transposed ? 0 : 1;
   gemm.inDim = 1 - gemm.outDim;
+  // Shape inference can lose an input's width (after a Loop, as torch's
+  // repeat_interleave exports): the weight's other dimension is the width.
+  if (ShapedType::isDynamic(gemm.inFeatures) && !isGemm)
+    gemm.inFeatures = dims[gemm.inDim];
   if (dims[gemm.inDim] != gemm.inFeatures || dims[gemm.outDim] != gemm.outFeatures)
     return std::nullopt;
   if (isGemm) {
@@ -137,6 +141,77 @@ bool feedsResidual(Operation *op) {
   return false;
 }
 
+/// One attention's weight GEMMs starting at some index: `projections` GEMMs
+/// (Q, K and V fused; Q and fused KV; or Q, K, V), then the output GEMM.
+struct AttentionMatch {
+  size_t projections = 0;
+  int64_t queryWidth = 0, kvWidth = 0;  // heads x head size; key/value heads x head size
+  bool cross = false;                   // K/V read another value than Q (cross-attention)
+};
+
+/// Ops between the attention scores GEMM and the Softmax: scaling, masking, casts.
+bool onScoresPath(StringRef opType) {
+  return opType == "Add" || opType == "Sub" || opType == "Mul" || opType == "Div" ||
+         opType == "Where" || opType == "Cast" || opType == "Identity";
+}
+
+/// True when `value` is computed without any function argument (from constants
+/// and frozen buffers only); bounded, a deep graph counts as not static.
+bool isStatic(Value value) {
+  SmallVector<Value> frontier{value};
+  llvm::DenseSet<Operation *> seen;
+  while (!frontier.empty()) {
+    Value current = frontier.pop_back_val();
+    Operation *producer = current.getDefiningOp();
+    if (!producer)
+      return false;
+    if (isa<ParamOp>(producer) || !seen.insert(producer).second)
+      continue;
+    if (seen.size() > 64)
+      return false;
+    frontier.append(producer->operand_begin(), producer->operand_end());
+  }
+  return true;
+}
+
+/// Walks back from a Softmax's input over the scores path to the Q·Kᵀ MatMul;
+/// `staticMask` is set when a mask on that path is computed from constants
+/// only (a causal mask: a padding mask comes from an input).
+ComputeOp scoresGemm(ComputeOp softmax, bool &staticMask) {
+  if (softmax.getInputs().empty())
+    return {};
+  Value value = softmax.getInputs()[0];
+  for (int hops = 0; hops < 8; ++hops) {
+    auto op = value.getDefiningOp<ComputeOp>();
+    if (!op || op.getPhase() != Phase::forward)
+      return {};
+    StringRef type = op.getOpType();
+    if (type == "MatMul" && !matchWeightGemm(op))
+      return op;
+    if (!onScoresPath(type) || op.getInputs().empty())
+      return {};
+    // Follow the operand that is not static: the scores; the others mask or scale.
+    Value scores;
+    for (Value input : op.getInputs())
+      if (!isStatic(input) && !scores)
+        scores = input;
+    if (!scores)
+      return {};
+    bool masking = type == "Add" || type == "Sub" || type == "Where";
+    // A masking op whose mask is a frozen buffer (not in the IR) has lost that operand.
+    size_t arity = type == "Where" ? 3 : 2;
+    if (masking && (op.getInputs().size() < arity ||
+                    llvm::any_of(op.getInputs(), [&](Value input) {
+                      auto type = dyn_cast<RankedTensorType>(input.getType());
+                      return input != scores && isStatic(input) && !input.getDefiningOp<ParamOp>() &&
+                             type && type.hasStaticShape() && type.getNumElements() > 1;
+                    })))
+      staticMask = true;
+    value = scores;
+  }
+  return {};
+}
+
 } // namespace
 
 std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::string *whyNot) {
@@ -153,8 +228,8 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
   if (!structure.func)
     return fail("no function with zen.param ops");
 
-  const char *noBlock = "no transformer block (QKV GEMM(s), Softmax, attention output, two "
-                        "MLP GEMMs) with 2-D zen.param weights";
+  const char *noBlock = "no transformer block (an attention: Q/K/V GEMM(s), Softmax, output GEMM; then "
+                        "an MLP of two or three GEMMs, or an MoE layer) with 2-D zen.param weights";
   // Without a Softmax there is no block to look for: answered before every op is indexed.
   if (llvm::none_of(structure.func.getBody().getOps<ComputeOp>(), [](ComputeOp compute) {
         return compute.getPhase() == Phase::forward && compute.getOpType() == "Softmax";
@@ -167,9 +242,11 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
   position.reserve(structure.func.getBody().front().getOperations().size());
   std::vector<WeightGemm> gemms;
   std::vector<ComputeOp> softmaxes;
+  std::vector<ComputeOp> forwardOps;
   std::vector<ParamOp> params;
   DenseMap<Operation *, size_t> firstUse;
-  bool causal = false;
+  DenseSet<Operation *> gatheredTables;
+  bool trilu = false;
   int64_t widestTable = 0;
   for (Operation &op : structure.func.getBody().front()) {
     size_t at = position.size();
@@ -181,6 +258,7 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     auto compute = dyn_cast<ComputeOp>(op);
     if (!compute || compute.getPhase() != Phase::forward)
       continue;
+    forwardOps.push_back(compute);
     for (Value input : compute.getInputs())
       if (ParamOp param = paramOf(input))
         firstUse.try_emplace(param, at);
@@ -190,10 +268,12 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     } else if (compute.getOpType() == "Softmax") {
       softmaxes.push_back(compute);
     } else if (compute.getOpType() == "Trilu") {
-      causal = true;
+      trilu = true;
     } else if (compute.getOpType() == "Gather" && !compute.getInputs().empty()) {
-      if (ParamOp table = paramOf(compute.getInputs()[0]); table && table.getType().getRank() == 2)
-        widestTable = std::max(widestTable, table.getType().getDimSize(0));
+      if (ParamOp table = paramOf(compute.getInputs()[0]); table && table.getType().getRank() == 2) {
+        widestTable = std::max(widestTable, logicalShape(table)[0]);
+        gatheredTables.insert(table);
+      }
     }
   }
   // MoE layers by their router GEMM (the op computing the dispatch's logits).
@@ -210,69 +290,122 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
       return position[softmax] > from && position[softmax] < to;
     });
   };
+  auto inputOf = [&](size_t k) { return gemms[k].op.getInputs()[0]; };
+  auto matchAttention = [&](size_t g, int64_t h) -> std::optional<AttentionMatch> {
+    for (size_t count : {3, 2, 1}) {
+      if (g + count >= gemms.size())
+        continue;
+      const WeightGemm &q = gemms[g], &out = gemms[g + count];
+      bool widths = out.outFeatures == h;
+      for (size_t k = g; k < g + count; ++k)
+        widths = widths && gemms[k].inFeatures == h;
+      if (!widths)
+        continue;
+      AttentionMatch match;
+      match.projections = count;
+      match.queryWidth = out.inFeatures;
+      if (count == 1) {
+        if (q.outFeatures <= match.queryWidth || (q.outFeatures - match.queryWidth) % 2)
+          continue;
+        match.kvWidth = (q.outFeatures - match.queryWidth) / 2;
+      } else if (q.outFeatures != match.queryWidth) {
+        continue;
+      } else if (count == 2) {
+        if (gemms[g + 1].outFeatures % 2)
+          continue;
+        match.kvWidth = gemms[g + 1].outFeatures / 2;
+      } else {
+        if (gemms[g + 1].outFeatures != gemms[g + 2].outFeatures || inputOf(g + 1) != inputOf(g + 2))
+          continue;
+        match.kvWidth = gemms[g + 1].outFeatures;
+      }
+      if (match.kvWidth <= 0 || match.kvWidth > match.queryWidth ||
+          match.queryWidth % match.kvWidth != 0 ||
+          !softmaxBetween(gemms[g + count - 1].position, out.position))
+        continue;
+      match.cross = count > 1 && inputOf(g) != inputOf(g + 1);
+      return match;
+    }
+    return std::nullopt;
+  };
 
-  // Blocks: QKV, Softmax, attention output, MLP in, MLP out; same widths throughout.
+  // Blocks: an attention (a cross-attention after it in a decoder block), then
+  // the MLP or an MoE layer; widths as the first block's throughout.
   std::vector<bool> inBlock(gemms.size(), false);
-  int64_t hidden = 0, ffn = 0;
+  int64_t hidden = 0, ffn = 0, queryWidth = 0, kvWidth = 0;
+  std::optional<size_t> mlpGemms;  // 2 or 3 (gate and up, then down), as the first dense block's
   size_t g = 0;
   while (g < gemms.size()) {
-    auto sameInput = [&](size_t a, size_t b) {
-      return gemms[a].op.getInputs()[0] == gemms[b].op.getInputs()[0];
-    };
     int64_t h = hidden ? hidden : gemms[g].inFeatures;
-    size_t qkvCount = 0;
-    if (gemms[g].inFeatures == h && gemms[g].outFeatures == 3 * h)
-      qkvCount = 1;
-    else if (g + 2 < gemms.size() && llvm::all_of(std::initializer_list<size_t>{g, g + 1, g + 2},
-                                                  [&](size_t k) {
-                                                    return gemms[k].inFeatures == h &&
-                                                           gemms[k].outFeatures == h &&
-                                                           sameInput(g, k);
-                                                  }))
-      qkvCount = 3;
-    size_t next = g + qkvCount;
-    bool attention = qkvCount && next + 1 < gemms.size() && gemms[next].inFeatures == h &&
-                     gemms[next].outFeatures == h &&
-                     softmaxBetween(gemms[next - 1].position, gemms[next].position);
+    std::optional<AttentionMatch> self = matchAttention(g, h);
+    if (!self || self->cross ||
+        (queryWidth && (self->queryWidth != queryWidth || self->kvWidth != kvWidth))) {
+      ++g;
+      continue;
+    }
+    size_t next = g + self->projections + 1;
+    std::optional<AttentionMatch> cross = matchAttention(next, h);
+    if (cross && (!cross->cross || cross->queryWidth != self->queryWidth || cross->kvWidth != self->kvWidth))
+      cross.reset();
+    size_t mlp = cross ? next + cross->projections + 1 : next;
+    if (mlp >= gemms.size()) {
+      ++g;
+      continue;
+    }
     std::optional<size_t> moeLayer;
-    bool dense = false;
-    if (attention) {
-      if (auto router = routed.find(gemms[next + 1].op); router != routed.end()) {
-        if (gemms[next + 1].inFeatures == h)
-          moeLayer = router->second;
-      } else if (next + 2 < gemms.size()) {
-        const WeightGemm &in = gemms[next + 1], &back = gemms[next + 2];
-        int64_t f = ffn ? ffn : in.outFeatures;
-        dense = in.inFeatures == h && in.outFeatures == f && back.inFeatures == f && back.outFeatures == h;
-      }
+    size_t dense = 0;  // GEMMs of a dense MLP
+    if (auto router = routed.find(gemms[mlp].op); router != routed.end()) {
+      if (gemms[mlp].inFeatures == h)
+        moeLayer = router->second;
+    } else {
+      auto fits = [&](size_t count) {
+        if (mlp + count > gemms.size() || (mlpGemms && *mlpGemms != count))
+          return false;
+        const WeightGemm &in = gemms[mlp], &down = gemms[mlp + count - 1];
+        if (in.inFeatures != h || down.outFeatures != h || (ffn && down.inFeatures != ffn))
+          return false;
+        if (count == 3)  // gate and up read one input, down reads their product
+          return gemms[mlp + 1].inFeatures == h && gemms[mlp + 1].outFeatures == in.outFeatures &&
+                 inputOf(mlp) == inputOf(mlp + 1) && down.inFeatures == in.outFeatures;
+        // A fused gate-up GEMM is twice as wide as the down GEMM's input.
+        return in.outFeatures == down.inFeatures || in.outFeatures == 2 * down.inFeatures;
+      };
+      dense = fits(3) ? 3 : fits(2) ? 2 : 0;
     }
     if (!dense && !moeLayer) {
       ++g;
       continue;
     }
     TransformerBlock block;
-    block.qkv.assign(gemms.begin() + g, gemms.begin() + next);
-    block.attentionOut = gemms[next];
+    block.qkv.assign(gemms.begin() + g, gemms.begin() + g + self->projections);
+    block.attentionOut = gemms[g + self->projections];
+    if (cross) {
+      block.crossQkv.assign(gemms.begin() + next, gemms.begin() + next + cross->projections);
+      block.crossOut = gemms[next + cross->projections];
+    }
     block.begin = gemms[g].weightTranspose ? position[gemms[g].weightTranspose] : gemms[g].position;
-    size_t gemmsInBlock = next + 1 - g;
+    size_t end = mlp;
     if (dense) {
-      block.mlpIn = gemms[next + 1];
-      block.mlpOut = gemms[next + 2];
+      block.mlpIn.assign(gemms.begin() + mlp, gemms.begin() + mlp + dense - 1);
+      block.mlpOut = gemms[mlp + dense - 1];
       block.end = block.mlpOut.biasAdd ? position[block.mlpOut.biasAdd] : block.mlpOut.position;
-      ffn = gemms[next + 1].outFeatures;
-      gemmsInBlock += 2;
+      ffn = block.mlpOut.inFeatures;
+      mlpGemms = dense;
+      end += dense;
     } else {
-      block.router = gemms[next + 1];
+      block.router = gemms[mlp];
       block.moeLayer = structure.moeLayers.size();
       structure.moeLayers.push_back((*moeLayers)[*moeLayer]);
       block.end = position[structure.moeLayers.back().combine];
-      gemmsInBlock += 1;
+      end += 1;
     }
-    for (size_t k = g; k < g + gemmsInBlock; ++k)
+    for (size_t k = g; k < end; ++k)
       inBlock[k] = true;
     hidden = h;
+    queryWidth = self->queryWidth;
+    kvWidth = self->kvWidth;
     structure.blocks.push_back(std::move(block));
-    g += gemmsInBlock;
+    g = end;
   }
   if (structure.blocks.empty())
     return fail(noBlock);
@@ -290,10 +423,16 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     for (WeightGemm &gemm : block.qkv)
       all.push_back(&gemm);
     all.push_back(&block.attentionOut);
+    for (WeightGemm &gemm : block.crossQkv)
+      all.push_back(&gemm);
+    if (!block.crossQkv.empty())
+      all.push_back(&block.crossOut);
     if (block.moeLayer)
       all.push_back(&block.router);
-    else
-      all.append({&block.mlpIn, &block.mlpOut});
+    for (WeightGemm &gemm : block.mlpIn)
+      all.push_back(&gemm);
+    if (!block.moeLayer)
+      all.push_back(&block.mlpOut);
     for (WeightGemm *gemm : all) {
       owner[gemm->weight] = static_cast<int>(b);
       if (gemm->bias)
@@ -340,10 +479,17 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
   const std::vector<ParamOp> &probe = layers > 1 && !gaps[1].empty() ? gaps[1] : gaps[0];
   if (Operation *last = lastUser(probe); last && last->getNumResults())
     postNorm = feedsResidual(last);
-  size_t perGap = layers > 1 ? gaps[1].size() : 0;
+  // A block's own norms in a gap: as many as the smallest inner gap holds. A
+  // gap with more (an encoder's final norm before the decoder's first block)
+  // keeps those nearest the block it belongs to; the rest stand outside the blocks.
+  size_t perGap = 0;
   for (size_t w = 1; w < layers; ++w)
-    for (ParamOp param : gaps[w])
-      owner[param] = static_cast<int>(postNorm ? w - 1 : w);
+    perGap = w == 1 ? gaps[w].size() : std::min(perGap, gaps[w].size());
+  for (size_t w = 1; w < layers; ++w)
+    for (size_t k = 0; k < gaps[w].size(); ++k) {
+      bool own = postNorm ? k < perGap : k + perGap >= gaps[w].size();
+      owner[gaps[w][k]] = !own ? -2 : static_cast<int>(postNorm ? w - 1 : w);
+    }
   // The outer gaps hold the embedding and the head besides the first block's
   // leading norm (pre-LN) or the last block's trailing one (post-LN).
   std::vector<ParamOp> &before = gaps.front(), &after = gaps.back();
@@ -376,8 +522,9 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     return total;
   };
   cost::TransformerShape &shape = structure.shape;
-  // Dense blocks alike, MoE blocks alike (their parameters besides the experts, and their layers).
-  std::optional<double> denseParams, moeBlockParams;
+  // Dense blocks alike, decoder blocks (with a cross-attention) alike, MoE
+  // blocks alike (their parameters besides the experts, and their layers).
+  std::optional<double> denseParams, crossParams, moeBlockParams;
   for (size_t b = 0; b < layers; ++b) {
     const TransformerBlock &block = structure.blocks[b];
     double params = countOf(block.params);
@@ -393,60 +540,174 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
       }
       shape.moe->blocks.push_back(static_cast<int64_t>(b));
     }
-    std::optional<double> &alike = block.moeLayer ? moeBlockParams : denseParams;
+    bool decoder = !block.crossQkv.empty();
+    if (decoder && block.moeLayer)
+      return fail("a decoder block with a cross-attention and an MoE layer ('" + block.router.nodeName() +
+                  "') is not supported");
+    if (!decoder && shape.crossAttentionBlocks)
+      return fail("an encoder block after the decoder's blocks ('" + block.attentionOut.nodeName() + "')");
+    if (decoder)
+      ++shape.crossAttentionBlocks;
+    std::optional<double> &alike = block.moeLayer ? moeBlockParams : decoder ? crossParams : denseParams;
     if (!alike)
       alike = params;
     else if (params != *alike)
-      return fail(std::string(block.moeLayer ? "MoE" : "transformer") +
+      return fail(std::string(block.moeLayer ? "MoE" : decoder ? "decoder" : "transformer") +
                   " blocks differ in their parameters (" + std::to_string(static_cast<int64_t>(params)) +
                   " vs " + std::to_string(static_cast<int64_t>(*alike)) + ")");
   }
+  if (crossParams && !denseParams)
+    return fail("blocks with a cross-attention but no encoder blocks before them");
   shape.layerParams = denseParams.value_or(0);
+  if (crossParams)
+    shape.crossAttentionParams = *crossParams - shape.layerParams;
   if (shape.moe)
     shape.moe->blockParams = *moeBlockParams;
   shape.embeddingParams = countOf(structure.embeddingParams);
   shape.headParams = countOf(structure.headParams);
 
   TransformerBlock &first = structure.blocks.front();
-  shape.family = causal ? "gpt" : "bert";
   shape.layers = static_cast<int64_t>(layers);
   shape.hidden = hidden;
   // Every block MoE: the experts' width stands for the MLP's in the checks.
   shape.ffn = ffn ? ffn : shape.moe->layer.ffn;
-  // The attention scores are [..., seq, seq]: their last dimension is the sequence.
+  // The attention scores are [..., seq, seq]: their last dimension is the
+  // sequence, and the Q·Kᵀ GEMM before them contracts over the head size.
+  ComputeOp firstSoftmax;
   for (ComputeOp softmax : softmaxes)
     if (position[softmax] > first.qkv.back().position &&
         position[softmax] < first.attentionOut.position) {
-      shape.seq = cast<RankedTensorType>(softmax->getResult(0).getType()).getShape().back();
+      firstSoftmax = softmax;
       break;
     }
-  if (shape.seq <= 0)
+  shape.seq = cast<RankedTensorType>(firstSoftmax->getResult(0).getType()).getShape().back();
+  if (shape.seq <= 0 || ShapedType::isDynamic(shape.seq))
     return fail("the attention scores have no static sequence length");
   int64_t tokens = leadingElements(first.qkv.front().op.getInputs()[0].getType());
   shape.modelBatch = std::max<int64_t>(1, tokens / shape.seq);
-  // Heads: the Reshape that splits the QKV output into [..., heads, hidden / heads].
-  for (Operation &op : structure.func.getBody().front()) {
-    size_t at = position[&op];
-    if (at <= first.qkv.front().position || at >= first.attentionOut.position ||
-        !isForward(&op, "Reshape"))
-      continue;
-    auto result = cast<RankedTensorType>(op.getResult(0).getType());
-    if (result.getRank() >= 3) {
-      int64_t heads = result.getDimSize(result.getRank() - 2);
-      if (heads * result.getShape().back() == hidden) {
-        shape.heads = heads;
-        break;
-      }
+
+  // A mask on any attention's scores computed from constants only is causal.
+  bool causal = trilu;
+  int64_t headSize = 0;
+  for (ComputeOp softmax : softmaxes) {
+    bool staticMask = false;
+    ComputeOp scores = scoresGemm(softmax, staticMask);
+    causal = causal || staticMask;
+    if (softmax == firstSoftmax && scores)
+      if (auto query = dyn_cast<RankedTensorType>(scores.getInputs()[0].getType());
+          query && query.getRank() >= 2 && !ShapedType::isDynamic(query.getShape().back()))
+        headSize = query.getShape().back();
+  }
+  shape.family = shape.crossAttentionBlocks ? "encoder-decoder" : causal ? "gpt" : "bert";
+
+  // Heads: the attributes when given (--heads/--kv-heads), else the head size.
+  auto attribute = [&](StringRef name) -> int64_t {
+    auto value = module->getAttrOfType<IntegerAttr>(name);
+    return value ? value.getInt() : 0;
+  };
+  int64_t heads = attribute("zen.heads"), kvHeads = attribute("zen.kv_heads");
+  const std::string where = "the attention of block 0 (Softmax '" +
+                            (firstSoftmax.getNode() ? firstSoftmax.getNode()->str() : std::string("?")) +
+                            "', Q width " + std::to_string(queryWidth) + ", K/V width " +
+                            std::to_string(kvWidth) + ")";
+  structure.headsFrom = heads || kvHeads ? "attributes" : "scores";
+  if (heads) {
+    if (queryWidth % heads)
+      return fail("--heads " + std::to_string(heads) + " does not divide " + where);
+    headSize = queryWidth / heads;
+  } else if (kvHeads) {
+    if (kvWidth % kvHeads)
+      return fail("--kv-heads " + std::to_string(kvHeads) + " does not divide " + where);
+    headSize = kvWidth / kvHeads;
+  } else if (headSize <= 0) {
+    return fail("cannot read the heads of " + where +
+                ": no Q·Kᵀ MatMul with a static head size feeds its Softmax; give --heads (and --kv-heads)");
+  }
+  if (queryWidth % headSize || kvWidth % headSize)
+    return fail("the head size " + std::to_string(headSize) + " read from " + where +
+                " does not divide its projections; give --heads (and --kv-heads)");
+  shape.heads = queryWidth / headSize;
+  shape.kvHeads = kvWidth / headSize;
+  if (kvHeads && kvHeads != shape.kvHeads)
+    return fail("--kv-heads " + std::to_string(kvHeads) + " does not match " + where + " with " +
+                std::to_string(shape.heads) + " heads");
+
+  // The MLP's activation: what runs between its first GEMM and its down GEMM.
+  auto activationIn = [&](size_t from, size_t to) -> std::string {
+    bool sigmoid = false, gelu = false, relu = false;
+    for (ComputeOp op : forwardOps) {
+      size_t at = position[op];
+      if (at <= from || at >= to)
+        continue;
+      StringRef type = op.getOpType();
+      sigmoid = sigmoid || type == "Sigmoid" || type == "HardSwish";
+      gelu = gelu || type == "Gelu" || type == "Erf" || type == "Tanh" || type == "FastGelu" ||
+             type == "BiasGelu";
+      relu = relu || type == "Relu";
     }
+    return sigmoid ? "silu" : gelu ? "gelu" : relu ? "relu" : "";
+  };
+  for (const TransformerBlock &block : structure.blocks) {
+    if (block.moeLayer)
+      continue;
+    std::string activation = activationIn(block.mlpIn.front().position, block.mlpOut.position);
+    bool gated = block.mlpIn.size() == 2 || block.mlpIn.front().outFeatures == 2 * block.mlpOut.inFeatures;
+    if (gated)
+      shape.mlp = activation == "gelu" ? "geglu" : "swiglu";
+    else
+      shape.mlp = activation.empty() || activation == "silu" ? "gelu" : activation;
+    break;
   }
-  if (!shape.heads) {
-    structure.headsInferred = true;
-    shape.heads = std::max<int64_t>(1, hidden / 64);
+  if (!denseParams && shape.moe && shape.moe->layer.fc1Rows == 2 * shape.moe->layer.ffn)
+    shape.mlp = "swiglu";
+
+  // The norm: an ONNX normalisation op, else the chain torch exports (LayerNorm
+  // subtracts the mean; RMSNorm only divides by the root mean square).
+  bool layerNorm = false, rmsNorm = false;
+  for (ComputeOp op : forwardOps) {
+    if (position[op] > first.end)
+      break;
+    StringRef type = op.getOpType();
+    auto fromOp = [&](Value value, StringRef producer) {
+      auto defining = value.getDefiningOp<ComputeOp>();
+      return defining && defining.getOpType() == producer;
+    };
+    if (type == "LayerNormalization" ||
+        (type == "Sub" && llvm::any_of(op.getInputs(), [&](Value v) { return fromOp(v, "ReduceMean"); })))
+      layerNorm = true;
+    else if (type == "SimplifiedLayerNormalization" || type == "RMSNormalization" ||
+             type == "SkipSimplifiedLayerNormalization" ||
+             (type == "ReduceMean" && !op.getInputs().empty() && fromOp(op.getInputs()[0], "Pow")))
+      rmsNorm = true;
   }
-  // Vocabulary: the output projection after the last block, else the widest embedding table.
+  shape.norm = rmsNorm && !layerNorm ? "rmsnorm" : "layernorm";
+
+  // Positions: rotary where the attention rotates Q and K (rotate_half's Neg,
+  // or ONNX Runtime's RotaryEmbedding); learned where a table of seq x hidden
+  // is used before the first block besides the token embedding; else none.
+  shape.positions = "none";
+  for (ComputeOp op : forwardOps) {
+    size_t at = position[op];
+    if (at > first.qkv.front().position && at < position[firstSoftmax] &&
+        (op.getOpType() == "Neg" || op.getOpType() == "RotaryEmbedding"))
+      shape.positions = "rotary";
+  }
+  // (A table of fewer rows than the sequence, BERT's token types, is not positions.)
+  if (shape.positions == "none")
+    for (ParamOp param : structure.embeddingParams) {
+      SmallVector<int64_t> dims = logicalShape(param);
+      if (dims.size() >= 2 && dims.back() == hidden && dims[dims.size() - 2] >= shape.seq &&
+          dims[dims.size() - 2] != widestTable)
+        shape.positions = "learned";
+    }
+
+  // Vocabulary: the output projection after the last block, else the widest
+  // embedding table; tied when that projection's weight is the embedding table.
   for (const WeightGemm &gemm : structure.replicated)
-    if (gemm.position > structure.blocks.back().end)
+    if (gemm.position > structure.blocks.back().end) {
       shape.vocab = gemm.outFeatures;
+      shape.tiedEmbeddings = gatheredTables.contains(gemm.weight);
+    }
   if (!shape.vocab)
     shape.vocab = widestTable;
   for (const WeightGemm &gemm : structure.replicated)

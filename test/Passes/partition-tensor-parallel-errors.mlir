@@ -33,7 +33,7 @@ module {
 
 // Sequence parallelism types the column-parallel GEMM's input as a sequence
 // shard where it is produced, which a function argument is not.
-module attributes {zen.parallel = #zen.parallel<sequence_parallel = true>} {
+module attributes {zen.heads = 2 : i64, zen.parallel = #zen.parallel<sequence_parallel = true>} {
   func.func @train_step(%x: tensor<4x8xf32>) {
     %qkv = zen.param "qkv" : tensor<8x24xf32>
     %out = zen.param "out" : tensor<8x8xf32>

@@ -53,10 +53,14 @@ struct DecomposeTensorParallelPass
       for (const WeightGemm &gemm : block.qkv)
         regionOf[gemm.nodeName()] = Region::attention;
       regionOf[block.attentionOut.nodeName()] = Region::attention;
-      if (!block.moeLayer) {
-        regionOf[block.mlpIn.nodeName()] = Region::mlp;
+      for (const WeightGemm &gemm : block.crossQkv)
+        regionOf[gemm.nodeName()] = Region::attention;
+      if (!block.crossQkv.empty())
+        regionOf[block.crossOut.nodeName()] = Region::attention;
+      for (const WeightGemm &gemm : block.mlpIn)
+        regionOf[gemm.nodeName()] = Region::mlp;
+      if (!block.moeLayer)
         regionOf[block.mlpOut.nodeName()] = Region::mlp;
-      }
     }
     auto blockGemm = [&](Operation *op) -> ComputeOp {
       auto compute = dyn_cast_or_null<ComputeOp>(op);

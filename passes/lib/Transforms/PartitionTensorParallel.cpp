@@ -41,34 +41,60 @@ public:
     // Found before any retyping: the match compares the input gradient's type
     // with the GEMM input's, which sequence parallelism changes.
     for (TransformerBlock &block : structure.blocks) {
-      for (WeightGemm &gemm : block.qkv)
-        gradOps[gemm.op] = findGradient(gemm.op);
-      for (WeightGemm *gemm : {&block.attentionOut, &block.mlpIn, &block.mlpOut})
+      for (WeightGemm *gemm : columnGemms(block))
+        gradOps[gemm->op] = findGradient(gemm->op);
+      for (WeightGemm *gemm : rowGemms(block))
         gradOps[gemm->op] = findGradient(gemm->op);
     }
   }
 
   LogicalResult run() {
     for (TransformerBlock &block : structure.blocks) {
-      for (WeightGemm &gemm : block.qkv)
-        if (failed(columnParallel(gemm)))
+      for (WeightGemm *gemm : columnGemms(block))
+        if (failed(columnParallel(*gemm)))
           return failure();
-      if (failed(rowParallel(block.attentionOut)) || failed(columnParallel(block.mlpIn)) ||
-          failed(rowParallel(block.mlpOut)))
-        return failure();
-      // Every head lives on one rank: the attention core between the QKV
-      // GEMMs and the output projection runs on heads / tp heads.
-      size_t from = position.lookup(block.qkv.front().op),
-             to = position.lookup(block.attentionOut.op);
-      for (auto [op, at] : position)
-        if (auto compute = dyn_cast<ComputeOp>(op);
-            compute && compute.getPhase() == Phase::forward && at > from && at < to)
-          divideNode(compute);
+      for (WeightGemm *gemm : rowGemms(block))
+        if (failed(rowParallel(*gemm)))
+          return failure();
+      // Every head (and key/value group) lives on one rank: the attention
+      // cores between the projections and the output run on heads / tp heads.
+      divideBetween(block.qkv.front(), block.attentionOut);
+      if (!block.crossQkv.empty())
+        divideBetween(block.crossQkv.front(), block.crossOut);
     }
     return success();
   }
 
 private:
+  /// Column-parallel: Q/K/V projections (K and V split by key/value group,
+  /// which the configuration checks divide by tp), the MLP's first GEMM or its
+  /// gate and up; row-parallel: the attention outputs and the down GEMM.
+  static SmallVector<WeightGemm *> columnGemms(TransformerBlock &block) {
+    SmallVector<WeightGemm *> gemms;
+    for (WeightGemm &gemm : block.qkv)
+      gemms.push_back(&gemm);
+    for (WeightGemm &gemm : block.crossQkv)
+      gemms.push_back(&gemm);
+    for (WeightGemm &gemm : block.mlpIn)
+      gemms.push_back(&gemm);
+    return gemms;
+  }
+  static SmallVector<WeightGemm *> rowGemms(TransformerBlock &block) {
+    SmallVector<WeightGemm *> gemms{&block.attentionOut};
+    if (!block.crossQkv.empty())
+      gemms.push_back(&block.crossOut);
+    gemms.push_back(&block.mlpOut);
+    return gemms;
+  }
+
+  void divideBetween(const WeightGemm &first, const WeightGemm &last) {
+    size_t from = position.lookup(first.op), to = position.lookup(last.op);
+    for (auto [op, at] : position)
+      if (auto compute = dyn_cast<ComputeOp>(op);
+          compute && compute.getPhase() == Phase::forward && at > from && at < to)
+        divideNode(compute);
+  }
+
   /// Output features split: the weight and bias shard along their output
   /// dimension; backward, the input gradient is summed over the ranks.
   LogicalResult columnParallel(WeightGemm gemm) {
@@ -297,7 +323,8 @@ struct PartitionTensorParallelPass
     }
     const cost::TransformerShape &shape = structure->shape;
     for (auto [name, size] :
-         {std::pair{"heads", shape.heads}, {"hidden", shape.hidden}, {"ffn", shape.ffn}})
+         {std::pair{"heads", shape.heads}, {"key/value heads", shape.keyValueHeads()},
+          {"hidden", shape.hidden}, {"ffn", shape.ffn}})
       if (size % degree != 0) {
         module.emitError("tp = ") << degree << " does not divide " << name << " (" << size << ")";
         return signalPassFailure();

@@ -31,16 +31,22 @@ struct PrintTransformerPass : impl::PrintTransformerBase<PrintTransformerPass> {
     }
     const cost::TransformerShape &shape = structure->shape;
     InFlightDiagnostic remark = module.emitRemark("transformer ");
+    const size_t projections = structure->blocks.front().qkv.size();
     remark << shape.family << ": layers " << shape.layers << ", hidden " << shape.hidden
-           << ", heads " << shape.heads
-           << (structure->headsInferred ? " (hidden / 64: no head-split Reshape)"
-                                        : " (from the head-split Reshape)")
-           << ", ffn " << shape.ffn << ", seq " << shape.seq << ", vocab " << shape.vocab
+           << ", heads " << shape.heads << ", kv heads " << shape.keyValueHeads() << " (from the "
+           << structure->headsFrom << ")"
+           << ", ffn " << shape.ffn << ", mlp " << shape.mlp << ", norm " << shape.norm
+           << ", positions " << shape.positions << (shape.tiedEmbeddings ? ", tied embeddings" : "")
+           << ", seq " << shape.seq << ", vocab " << shape.vocab
            << ", batch " << shape.modelBatch << ", qkv "
-           << (structure->blocks.front().qkv.size() == 1 ? "fused" : "separate")
+           << (projections == 1 ? "fused" : projections == 2 ? "q + fused kv" : "separate")
            << "; params per block " << static_cast<int64_t>(shape.layerParams)
            << ", embedding " << static_cast<int64_t>(shape.embeddingParams) << ", head "
-           << static_cast<int64_t>(shape.headParams) << "; replicated ["
+           << static_cast<int64_t>(shape.headParams);
+    if (shape.crossAttentionBlocks)
+      remark << "; " << shape.crossAttentionBlocks << " decoder blocks with a cross-attention of "
+             << static_cast<int64_t>(shape.crossAttentionParams) << " params";
+    remark << "; replicated ["
            << llvm::join(shape.replicated, ", ") << "]";
     if (const std::optional<cost::MoeBlocks> &moe = shape.moe) {
       remark << "; MoE blocks [";

@@ -1,11 +1,17 @@
 //===- Transformer.h - recognising transformer blocks in imported IR -*- C++ -*-===//
 //
-// Finds the repeated transformer blocks of an imported model structurally:
+// Finds the repeated transformer blocks of an imported model by structure:
 // weight GEMMs (forward MatMul/Gemm whose weight is a 2-D zen.param, possibly
-// through a forward Transpose) in the order QKV (one h->3h GEMM or three h->h
-// GEMMs reading one input), a Softmax, the attention output h->h, then the MLP
-// h->ffn and ffn->h, or in an MoE block the router GEMM h->experts feeding a
-// zen.moe_dispatch (with its experts and combine). docs/design.md "Partitioning passes" describes the rules.
+// through a forward Transpose) in the order of an attention (Q, K and V as one
+// fused GEMM, Q and a fused KV, or three GEMMs; K/V narrower than Q under
+// grouped-query attention), a Softmax, its output projection; in a decoder
+// block of an encoder-decoder a second such attention reading the encoder's
+// output; then the MLP: two GEMMs (h -> ffn -> h), three (gate and up, then
+// down: SwiGLU/GeGLU) or a fused gate-up GEMM, or in an MoE block the router
+// GEMM feeding a zen.moe_dispatch. Heads and key/value heads are read from the
+// head size the attention scores contract over, never guessed; the module
+// attributes `zen.heads` and `zen.kv_heads` (zenopt's --heads/--kv-heads)
+// override them. docs/design.md "Recognising transformers" describes the rules.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_PASSES_TRANSFORMER_H
@@ -39,8 +45,16 @@ struct WeightGemm {
 };
 
 struct TransformerBlock {
-  llvm::SmallVector<WeightGemm, 3> qkv;  // one fused GEMM or three
-  WeightGemm attentionOut, mlpIn, mlpOut;  // mlpIn and mlpOut unset in an MoE block
+  llvm::SmallVector<WeightGemm, 3> qkv;  // one fused GEMM, Q and fused KV, or three
+  WeightGemm attentionOut;
+  /// A decoder block of an encoder-decoder: the cross-attention's projections
+  /// (Q from the block, K/V from the encoder's output) and output; empty otherwise.
+  llvm::SmallVector<WeightGemm, 3> crossQkv;
+  WeightGemm crossOut;
+  /// The column-parallel MLP GEMMs (the first; gate and up; or the fused
+  /// gate-up) and the row-parallel down GEMM; empty and unset in an MoE block.
+  llvm::SmallVector<WeightGemm, 2> mlpIn;
+  WeightGemm mlpOut;
   /// An MoE block: the router GEMM and the layer's index in
   /// TransformerStructure::moeLayers (its dispatch, experts and combine).
   WeightGemm router;
@@ -52,7 +66,9 @@ struct TransformerBlock {
 /// The recognised model with the IR it was read from.
 struct TransformerStructure {
   cost::TransformerShape shape;
-  bool headsInferred = false;  // heads = hidden / 64: no head-split Reshape was found
+  /// Where heads and kv_heads came from: "scores" (the head size Q·Kᵀ
+  /// contracts over) or "attributes" (zen.heads / zen.kv_heads).
+  std::string headsFrom;
   mlir::func::FuncOp func;
   std::vector<TransformerBlock> blocks;
   std::vector<WeightGemm> replicated;  // weight GEMMs outside the blocks
