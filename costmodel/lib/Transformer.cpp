@@ -124,6 +124,25 @@ double collectiveUs(const CostModel &model, CollectiveKind kind, double bytes, G
   return model.collective(kind, bytes, group).timeUs;
 }
 
+/// Key/value heads over query heads: 1 under multi-head attention, less under
+/// grouped-query (and multi-query) attention.
+double kvShare(const TransformerShape &shape) {
+  return double(shape.keyValueHeads()) / double(shape.heads);
+}
+
+/// The QKV GEMM's output width: h for Q plus 2 h kvHeads / heads for K and V
+/// (3 h under multi-head attention).
+double qkvWidth(const TransformerShape &shape) {
+  const double h = double(shape.hidden);
+  return h + 2.0 * h * double(shape.keyValueHeads()) / double(shape.heads);
+}
+
+/// The first MLP GEMM's output width: ffn, or gate and up fused into one
+/// h -> 2 ffn GEMM under a gated MLP (Megatron's linear_fc1 with --swiglu).
+double mlpInWidth(const TransformerShape &shape) {
+  return shape.gatedMlp() ? 2.0 * double(shape.ffn) : double(shape.ffn);
+}
+
 /// Activation bytes one transformer block keeps for backward per micro-batch,
 /// Korthikanti et al. 2022 table 2 (their counts assume 16-bit activations and
 /// 1-byte dropout masks; fp32 training doubles them).
@@ -136,8 +155,18 @@ double blockActivationBytes(const TransformerShape &shape, const ParallelConfig 
   double attention = 5.0 * shape.heads * shape.seq / (shape.hidden * t);
   // Korthikanti's 34 = 10 (layer norms, dropout masks and residual inputs,
   // replicated across TP ranks unless sequence parallel) + 24 (inside the TP regions).
-  double ffnScale = double(shape.ffn) / (4.0 * shape.hidden);  // their 24 assumes ffn = 4h
-  double inside = 8.0 + (moeBlock ? 0.0 : 16.0 * ffnScale);
+  // Their 24 = 8 for the attention (Q and K for the scores, V, the output
+  // GEMM's input: 2 sbh each) + 16 for the MLP (the activation's input and the
+  // second GEMM's input, each 2 sb ffn with ffn = 4h). Grouped-query attention
+  // keeps K and V of its kvHeads only (attention kernels that read each K/V
+  // head for its query group, FlashAttention-2 and cuDNN's; an unfused path
+  // that repeats them to every head would keep heads' worth): 4 + 4 kv/a.
+  // A gated MLP keeps the gate's and the up GEMM's outputs (the SiLU/GeLU
+  // input and the other factor of the product) and the product (the down
+  // GEMM's input): three ffn-wide tensors, 24 (ffn/4h) in place of 16 (ffn/4h).
+  double ffnScale = double(shape.ffn) / (4.0 * shape.hidden);
+  double mlpInside = (shape.gatedMlp() ? 24.0 : 16.0) * ffnScale;
+  double inside = 4.0 + 4.0 * kvShare(shape) + (moeBlock ? 0.0 : mlpInside);
   double outside = config.sequenceParallel ? 10.0 / t : 10.0;
   double perToken;
   switch (recompute) {
@@ -146,6 +175,45 @@ double blockActivationBytes(const TransformerShape &shape, const ParallelConfig 
   case Recompute::Full: perToken = config.sequenceParallel ? 2.0 / t : 2.0; break;
   }
   return sbh * perToken * activationElementBytes(dtype) / 2.0;
+}
+
+/// What a decoder block's cross-attention adds to its activations, counted
+/// as Korthikanti counts the self-attention: outside the TP region its input
+/// norm's input (2), the Q GEMM's input (2) and the dropout mask (1); inside
+/// Q, K and V (K and V of the encoder's output, its kvHeads) and the output
+/// GEMM's input, 4 + 4 kv/a; the scores' 5 a s / (h t) (the encoder's output
+/// assumed as long as the block's sequence). Full recomputation keeps only the
+/// block's input (counted by blockActivationBytes); the encoder's output
+/// that every cross-attention reads is kept once per stage (stageMemory).
+double crossAttentionActivationBytes(const TransformerShape &shape, const ParallelConfig &config,
+                                     Recompute recompute, DType dtype) {
+  if (recompute == Recompute::Full)
+    return 0;
+  const double sbh = double(shape.seq) * config.microBatch * shape.hidden;
+  const double t = double(config.tp);
+  double perToken = (config.sequenceParallel ? 5.0 / t : 5.0) + (4.0 + 4.0 * kvShare(shape)) / t;
+  if (recompute == Recompute::None)
+    perToken += 5.0 * shape.heads * shape.seq / (shape.hidden * t);
+  return sbh * perToken * activationElementBytes(dtype) / 2.0;
+}
+
+/// Whether block `block` is a decoder block with a cross-attention (the last
+/// crossAttentionBlocks blocks).
+bool hasCrossAttention(const TransformerShape &shape, int64_t block) {
+  return block >= shape.layers - shape.crossAttentionBlocks;
+}
+
+/// Cross-attention blocks among blocks [first, first + count).
+int64_t crossAttentionIn(const TransformerShape &shape, int64_t first, int64_t count) {
+  const int64_t decoderStart = shape.layers - shape.crossAttentionBlocks;
+  return std::max<int64_t>(0, first + count - std::max(first, decoderStart));
+}
+
+/// The word embedding's parameters the last stage holds a copy of (tied
+/// input/output embeddings with pp > 1, as Megatron keeps them), else 0. The
+/// IR counts the tied matrix once, in the embedding.
+double tiedCopyParams(const TransformerShape &shape, const ParallelConfig &config) {
+  return shape.tiedEmbeddings && config.pp > 1 ? double(shape.vocab) * double(shape.hidden) : 0.0;
 }
 
 } // namespace
@@ -167,6 +235,13 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
            std::to_string(gpus) + " GPUs";
   if (shape.heads % config.tp != 0)
     return text("tp", config.tp) + " does not divide the " + std::to_string(shape.heads) + " attention heads";
+  // The K/V projections are column-split by key/value head (query group), so
+  // tp must divide them, as Megatron-LM requires (num_query_groups % tp == 0).
+  // vLLM instead replicates each K/V head over tp / kvHeads ranks; training
+  // would then sync the replicas' gradients, which Megatron does not offer.
+  if (shape.keyValueHeads() % config.tp != 0)
+    return text("tp", config.tp) + " does not divide the " + std::to_string(shape.keyValueHeads()) +
+           " key/value heads";
   if (shape.ffn % config.tp != 0)
     return text("tp", config.tp) + " does not divide the MLP width " + std::to_string(shape.ffn);
   if (shape.seq % config.tp != 0 && config.sequenceParallel)
@@ -325,11 +400,17 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   const double capacity = model.cluster().gpu.memoryGB * 1e9;
   const int64_t moeLayers = shape.moe ? shape.moe->countIn(first, layers) : 0;
   const int64_t denseLayers = layers - moeLayers;
-  double params = (denseLayers * shape.layerParams + moeLayers * (shape.moe ? shape.moe->blockParams : 0)) / t;
+  // Cross-attention blocks, and those of them that are MoE blocks.
+  const int64_t crossLayers = crossAttentionIn(shape, first, layers);
+  int64_t crossMoeLayers = 0;
+  for (int64_t block = first + layers - crossLayers; block < first + layers; ++block)
+    crossMoeLayers += shape.moe && shape.moe->contains(block) ? 1 : 0;
+  double params = (denseLayers * shape.layerParams + moeLayers * (shape.moe ? shape.moe->blockParams : 0) +
+                   crossLayers * shape.crossAttentionParams) / t;
   if (stage == 0)
     params += shape.embeddingParams / t;
   if (isLastStage(stage, config))
-    params += shape.headParams / t;
+    params += (shape.headParams + tiedCopyParams(shape, config)) / t;
   MemoryBreakdown memory;
   memory.stage = stage;
   memory.capacityBytes = capacity;
@@ -346,12 +427,24 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   memory.activationsBytes =
       inFlight * (denseLayers * blockActivationBytes(shape, config, config.recompute, dtype) +
                   moeLayers * blockActivationBytes(shape, config, config.recompute, dtype, true));
-  // Recomputing a whole block during backward materialises its activations once.
-  if (config.recompute == Recompute::Full && denseLayers > 0)
-    memory.activationsBytes += blockActivationBytes(shape, config, Recompute::None, dtype);
+  // Recomputing a whole block during backward materialises its activations
+  // once (a block with a cross-attention, the larger, when the stage has one).
+  const double crossRecomputed = crossAttentionActivationBytes(shape, config, Recompute::None, dtype);
+  const double recomputedDense =
+      denseLayers == 0 ? 0.0
+                       : blockActivationBytes(shape, config, Recompute::None, dtype) +
+                             (crossLayers > crossMoeLayers ? crossRecomputed : 0.0);
+  if (config.recompute == Recompute::Full)
+    memory.activationsBytes += recomputedDense;
   if (stage == 0)
     memory.activationsBytes +=
         inFlight * tokens * shape.hidden * elementBytes / (config.sequenceParallel ? t : 1.0);
+  // Cross-attention: each block's own activations, and the encoder's output
+  // that all of them read as K/V input, once.
+  if (crossLayers > 0)
+    memory.activationsBytes +=
+        inFlight * (crossLayers * crossAttentionActivationBytes(shape, config, config.recompute, dtype) +
+                    tokens * shape.hidden * elementBytes / (config.sequenceParallel ? t : 1.0));
   if (isLastStage(stage, config) && shape.vocab > 0)
     memory.activationsBytes += 2.0 * tokens * shape.vocab / t * 4.0;  // fp32 logits and their gradient
   // Buffers: a 25 MiB gradient bucket in flight (DDP's cap), the gathered
@@ -360,9 +453,12 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   double buffers = 0;
   if (config.dp > 1 && config.zero < 2)
     buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
-  double gatheredBlock = shape.layerParams / t;
+  // The largest block (a cross-attention adds its parameters to a decoder block's).
+  const double crossParams = shape.crossAttentionBlocks > 0 ? shape.crossAttentionParams / t : 0.0;
+  double gatheredBlock = shape.layerParams / t + crossParams;
   if (shape.moe)
-    gatheredBlock = std::max(gatheredBlock, shape.moe->blockParams / t + expertParamsPerRank(shape, config));
+    gatheredBlock =
+        std::max(gatheredBlock, shape.moe->blockParams / t + expertParamsPerRank(shape, config) + crossParams);
   if (config.zero >= 3)
     buffers += 2.0 * gatheredBlock * perParam.weights;
   if (config.pp > 1)
@@ -387,9 +483,8 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   if (config.recompute == Recompute::Full) {
     const double recomputedMoe =
         blockActivationBytes(shape, config, Recompute::None, dtype, true) +
-        moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes;
-    const double recomputedDense =
-        denseLayers > 0 ? blockActivationBytes(shape, config, Recompute::None, dtype) : 0.0;
+        moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes +
+        (crossMoeLayers > 0 ? crossRecomputed : 0.0);
     experts.activationsBytes = std::max(0.0, recomputedMoe - recomputedDense);
   }
   return withMoeMemory(memory, experts);
@@ -436,21 +531,28 @@ struct BlockCost {
 /// share of the tokens through the router GEMM and the pipelined MoE layer
 /// (cost::moePhaseUs over the experts' ep ranks of the dp group), and without
 /// sequence parallelism all-gathers the output (forward) and the input
-/// gradient (backward) over the tensor-parallel group.
+/// gradient (backward) over the tensor-parallel group. A decoder block of an
+/// encoder-decoder stack (`crossAttention`) runs a second attention after its
+/// self-attention: Q from the block, K and V from the encoder's output.
 BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
                     const TrainingSetup &setup, const CostModel &model, const ParallelGroups &groups,
-                    bool moeBlock = false) {
+                    bool moeBlock = false, bool crossAttention = false) {
   const DType dtype = setup.computeDtype;
   const double t = double(config.tp), b = double(config.microBatch), s = double(shape.seq);
   const double h = double(shape.hidden), a = double(shape.heads), f = double(shape.ffn);
   const double tokens = b * s, headDim = h / a;
+  // Grouped-query attention: Q's h columns and K's and V's kvHeads x headDim
+  // each, every part column-split by tp (checkConfig: tp divides kvHeads).
+  const double qkv = qkvWidth(shape), kv = qkv - h;
+  const double mlpIn = mlpInWidth(shape);
   BlockCost cost;
   // Forward GEMMs [m x k] * [k x n] (x batch); backward runs two GEMMs of the
   // same FLOPs per forward GEMM: the input gradient [m x n] * [n x k] and the
-  // weight gradient [k x m] * [m x n].
+  // weight gradient [k x m] * [m x n]. Every query head scores against its
+  // group's K and V, so the attention core's GEMMs keep the query heads.
   struct Gemm { double m, n, k, batch; bool attentionCore; };
   std::vector<Gemm> gemms = {
-      {tokens, 3 * h / t, h, 1, false},          // QKV, column-parallel
+      {tokens, qkv / t, h, 1, false},            // QKV, column-parallel
       {s, s, headDim, b * a / t, true},          // scores Q K^T, heads split
       {s, headDim, s, b * a / t, true},          // context softmax(.) V
       {tokens, h, h / t, 1, false},              // attention output, row-parallel
@@ -458,8 +560,16 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   if (moeBlock) {
     gemms.push_back({tokens / t, double(shape.moe->layer.experts), h, 1, false});  // router, this rank's tokens
   } else {
-    gemms.push_back({tokens, f / t, h, 1, false});  // first MLP GEMM, column-parallel
-    gemms.push_back({tokens, h, f / t, 1, false});  // second MLP GEMM, row-parallel
+    // Gated MLP: gate and up fused (h -> 2 ffn), both column-parallel.
+    gemms.push_back({tokens, mlpIn / t, h, 1, false});  // first MLP GEMM, column-parallel
+    gemms.push_back({tokens, h, f / t, 1, false});      // second (down) MLP GEMM, row-parallel
+  }
+  if (crossAttention) {
+    gemms.push_back({tokens, h / t, h, 1, false});          // Q of the block, column-parallel
+    gemms.push_back({tokens, kv / t, h, 1, false});         // K and V of the encoder's output, column-parallel
+    gemms.push_back({s, s, headDim, b * a / t, true});      // scores
+    gemms.push_back({s, headDim, s, b * a / t, true});      // context
+    gemms.push_back({tokens, h, h / t, 1, false});          // output, row-parallel
   }
   for (const Gemm &g : gemms) {
     double forward = gemmUs(model, g.m, g.n, g.k, g.batch, dtype);
@@ -477,13 +587,23 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   // Element-wise work is memory-bound (Megatron's fused kernels: layer norms,
   // bias + dropout + residual, bias + GeLU, scale + mask + softmax + dropout).
   // Forward elements moved: layer norms and dropout-residuals read and write
-  // ~10 h per token (replicated unless sequence parallel), bias-GeLU 2 f / t,
-  // the attention scores 5 a s / t (Korthikanti's activation count).
+  // ~10 h per token (replicated unless sequence parallel), bias-GeLU 2 f / t
+  // (a gated MLP's SiLU/GeLU and product read gate and up and write the
+  // product: 3 f / t), the attention scores 5 a s / t (Korthikanti's
+  // activation count). RMSNorm moves what LayerNorm moves (read the input,
+  // write the output; backward read both and the gradient): it skips the
+  // mean and the bias, per-token and per-channel vectors this count omits for
+  // both, so the two norms cost the same here. Rotary positions rotate Q and
+  // K in place: read and write (h + kv) / t per token. A cross-attention adds
+  // its norm and dropout-residual (5 h) and its scores.
   // Backward reads the saved tensors and the incoming gradients: twice forward.
   const double elementBytes = activationElementBytes(dtype);
-  double outside = 10.0 * tokens * h / (config.sequenceParallel ? t : 1.0);
-  double attentionElements = 5.0 * a * s * s * b / t;
-  double mlpElements = moeBlock ? 0.0 : 2.0 * tokens * f / t;
+  const double outsidePerToken = crossAttention ? 15.0 : 10.0;
+  double outside = outsidePerToken * tokens * h / (config.sequenceParallel ? t : 1.0);
+  double attentionElements = (crossAttention ? 2.0 : 1.0) * 5.0 * a * s * s * b / t;
+  double mlpElements = moeBlock ? 0.0 : (shape.gatedMlp() ? 3.0 : 2.0) * tokens * f / t;
+  if (shape.positions == "rotary")
+    outside += 2.0 * tokens * (h + kv) / t;
   double elementwiseForwardUs =
       memoryUs(model, elementBytes * (outside + mlpElements + attentionElements));
   double attentionElementwiseUs = memoryUs(model, elementBytes * attentionElements);
@@ -509,19 +629,32 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   const CollectiveKind reduce = config.sequenceParallel ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
   std::vector<Pair> pairs = {
       {tokens, h, h / t, reduce, d.attentionForward, true},       // attention output GEMM, then reduce
-      {tokens, h, 3 * h / t, reduce, d.attentionBackward, false}, // QKV input gradient, then reduce
+      {tokens, h, qkv / t, reduce, d.attentionBackward, false},   // QKV input gradient, then reduce
   };
   if (!moeBlock) {
-    pairs.push_back({tokens, h, f / t, reduce, d.mlpForward, true});   // second MLP GEMM, then reduce
-    pairs.push_back({tokens, h, f / t, reduce, d.mlpBackward, false}); // first MLP input gradient, then reduce
+    pairs.push_back({tokens, h, f / t, reduce, d.mlpForward, true});       // second MLP GEMM, then reduce
+    pairs.push_back({tokens, h, mlpIn / t, reduce, d.mlpBackward, false}); // first MLP input gradient, then reduce
+  }
+  // A cross-attention is a third TP region: its output GEMM's reduce forward;
+  // backward the Q GEMM's input gradient (the block's stream) and the K/V
+  // GEMM's (into the encoder's output) each reduced.
+  if (crossAttention) {
+    pairs.push_back({tokens, h, h / t, reduce, d.attentionForward, true});
+    pairs.push_back({tokens, h, h / t, reduce, d.attentionBackward, false});
+    pairs.push_back({tokens, h, kv / t, reduce, d.attentionBackward, false});
   }
   if (config.sequenceParallel) {
     const CollectiveKind gather = CollectiveKind::AllGather;
-    pairs.push_back({tokens, 3 * h / t, h, gather, d.attentionForward, true});    // gather, then QKV
+    pairs.push_back({tokens, qkv / t, h, gather, d.attentionForward, true});      // gather, then QKV
     pairs.push_back({tokens, h / t, h, gather, d.attentionBackward, false});      // gather, attention output input gradient
     if (!moeBlock) {
-      pairs.push_back({tokens, f / t, h, gather, d.mlpForward, true});            // gather, then first MLP
+      pairs.push_back({tokens, mlpIn / t, h, gather, d.mlpForward, true});        // gather, then first MLP
       pairs.push_back({tokens, f / t, h, gather, d.mlpBackward, false});          // gather, second MLP input gradient
+    }
+    if (crossAttention) {
+      pairs.push_back({tokens, h / t, h, gather, d.attentionForward, true});      // gather, then Q
+      pairs.push_back({tokens, kv / t, h, gather, d.attentionForward, true});     // gather the encoder's output, then K/V
+      pairs.push_back({tokens, h / t, h, gather, d.attentionBackward, false});    // gather, output input gradient
     }
   }
   const double activationBytes = tokens * h * elementBytes;
@@ -573,7 +706,8 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
   auto exposed = [&](double commUs, double computeUs) {
     return std::max(0.0, commUs - computeUs) + (slowdown - 1.0) * std::min(commUs, computeUs);
   };
-  // One kind of block (dense or MoE) per micro-batch, everything included.
+  // One kind of block (dense or MoE, with a cross-attention or not) per
+  // micro-batch, everything included.
   struct Kind {
     BlockCost block;
     double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
@@ -583,9 +717,9 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     double params = 0, expertParams = 0;  // per rank: synchronised over dp / over the experts' replicas
   };
   const Group replicas = expertReplicaGroup(config.ep, groups.data);
-  auto kindOf = [&](bool moeBlock) {
+  auto kindOf = [&](bool moeBlock, bool crossBlock) {
     Kind kind;
-    kind.block = blockCost(shape, config, setup, model, groups, moeBlock);
+    kind.block = blockCost(shape, config, setup, model, groups, moeBlock, crossBlock);
     const BlockCost &block = kind.block;
     // Recomputation repeats forward work inside backward.
     if (config.recompute == Recompute::Full) {
@@ -598,6 +732,8 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     }
     kind.backwardUs = block.backwardUs + kind.recomputeUs;
     kind.blockParams = moeBlock ? shape.moe->blockParams : shape.layerParams;
+    if (crossBlock)
+      kind.blockParams += shape.crossAttentionParams;
     kind.params = kind.blockParams / t;
     kind.expertParams = moeBlock ? expertParamsPerRank(shape, config) : 0.0;
     // ZeRO traffic per block per micro-batch over the data-parallel group (the
@@ -613,8 +749,15 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     kind.zeroUs = exposed(gatherUs, block.forwardUs) + exposed(gatherUs + scatterUs, kind.backwardUs);
     return kind;
   };
-  const Kind dense = kindOf(false);
-  const std::optional<Kind> moe = shape.moe ? std::optional<Kind>(kindOf(true)) : std::nullopt;
+  // Kinds by index: dense, MoE, dense with a cross-attention, MoE with one;
+  // each made once, when a block of it exists.
+  std::optional<Kind> kinds[4];
+  auto kindIndex = [&](int64_t block) {
+    return (shape.moe && shape.moe->contains(block) ? 1 : 0) + (hasCrossAttention(shape, block) ? 2 : 0);
+  };
+  for (int64_t block = 0; block < shape.layers; ++block)
+    if (int index = kindIndex(block); !kinds[index])
+      kinds[index] = kindOf(index % 2 == 1, index >= 2);
 
   // Pipeline p2p: each micro-batch sends its activations forward and their
   // gradient backward once per virtual chunk. With tp > 1 across nodes Megatron
@@ -638,8 +781,12 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     cost.layers = layers;
     cost.hasEmbedding = stage == 0;
     cost.hasHead = isLastStage(stage, config);
-    cost.pipelineCommUs = p2pUs;
-    const int64_t moeLayers = moe ? shape.moe->countIn(first, layers) : 0;
+    // A stage of decoder blocks passes the encoder's output on with the
+    // decoder's hidden states (and their gradients back): two tensors a hop.
+    cost.pipelineCommUs = crossAttentionIn(shape, first, layers) > 0 ? 2.0 * p2pUs : p2pUs;
+    int64_t count[4] = {0, 0, 0, 0};
+    for (int64_t block = first; block < first + layers; ++block)
+      ++count[kindIndex(block)];
     double params = 0, expertParams = 0;
     auto add = [&](const Kind &kind, double l) {
       cost.forwardUs += l * kind.block.forwardUs;
@@ -653,9 +800,9 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       params += l * kind.blockParams / t;
       expertParams += l * kind.expertParams;
     };
-    add(dense, double(layers - moeLayers));
-    if (moeLayers > 0)
-      add(*moe, double(moeLayers));
+    for (int index = 0; index < 4; ++index)
+      if (count[index] > 0)
+        add(*kinds[index], double(count[index]));
 
     // Ready order for the data-parallel sync: head first, blocks last to first.
     if (cost.hasHead) {
@@ -676,11 +823,14 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       cost.backwardUs += headBackward;
       cost.modelFlops += 3 * headFlops;
       cost.flops += 3 * headFlops;
-      cost.units.push_back({"head", headBackward, headForward, shape.headParams / t});
-      params += shape.headParams / t;
+      // Tied embeddings with pp > 1: the head holds the word embedding's copy
+      // (synchronised over dp with the head, and with the first stage's below).
+      const double headParams = (shape.headParams + tiedCopyParams(shape, config)) / t;
+      cost.units.push_back({"head", headBackward, headForward, headParams});
+      params += headParams;
     }
     for (int64_t layer = first + layers - 1; layer >= first; --layer) {
-      const Kind &kind = moe && shape.moe->contains(layer) ? *moe : dense;
+      const Kind &kind = *kinds[kindIndex(layer)];
       cost.units.push_back({"block." + std::to_string(layer), kind.backwardUs, kind.block.forwardUs,
                             kind.params, kind.expertParams});
     }
@@ -701,6 +851,12 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
                    expertParams / (config.zero >= 1 ? double(replicas.ranks) : 1.0);
     cost.optimizerUs =
         memoryUs(model, shard * (perParam.gradients + 2 * perParam.optimizer + perParam.weights));
+    // Megatron all-reduces the tied embedding's gradient between the first and
+    // the last stage (same tp and dp rank: a group of two, one pipeline hop's
+    // placement apart) after backward; fp32 main gradients, as the dp sync's.
+    if (tiedCopyParams(shape, config) > 0 && (cost.hasEmbedding || cost.hasHead))
+      cost.embeddingSyncUs = collectiveUs(model, CollectiveKind::AllReduce,
+                                          tiedCopyParams(shape, config) / t * 4.0, groups.pipelineHop);
     stages.push_back(std::move(cost));
   }
   return stages;
@@ -724,8 +880,15 @@ Decomposition chooseDecomposition(const TransformerShape &shape, const ParallelC
   auto blockUs = [&](const Decomposition &d) {
     ParallelConfig candidate = config;
     candidate.decomposition = d;
-    BlockCost cost = blockCost(shape, candidate, setup, model, groups);
-    return cost.forwardUs + cost.backwardUs + cost.tensorCommForwardUs + cost.tensorCommBackwardUs;
+    auto us = [&](bool crossAttention) {
+      BlockCost cost = blockCost(shape, candidate, setup, model, groups, false, crossAttention);
+      return cost.forwardUs + cost.backwardUs + cost.tensorCommForwardUs + cost.tensorCommBackwardUs;
+    };
+    // Cross-attentions take the attention degrees too: both kinds, by their count.
+    if (shape.crossAttentionBlocks == 0)
+      return us(false);
+    return double(shape.layers - shape.crossAttentionBlocks) * us(false) +
+           double(shape.crossAttentionBlocks) * us(true);
   };
   // The regions' and phases' times add up: each takes its fastest degree alone.
   const bool denseMlp = shape.moeBlocks() < shape.layers;
@@ -772,7 +935,7 @@ MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelCo
 
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
                                    const TrainingSetup &setup, const CostModel &model) {
-  if (shape.moe)
+  if (shape.moe || shape.crossAttentionBlocks > 0)
     return {};
   const int64_t p = config.pp;
   // Per-micro-batch time of a stage with no blocks, and what one block adds.

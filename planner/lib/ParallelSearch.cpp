@@ -86,11 +86,17 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
   eval.tensorCommUs = m * first.tensorCommUs;
   eval.pipelineCommUs = m * first.pipelineCommUs;
   eval.dataCommUs = m * first.zeroCommUs;
+  // After backward: the tied embedding's all-reduce (first and last stage),
+  // then the optimizer step; the slowest stage ends the iteration.
+  double stepUs = 0, embeddingSyncUs = 0;
   for (const cost::StageCost &stage : eval.stages) {
     eval.optimizerUs = std::max(eval.optimizerUs, stage.optimizerUs);
+    stepUs = std::max(stepUs, stage.embeddingSyncUs + stage.optimizerUs);
+    embeddingSyncUs = std::max(embeddingSyncUs, stage.embeddingSyncUs);
     eval.flopsPerGpu += stage.flops * m / double(eval.stages.size());
     eval.modelFlopsPerGpu += stage.modelFlops * m / double(eval.stages.size());
   }
+  eval.pipelineCommUs += embeddingSyncUs;  // between stages, on the critical path
   // ZeRO 2 keeps only its gradient shard: after the optimizer step every rank
   // all-gathers the updated weights (ZeRO 3 gathers them before use instead).
   double postOptimizerUs = 0;
@@ -98,7 +104,7 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
     postOptimizerUs = dataParallelUs(model, cost::CollectiveKind::AllGather, first,
                                      cost::bytesPerParameter(setup).weights, config);
   eval.dataCommUs += postOptimizerUs;
-  eval.iterationUs = eval.pipeline.totalUs + eval.optimizerUs + postOptimizerUs;
+  eval.iterationUs = eval.pipeline.totalUs + stepUs + postOptimizerUs;
   return eval;
 }
 

@@ -368,6 +368,26 @@ TEST(ParallelSearchTest, Gpt3DoesNotFitDataParallelAndAutoFitsNoSlowerThanAnySee
   EXPECT_GT(result.configurationsScored, 10);
 }
 
+TEST(ParallelSearchTest, TiedEmbeddingAllReduceRunsBetweenBackwardAndTheOptimizerStep) {
+  cost::TransformerShape shape = megatronGpt(8, 1024, 16);
+  shape.tiedEmbeddings = true;
+  cost::CostModel model = a100Nodes(1);
+  ParallelConfig config;
+  config.tp = 2;
+  config.pp = 4;
+  config.microBatches = 4;
+  ParallelEvaluation eval = scoreConfig(shape, config, bf16Adam(4), model);
+  const double syncUs = eval.stages.front().embeddingSyncUs;
+  ASSERT_GT(syncUs, 0);
+  double stepUs = 0;
+  for (const cost::StageCost &stage : eval.stages)
+    stepUs = std::max(stepUs, stage.embeddingSyncUs + stage.optimizerUs);
+  EXPECT_DOUBLE_EQ(eval.iterationUs, eval.pipeline.totalUs + stepUs);  // dp 1: no data-parallel sync
+  EXPECT_DOUBLE_EQ(eval.pipelineCommUs, 4 * eval.stages.front().pipelineCommUs + syncUs);
+  shape.tiedEmbeddings = false;
+  EXPECT_LT(scoreConfig(shape, config, bf16Adam(4), model).iterationUs, eval.iterationUs);
+}
+
 TEST(ParallelSearchTest, ForcedConfigurationsAreKeptOrRefusedWithTheReason) {
   cost::TransformerShape shape = megatronGpt(96, 12288, 96);
   cost::CostModel model = a100Nodes(8);

@@ -175,7 +175,7 @@ struct MemoryBreakdown {
 };
 
 /// Why a configuration cannot run a shape at all (divisibility: tp must divide
-/// heads and ffn, pp * virtual stages the layers, dp * micro-batch the global
+/// heads, key/value heads and ffn, pp * virtual stages the layers, dp * micro-batch the global
 /// batch; sequence parallelism needs tp > 1; interleaving needs pp > 1 and
 /// micro-batches divisible by pp; explicit stage layers: one positive count per
 /// stage summing to the layers, 1F1B only; decomposition degrees positive and
@@ -244,6 +244,11 @@ struct StageCost {
   };
   std::vector<Unit> units;
   double optimizerUs = 0;    // the optimizer step over this GPU's shard
+  /// Tied embeddings with pp > 1: the first stage's word embedding and the
+  /// last stage's copy of it (the output layer) all-reduce their gradient
+  /// over the two stages after backward, before the optimizer step
+  /// (Megatron's embedding group); 0 on the other stages.
+  double embeddingSyncUs = 0;
   double perMicroBatchUs() const {
     return forwardUs + backwardUs + tensorCommUs + pipelineCommUs + zeroCommUs;
   }
@@ -251,6 +256,8 @@ struct StageCost {
 
 /// The stages' costs (stage i holds config.stageLayers[i] blocks, else split as
 /// evenly as possible; the embedding on stage 0 and the head on the last).
+/// Blocks differ by kind (dense or MoE, with a cross-attention or not): each
+/// stage sums its own blocks' kinds.
 std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
                                   const TrainingSetup &setup, const CostModel &model);
 
@@ -298,8 +305,9 @@ MoeLayerChoice chooseMoeSchedule(const TransformerShape &shape, const ParallelCo
 /// with room, which is optimal because a stage's time and memory grow
 /// linearly in its blocks. The embedding's and head's work and the first
 /// stages' extra in-flight activations thus move blocks to the other stages.
-/// Empty when no split fits, and for a model with MoE blocks (its blocks
-/// differ, so a stage's time is not linear in its count: the even split).
+/// Empty when no split fits, and for a model with MoE or cross-attention
+/// blocks (its blocks differ, so a stage's time is not linear in its count:
+/// the even split).
 std::vector<int64_t> balanceStages(const TransformerShape &shape, const ParallelConfig &config,
                                    const TrainingSetup &setup, const CostModel &model);
 

@@ -1,0 +1,224 @@
+//===- TransformerTest.cpp - large-model costs of real-model shapes -------===//
+//
+// Grouped-query attention, gated MLPs, RMSNorm, tied embeddings and
+// cross-attention blocks in the large-model cost model (costmodel/lib/
+// Transformer.cpp): each test compares against a closed form, Megatron-LM's
+// where it has one.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/Transformer.h"
+
+#include <gtest/gtest.h>
+
+using namespace zen::cost;
+
+namespace {
+
+/// A Llama-style decoder without a vocabulary (so the head adds no FLOPs):
+/// 4 blocks of hidden 1024, 16 heads of 64, ffn 4096, sequence 1024.
+TransformerShape decoder() {
+  TransformerShape shape;
+  shape.family = "gpt";
+  shape.layers = 4;
+  shape.hidden = 1024;
+  shape.heads = 16;
+  shape.ffn = 4096;
+  shape.seq = 1024;
+  shape.layerParams = 12.0 * 1024 * 1024;
+  shape.headParams = 1024;
+  return shape;
+}
+
+ParallelConfig config(int64_t tp, int64_t pp) {
+  ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  return c;
+}
+
+CostModel a100() { return CostModel(withNodes(loadCluster("a100x64"), 1)); }
+
+double modelFlops(const TransformerShape &shape, const ParallelConfig &c) {
+  double flops = 0;
+  for (const StageCost &stage : stageCosts(shape, c, TrainingSetup{}, a100()))
+    flops += stage.modelFlops;
+  return flops;
+}
+
+double activations(const TransformerShape &shape, const ParallelConfig &c) {
+  return memoryPerGpu(shape, c, TrainingSetup{}, a100()).activationsBytes;
+}
+
+/// Megatron-LM's model FLOPs of one iteration (training.py,
+/// num_floating_point_operations, without the vocabulary and causal terms):
+/// 12 b s L h^2 ((1 + g/a + s/h) + (ffn/h) x 3/2 if gated), per tp rank.
+double megatronFlops(const TransformerShape &shape, int64_t tp) {
+  const double h = double(shape.hidden), s = double(shape.seq);
+  const double g = double(shape.keyValueHeads()), a = double(shape.heads);
+  const double gated = shape.gatedMlp() ? 1.5 : 1.0;
+  return 12.0 * s * double(shape.layers) * h * h *
+         ((1 + g / a + s / h) + double(shape.ffn) / h * gated) / double(tp);
+}
+
+} // namespace
+
+TEST(TransformerCost, GroupedQueryAttentionNarrowsTheQkvGemmByTheMissingKeyValueHeads) {
+  TransformerShape mha = decoder(), gqa = decoder();
+  gqa.kvHeads = 4;
+  EXPECT_DOUBLE_EQ(modelFlops(mha, config(1, 1)), megatronFlops(mha, 1));
+  EXPECT_DOUBLE_EQ(modelFlops(gqa, config(1, 1)), megatronFlops(gqa, 1));
+  // K and V lose (a - g) heads of 64 columns each: 3 passes x 2 tokens h
+  // x 2 (a - g) headDim per block, over the tp ranks.
+  const double tokens = 1024, h = 1024, t = 2;
+  EXPECT_DOUBLE_EQ(modelFlops(mha, config(2, 1)) - modelFlops(gqa, config(2, 1)),
+                   4 * 3 * 2 * tokens * h * 2 * (16 - 4) * 64 / t);
+  // Their K and V activations shrink alike: Korthikanti's 8 inside the
+  // attention's TP region becomes 4 + 4 g/a.
+  EXPECT_DOUBLE_EQ(activations(mha, config(2, 1)) - activations(gqa, config(2, 1)),
+                   4 * tokens * h * 4 * (1 - 4.0 / 16) / t);
+  // Multi-query attention: one K/V head.
+  TransformerShape mqa = decoder();
+  mqa.kvHeads = 1;
+  EXPECT_DOUBLE_EQ(modelFlops(mqa, config(1, 1)), megatronFlops(mqa, 1));
+}
+
+TEST(TransformerCost, TensorParallelismMustDivideTheKeyValueHeads) {
+  TransformerShape shape = decoder();
+  shape.kvHeads = 4;
+  TrainingSetup setup;
+  EXPECT_EQ(checkConfig(shape, config(4, 1), setup, 4), "");
+  EXPECT_EQ(checkConfig(shape, config(8, 1), setup, 8), "tp 8 does not divide the 4 key/value heads");
+  shape.kvHeads = 0;  // multi-head: the heads decide
+  EXPECT_EQ(checkConfig(shape, config(8, 1), setup, 8), "");
+}
+
+TEST(TransformerCost, GatedMlpRunsThreeGemmsAndKeepsThreeFfnWideActivations) {
+  TransformerShape gelu = decoder(), swiglu = decoder();
+  swiglu.mlp = "swiglu";
+  swiglu.ffn = gelu.ffn = 2816;
+  EXPECT_DOUBLE_EQ(modelFlops(swiglu, config(1, 1)), megatronFlops(swiglu, 1));
+  EXPECT_DOUBLE_EQ(modelFlops(gelu, config(1, 1)), megatronFlops(gelu, 1));
+  // The third GEMM: h x ffn more per token, 3 passes, 4 blocks, over tp.
+  const double tokens = 1024, h = 1024, f = 2816, t = 2;
+  EXPECT_DOUBLE_EQ(modelFlops(swiglu, config(2, 1)) - modelFlops(gelu, config(2, 1)),
+                   4 * 3 * 2 * tokens * h * f / t);
+  // Activations: gate, up and their product (6 f bytes a token) against the
+  // activation's input and the second GEMM's (4 f): Korthikanti's 16 ffn/4h
+  // becomes 24 ffn/4h inside the TP region.
+  EXPECT_DOUBLE_EQ(activations(swiglu, config(2, 1)) - activations(gelu, config(2, 1)),
+                   4 * tokens * 2 * f / t);
+  // SiLU and the product move more bytes than bias-GeLU, and the backward
+  // all-reduce pairs with the wider fused gate/up GEMM: slower, same TP traffic.
+  const StageCost a = stageCosts(gelu, config(2, 1), TrainingSetup{}, a100()).front();
+  const StageCost b = stageCosts(swiglu, config(2, 1), TrainingSetup{}, a100()).front();
+  EXPECT_GT(b.forwardUs, a.forwardUs);
+  EXPECT_GT(b.backwardUs, a.backwardUs);
+  swiglu.mlp = "geglu";
+  EXPECT_DOUBLE_EQ(modelFlops(swiglu, config(1, 1)), megatronFlops(swiglu, 1));
+}
+
+TEST(TransformerCost, RmsNormCostsAndKeepsWhatLayerNormDoes) {
+  // Both read the input and write the output (backward: input, gradient,
+  // output gradient) and keep their input; they differ by the mean and the
+  // bias, which the element counts do not resolve for either.
+  TransformerShape layerNorm = decoder(), rmsNorm = decoder();
+  rmsNorm.norm = "rmsnorm";
+  for (bool sequenceParallel : {false, true}) {
+    ParallelConfig c = config(2, 2);
+    c.sequenceParallel = sequenceParallel;
+    const StageCost a = stageCosts(layerNorm, c, TrainingSetup{}, a100()).back();
+    const StageCost b = stageCosts(rmsNorm, c, TrainingSetup{}, a100()).back();
+    EXPECT_EQ(a.forwardUs, b.forwardUs);
+    EXPECT_EQ(a.backwardUs, b.backwardUs);
+    EXPECT_EQ(activations(layerNorm, c), activations(rmsNorm, c));
+  }
+}
+
+TEST(TransformerCost, RotaryPositionsRotateQueriesAndKeysInPlace) {
+  TransformerShape learned = decoder(), rotary = decoder();
+  rotary.positions = "rotary";
+  const StageCost a = stageCosts(learned, config(1, 1), TrainingSetup{}, a100()).front();
+  const StageCost b = stageCosts(rotary, config(1, 1), TrainingSetup{}, a100()).front();
+  EXPECT_GT(b.forwardUs, a.forwardUs);
+  EXPECT_EQ(a.modelFlops, b.modelFlops);
+  EXPECT_EQ(activations(learned, config(1, 1)), activations(rotary, config(1, 1)));
+}
+
+TEST(TransformerCost, TiedEmbeddingsKeepACopyOnTheLastStageAndAllReduceItsGradient) {
+  TransformerShape shape = decoder();
+  shape.vocab = 32000;
+  shape.embeddingParams = 32000.0 * 1024;
+  shape.tiedEmbeddings = true;
+  const CostModel model = a100();
+  const TrainingSetup setup;
+  const double t = 2, copy = 32000.0 * 1024;
+  // pp 2: the last stage (logits, and the copy) is the fullest; it holds its
+  // two blocks, the final norm and the word embedding's copy, 2 bytes each.
+  const MemoryBreakdown memory = memoryPerGpu(shape, config(2, 2), setup, model);
+  EXPECT_EQ(memory.stage, 1);
+  EXPECT_DOUBLE_EQ(memory.weightsBytes, (2 * shape.layerParams + shape.headParams + copy) / t * 2);
+  EXPECT_DOUBLE_EQ(memory.optimizerBytes, (2 * shape.layerParams + shape.headParams + copy) / t * 12);
+  // As much as an untied output matrix (which the IR counts in the head).
+  TransformerShape untied = shape;
+  untied.tiedEmbeddings = false;
+  untied.headParams += copy;
+  EXPECT_DOUBLE_EQ(memoryPerGpu(untied, config(2, 2), setup, model).perGpuBytes(), memory.perGpuBytes());
+  untied.headParams = shape.headParams;
+  // One all-reduce of the copy's fp32 gradient over the first and the last
+  // stage; the stages between take no part.
+  const std::vector<StageCost> stages = stageCosts(shape, config(2, 4), setup, model);
+  const double allReduceUs =
+      model.collective(CollectiveKind::AllReduce, copy / t * 4, Group{2, 1}).timeUs;
+  EXPECT_GT(allReduceUs, 0);
+  EXPECT_DOUBLE_EQ(stages.front().embeddingSyncUs, allReduceUs);
+  EXPECT_DOUBLE_EQ(stages.back().embeddingSyncUs, allReduceUs);
+  EXPECT_EQ(stages[1].embeddingSyncUs, 0);
+  EXPECT_EQ(stages[2].embeddingSyncUs, 0);
+  // The copy's gradient joins the last stage's data-parallel sync.
+  EXPECT_DOUBLE_EQ(stages.back().units.front().gradientElements, (shape.headParams + copy) / t);
+  // pp 1: one matrix serves both; nothing changes.
+  const StageCost tiedOne = stageCosts(shape, config(2, 1), setup, model).front();
+  const StageCost untiedOne = stageCosts(untied, config(2, 1), setup, model).front();
+  EXPECT_EQ(tiedOne.embeddingSyncUs, 0);
+  EXPECT_EQ(tiedOne.optimizerUs, untiedOne.optimizerUs);
+  EXPECT_EQ(memoryPerGpu(shape, config(2, 1), setup, model).perGpuBytes(),
+            memoryPerGpu(untied, config(2, 1), setup, model).perGpuBytes());
+}
+
+TEST(TransformerCost, CrossAttentionBlocksAddASecondAttentionOnTheDecoderStages) {
+  // Two encoder blocks, then two decoder blocks with a cross-attention each.
+  TransformerShape shape = decoder();
+  shape.family = "encoder-decoder";
+  shape.crossAttentionBlocks = 2;
+  shape.crossAttentionParams = 4.0 * 1024 * 1024 + 2 * 1024;
+  const CostModel model = a100();
+  const TrainingSetup setup;
+  const double tokens = 1024, s = 1024, h = 1024, a = 16, t = 2, headDim = 64;
+  const std::vector<StageCost> stages = stageCosts(shape, config(2, 2), setup, model);
+  // Q (h -> h) on the block's tokens, K/V (h -> 2h) on the encoder's output,
+  // the scores and context of every head, the output (h -> h): 3 passes.
+  const double crossForward =
+      (2 * tokens * h * h + 2 * tokens * h * 2 * h + 2 * 2 * s * s * headDim * a + 2 * tokens * h * h) / t;
+  EXPECT_DOUBLE_EQ(stages[1].modelFlops - stages[0].modelFlops, 2 * 3 * crossForward);
+  EXPECT_DOUBLE_EQ(modelFlops(shape, config(2, 2)), megatronFlops(shape, 2) + 2 * 3 * crossForward);
+  // A third TP region: one more reduce forward, two backward (Q's input
+  // gradient and the encoder output's).
+  EXPECT_GT(stages[1].tensorCommUs, stages[0].tensorCommUs);
+  // The decoder stage passes the encoder's output on with its hidden states.
+  EXPECT_DOUBLE_EQ(stages[1].pipelineCommUs, 2 * stages[0].pipelineCommUs);
+  // The decoder stage is the fullest (one micro-batch in flight on each):
+  // its blocks' and cross-attentions' parameters, Korthikanti's activations
+  // for both attentions and the encoder's output kept once.
+  const MemoryBreakdown memory = memoryPerGpu(shape, config(2, 2), setup, model);
+  EXPECT_EQ(memory.stage, 1);
+  EXPECT_DOUBLE_EQ(memory.weightsBytes,
+                   (2 * shape.layerParams + 2 * shape.crossAttentionParams + shape.headParams) / t * 2);
+  const double sbh = tokens * h, scores = 5 * a * s / (h * t);
+  EXPECT_DOUBLE_EQ(memory.activationsBytes,
+                   2 * sbh * (10 + 24 / t + scores) + 2 * sbh * (5 + 8 / t + scores) + 2 * sbh);
+  // Its gradients sync with the decoder blocks.
+  EXPECT_DOUBLE_EQ(stages[1].units[1].gradientElements,
+                   (shape.layerParams + shape.crossAttentionParams) / t);
+  // The blocks differ: the stages keep the even split.
+  EXPECT_TRUE(balanceStages(shape, config(2, 2), setup, model).empty());
+}
