@@ -11,7 +11,7 @@
 // GEMM feeding a zen.moe_dispatch. Heads and key/value heads are read from the
 // head size the attention scores contract over, never guessed; the module
 // attributes `zen.heads` and `zen.kv_heads` (zenopt's --heads/--kv-heads)
-// override them. docs/design.md "Recognising transformers" describes the rules.
+// override them. docs/design.md "Partitioning passes" describes the rules.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_PASSES_TRANSFORMER_H
