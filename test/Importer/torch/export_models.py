@@ -171,6 +171,56 @@ class TiedGPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class NeoXBlock(nn.Module):
+    def __init__(self, hidden, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, hidden // heads
+        self.input_layernorm = nn.LayerNorm(hidden)
+        self.post_attention_layernorm = nn.LayerNorm(hidden)
+        self.query_key_value = nn.Linear(hidden, 3 * hidden)
+        self.dense = nn.Linear(hidden, hidden)
+        self.dense_h_to_4h = nn.Linear(hidden, 4 * hidden)
+        self.dense_4h_to_h = nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x, cos, sin, mask):
+        b, s, h = x.shape
+        qkv = self.query_key_value(self.input_layernorm(x)).view(b, s, self.heads, 3 * self.head_dim)
+        q, k, v = (t.transpose(1, 2) for t in qkv.split(self.head_dim, dim=-1))
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim) + mask
+        attn = self.dense((F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, s, h))
+        mlp = self.dense_4h_to_h(F.gelu(self.dense_h_to_4h(self.post_attention_layernorm(x))))
+        return x + attn + mlp  # parallel residual: both branches read the block's input
+
+
+class NeoX(nn.Module):
+    """GPT-NeoX-like: parallel residual, fused QKV split per head, rotary positions, untied head."""
+
+    def __init__(self, vocab=300, hidden=128, heads=8, layers=2, seq=32):
+        super().__init__()
+        self.config = dict(blocks=layers, hidden=hidden, heads=heads, kv_heads=heads, ffn=4 * hidden,
+                           vocab=vocab, seq=seq, mlp="gelu", norm="layernorm",
+                           tied_embeddings=False, positions="rotary", moe_blocks=0)
+        self.embed_in = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(NeoXBlock(hidden, heads) for _ in range(layers))
+        self.final_layer_norm = nn.LayerNorm(hidden)
+        self.embed_out = nn.Linear(hidden, vocab, bias=False)
+        head_dim = hidden // heads
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(seq).float(), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos_cached", angles.cos()[None, None])
+        self.register_buffer("sin_cached", angles.sin()[None, None])
+        self.register_buffer("causal_mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+    def forward(self, ids):
+        x = self.embed_in(ids)
+        for layer in self.layers:
+            x = layer(x, self.cos_cached, self.sin_cached, self.causal_mask)
+        return self.embed_out(self.final_layer_norm(x))
+
+
 class Bag(nn.Module):
     """nn.EmbeddingBag (mean over bags given by offsets) then a classifier."""
 
@@ -274,6 +324,7 @@ def models():
         "encoder_h16": (Encoder(), (torch.randint(0, 512, (2, 32)),), 17),
         "encoder_h16_opset14": (Encoder(norm_first=True), (torch.randint(0, 512, (2, 32)),), 14),
         "gpt_tied": (TiedGPT(), (torch.randint(0, 320, (2, 32)),), 14),
+        "neox_parallel": (NeoX(), (torch.randint(0, 300, (2, 32)),), 17),
         "embedding_bag": (Bag(), (torch.randint(0, 1000, (40,)), torch.tensor([0, 10, 25, 31])), 14),
         "bn_cnn": (BatchNormCNN(), (torch.randn(4, 3, 16, 16),), 14),
         "t5_like": (T5Like(), (torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))), 17),
