@@ -120,6 +120,16 @@ bool isParameterPassThrough(const std::string &op) {
          op == "Squeeze" || op == "Reshape" || op == "Flatten" || op == "Cast";
 }
 
+/// Whether gradients cross input `index` of an op with `schema`: every input ONNX does not
+/// mark non-differentiable (a variadic formal covers the inputs from its position on).
+bool formalIsDifferentiable(const onnx::OpSchema *schema, size_t index) {
+  if (!schema || schema->inputs().empty())
+    return true;
+  const auto &formals = schema->inputs();
+  const auto &formal = formals[std::min(index, formals.size() - 1)];
+  return formal.GetDifferentiationCategory() != onnx::OpSchema::NonDifferentiable;
+}
+
 /// Ops whose output size follows the values of a shape input.
 bool sizesFromShapeValues(const std::string &op) {
   return op == "ConstantOfShape" || op == "Expand" || op == "Tile" || op == "Range" ||
@@ -165,7 +175,13 @@ private:
     value.tensorId = static_cast<int>(graph.tensors.size());
     Tensor tensor;
     tensor.name = name;
-    if (!value.type || !value.type->has_tensor_type()) {
+    if (value.type && value.type->has_sequence_type() &&
+        value.type->sequence_type().elem_type().has_tensor_type()) {
+      // A sequence (SplitToSequence, a Loop's scan outputs) is costed and differentiated as
+      // its element type, of unknown shape: gradients flow through it as through a tensor.
+      tensor.onnxType = value.type->sequence_type().elem_type().tensor_type().elem_type();
+      tensor.rankKnown = false;
+    } else if (!value.type || !value.type->has_tensor_type()) {
       tensor.rankKnown = false;
       if (untyped && !isInitializer)
         graph.warnings.push_back(graph.path + ": warning: no type inferred for tensor '" +
@@ -229,6 +245,7 @@ private:
       node.domain = nodeProto.domain();
       for (const std::string &input : nodeProto.input())
         node.inputs.push_back(input.empty() ? -1 : tensorId(input));
+      addOuterScopeInputs(nodeProto, node);
       for (const std::string &output : nodeProto.output()) {
         int id = output.empty() ? -1 : addTensor(output);
         if (id >= 0)
@@ -248,6 +265,56 @@ private:
       for (int64_t dim : tensor.dims)
         tensor.elements *= std::max<int64_t>(dim, 1);  // dims were checked not to overflow
     }
+  }
+
+  /// A Loop, If or Scan node uses every value of this graph that its subgraphs read: they are
+  /// appended to its inputs, differentiable where some read is (its weights train through the
+  /// node). A float initializer of a subgraph itself, read differentiably, would be a weight
+  /// that no gradient here reaches: the import stops rather than drop it.
+  void addOuterScopeInputs(const onnx::NodeProto &proto, Node &node) {
+    if (std::none_of(proto.attribute().begin(), proto.attribute().end(),
+                     [](const onnx::AttributeProto &attr) {
+                       return attr.has_g() || attr.graphs_size() > 0;
+                     }))
+      return;
+    const size_t first = node.inputs.size();
+    std::vector<bool> differentiable;
+    detail::forEachSubgraphRead(proto, [&](const detail::SubgraphRead &read) {
+      const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(
+          read.reader.op_type(), static_cast<int>(loaded.opsetVersion), read.reader.domain());
+      bool readsDifferentiably = formalIsDifferentiable(schema, static_cast<size_t>(read.input));
+      if (read.initializer) {
+        const int32_t type = read.initializer->data_type();
+        if (readsDifferentiably && (type == onnx::TensorProto::FLOAT ||
+                                    type == onnx::TensorProto::FLOAT16 ||
+                                    type == onnx::TensorProto::DOUBLE ||
+                                    type == onnx::TensorProto::BFLOAT16))
+          throw ImportError(ErrorKind::BadInput,
+                            graph.path + ": node '" + node.name + "' (" + node.opType +
+                                "): its subgraph holds float initializer '" + read.name +
+                                "', read by " +
+                                (read.reader.name().empty()
+                                     ? "a " + read.reader.op_type() + " node"
+                                     : "node '" + read.reader.name() + "' (" +
+                                           read.reader.op_type() + ")") +
+                                "; a weight inside a Loop, If or Scan body is not imported: "
+                                "make it an initializer of the main graph");
+        return;
+      }
+      int id = tensorId(read.name);
+      auto known = std::find(node.inputs.begin(), node.inputs.end(), id);
+      if (known != node.inputs.end()) {  // an input already: read once
+        size_t index = size_t(known - node.inputs.begin());
+        if (readsDifferentiably && index >= first)
+          differentiable[index - first] = true;
+        return;
+      }
+      node.inputs.push_back(id);
+      differentiable.push_back(readsDifferentiably);
+    });
+    node.outerScopeInputs = static_cast<int>(node.inputs.size() - first);
+    if (node.outerScopeInputs > 0)
+      outerDifferentiable[graph.nodes.size()] = std::move(differentiable);
   }
 
   void markBatchProportional() {
@@ -354,13 +421,10 @@ private:
       return false;
     if (node.opType == "BatchNormalization" && index >= 3)
       return false;
-    const onnx::OpSchema *schema = schemas[nodeIndex];
-    if (!schema || schema->inputs().empty())
-      return true;
-    const auto &formals = schema->inputs();
-    const auto &formal = formals[std::min(index, formals.size() - 1)];
-    return formal.GetDifferentiationCategory() !=
-           onnx::OpSchema::NonDifferentiable;
+    const size_t outerFirst = node.inputs.size() - size_t(node.outerScopeInputs);
+    if (index >= outerFirst)
+      return outerDifferentiable.at(nodeIndex)[index - outerFirst];
+    return formalIsDifferentiable(schemas[nodeIndex], index);
   }
 
   /// Consumers of each tensor, as (node, input index).
@@ -373,41 +437,188 @@ private:
   }
 
   /// Float initializers that reach a differentiable use, directly or through pass-through
-  /// ops. Running statistics and shape/index constants never do.
+  /// ops, are trained, unless frozen or recognised as a buffer by their role (bufferRole).
+  /// Running statistics and shape/index constants never reach one.
   void findParameterCandidates() {
     indexConsumers();
-    // seenFrom[t] == id: the search from initializer `id` reached t (no set per search).
-    std::vector<int> seenFrom(graph.tensors.size(), -1);
-    std::vector<int> frontier;
+    constantRules.assign(graph.tensors.size(), nullptr);
+    seenFrom.assign(graph.tensors.size(), -1);
     for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
       const Tensor &tensor = graph.tensors[id];
-      if (!tensor.isInitializer || !tensor.isFloat() || frozen.count(tensor.name))
+      if (!tensor.isInitializer)
         continue;
-      frontier.assign(1, id);
-      seenFrom[id] = id;
-      bool trainableUse = false;
-      while (!frontier.empty() && !trainableUse) {
-        int current = frontier.back();
-        frontier.pop_back();
-        for (auto [nodeIndex, input] : consumers[current]) {
-          const Node &node = graph.nodes[nodeIndex];
-          if (!isDifferentiableInput(nodeIndex, input))
-            continue;
-          if (isParameterPassThrough(node.opType)) {
-            for (int output : node.outputs)
-              if (output >= 0 && graph.tensors[output].isFloat() && seenFrom[output] != id) {
-                seenFrom[output] = id;
-                frontier.push_back(output);
-              }
-            continue;
-          }
-          trainableUse = true;
-          break;
-        }
-      }
-      if (trainableUse)
+      if (frozen.count(tensor.name))
+        constantRules[id] = "frozen";
+      else if (!tensor.isFloat())
+        constantRules[id] = "integer";
+      else if (const char *role = bufferRole(id))
+        constantRules[id] = role;
+      else if (reachesUse(
+                   id, [](const std::string &op, size_t) { return isParameterPassThrough(op); },
+                   [](int, size_t) { return true; }) == Reach::All)
         graph.tensors[id].requiresGrad = true;
     }
+  }
+
+  enum class Reach { None, Some, All };
+
+  /// Walks from initializer `id` through its differentiable uses, past the ops `passes`
+  /// says it passes through unchanged, to the ops that use it: None when there are none,
+  /// All when `accepts(node, input)` holds for every one (`accepts` decides the first
+  /// not accepted use ends the walk: Some).
+  template <typename Passes, typename Accepts>
+  Reach reachesUse(int id, Passes passes, Accepts accepts) {
+    // seenFrom[t] == walk: this walk reached t (no set per walk).
+    const int walk = ++walks;
+    seenFrom[id] = walk;
+    frontier.assign(1, id);
+    bool any = false;
+    while (!frontier.empty()) {
+      int current = frontier.back();
+      frontier.pop_back();
+      for (auto [nodeIndex, input] : consumers[current]) {
+        const Node &node = graph.nodes[nodeIndex];
+        if (!isDifferentiableInput(nodeIndex, input))
+          continue;
+        if (passes(node.opType, input)) {
+          for (int output : node.outputs)
+            if (output >= 0 && graph.tensors[output].isFloat() && seenFrom[output] != walk) {
+              seenFrom[output] = walk;
+              frontier.push_back(output);
+            }
+          continue;
+        }
+        if (!accepts(nodeIndex, input))
+          return Reach::Some;
+        any = true;
+      }
+    }
+    return any ? Reach::All : Reach::None;
+  }
+
+  /// The role of a float initializer that is a buffer of the model, not a weight: every
+  /// differentiable use is the role's. A weight used in the same place has another use
+  /// as well (its GEMM, its Gather), so it is never taken for one.
+  const char *bufferRole(int id) {
+    // An additive attention mask: sliced and broadcast to the scores' shape on the way, not
+    // gathered (a learned relative-position bias is gathered from an embedding).
+    auto maskViews = [](const std::string &op, size_t input) {
+      return isParameterPassThrough(op) || (input == 0 && (op == "Slice" || op == "Expand"));
+    };
+    if (reachesUse(id, maskViews, [&](int node, size_t input) {
+          return isAttentionMaskUse(node, input);
+        }) == Reach::All)
+      return "attention-mask";
+    // A rotary table: sliced to the sequence, or gathered at the positions.
+    auto tableViews = [](const std::string &op, size_t input) {
+      return isParameterPassThrough(op) ||
+             (input == 0 && (op == "Slice" || op == "Expand" || op == "Gather"));
+    };
+    if (reachesUse(id, tableViews, [&](int node, size_t) { return isRotaryUse(node); }) ==
+        Reach::All)
+      return "rotary-table";
+    return nullptr;
+  }
+
+  /// The producer of tensor `id` seen through ops that keep values (casts, reshapes):
+  /// -1 for an input or initializer.
+  int producerThroughViews(int id) const {
+    for (int depth = 0; id >= 0 && depth < 8; ++depth) {
+      int producer = graph.tensors[id].producer;
+      if (producer < 0)
+        return -1;
+      const Node &node = graph.nodes[producer];
+      const std::string &op = node.opType;
+      if (op != "Cast" && op != "Identity" && op != "Reshape" && op != "Flatten" &&
+          op != "Unsqueeze" && op != "Squeeze")
+        return producer;
+      id = node.inputs.empty() ? -1 : node.inputs[0];
+    }
+    return -1;
+  }
+
+  /// Whether tensor `id` is attention scores: a MatMul (or Einsum) of two activations (both
+  /// grow with the batch: a layer's GEMM has a weight operand), possibly scaled or already
+  /// masked on the way.
+  bool isAttentionScores(int id, int depth = 0) const {
+    int producer = producerThroughViews(id);
+    if (producer < 0 || depth > 4)
+      return false;
+    const Node &node = graph.nodes[producer];
+    if (node.opType == "MatMul" || node.opType == "Einsum") {
+      int activations = 0;
+      for (int input : node.inputs)
+        activations += input >= 0 && graph.tensors[input].batchProportional;
+      return activations >= 2;
+    }
+    if (node.opType == "Div" || node.opType == "Mul" || node.opType == "Add" ||
+        node.opType == "Sub" || node.opType == "Where")
+      for (size_t i = node.opType == "Where" ? 1 : 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i] >= 0 && isAttentionScores(node.inputs[i], depth + 1))
+          return true;
+    return false;
+  }
+
+  /// Whether input `input` of node `n` masks attention scores: an Add, Sub or Where (as a
+  /// selected value) with attention scores as its other operand, whose result reaches a
+  /// Softmax through scaling, further masking and casts only.
+  bool isAttentionMaskUse(int n, size_t input) const {
+    const Node &node = graph.nodes[n];
+    const bool where = node.opType == "Where";
+    if (!(node.opType == "Add" || node.opType == "Sub" || (where && input >= 1)) ||
+        node.inputs.size() != (where ? 3u : 2u))
+      return false;
+    int other = node.inputs[where ? 3 - input : 1 - input];
+    if (other < 0 || !isAttentionScores(other))
+      return false;
+    // Forward to the Softmax.
+    int current = node.outputs.empty() ? -1 : node.outputs[0];
+    for (int depth = 0; current >= 0 && depth < 6; ++depth) {
+      int next = -1;
+      for (auto [consumer, at] : consumers[size_t(current)]) {
+        const std::string &op = graph.nodes[consumer].opType;
+        if (op == "Softmax" || op == "LogSoftmax")
+          return true;
+        if (op == "Add" || op == "Sub" || op == "Div" || op == "Mul" || op == "Cast" ||
+            op == "Reshape" || (op == "Where" && at >= 1))
+          next = graph.nodes[consumer].outputs[0];
+      }
+      current = next;
+    }
+    return false;
+  }
+
+  /// Whether Mul node `n` is one of the two products of rotary positions,
+  /// x * cos + rotate_half(x) * sin: its result is summed with another Mul's, and one of
+  /// the two multiplies a rotate_half (a Concat of a negated half).
+  bool isRotaryUse(int n) const {
+    const Node &mul = graph.nodes[n];
+    if (mul.opType != "Mul" || mul.outputs.empty() || mul.outputs[0] < 0)
+      return false;
+    auto rotatesHalf = [&](const Node &product) {
+      for (int operand : product.inputs) {
+        int concat = operand >= 0 ? producerThroughViews(operand) : -1;
+        if (concat < 0 || graph.nodes[concat].opType != "Concat")
+          continue;
+        for (int part : graph.nodes[concat].inputs) {
+          int neg = part >= 0 ? producerThroughViews(part) : -1;
+          if (neg >= 0 && graph.nodes[neg].opType == "Neg")
+            return true;
+        }
+      }
+      return false;
+    };
+    for (auto [consumer, at] : consumers[size_t(mul.outputs[0])]) {
+      const Node &add = graph.nodes[consumer];
+      if (add.opType != "Add" || add.inputs.size() != 2)
+        continue;
+      int otherProduct = add.inputs[1 - at] >= 0 ? graph.tensors[add.inputs[1 - at]].producer : -1;
+      if (otherProduct < 0 || graph.nodes[otherProduct].opType != "Mul")
+        continue;
+      if (rotatesHalf(mul) != rotatesHalf(graph.nodes[otherProduct]))
+        return true;
+    }
+    return false;
   }
 
   void propagateRequiresGrad() {
@@ -460,18 +671,27 @@ private:
     }
   }
 
+  /// Every initializer becomes a parameter or a constant, in initializer order.
   void finalizeParameters() {
+    std::vector<bool> feedsOutput = findValuesFeedingOutputs();
     graph.parameters.reserve(static_cast<size_t>(std::count_if(
         graph.tensors.begin(), graph.tensors.end(),
         [](const Tensor &tensor) { return tensor.isInitializer && tensor.requiresGrad; })));
     for (int id = 0; id < static_cast<int>(graph.tensors.size()); ++id) {
       Tensor &tensor = graph.tensors[id];
-      if (!tensor.isInitializer || !tensor.requiresGrad)
+      if (!tensor.isInitializer)
         continue;
-      if (!receivesGrad[id]) {
-        graph.warnings.push_back(graph.path + ": warning: initializer '" + tensor.name +
-                                 "' affects no graph output; it is not trained");
+      if (tensor.requiresGrad && !receivesGrad[id]) {
+        if (!feedsOutput[id])
+          graph.warnings.push_back(graph.path + ": warning: initializer '" + tensor.name +
+                                   "' affects no graph output; it is not trained");
         tensor.requiresGrad = false;
+      }
+      if (!tensor.requiresGrad) {
+        const char *rule = constantRules[id];
+        if (!rule)
+          rule = feedsOutput[id] ? "no-differentiable-use" : "unused";
+        graph.constants.push_back({tensor.name, id, rule});
         continue;
       }
       Parameter param;
@@ -483,6 +703,54 @@ private:
       tensor.parameter = static_cast<int>(graph.parameters.size());
       graph.parameters.push_back(std::move(param));
     }
+    warnOfInferenceExport();
+  }
+
+  /// Whether each tensor reaches a graph output through any of the nodes' inputs.
+  std::vector<bool> findValuesFeedingOutputs() const {
+    std::vector<bool> feeds(graph.tensors.size(), false);
+    for (int output : graph.graphOutputs)
+      feeds[size_t(output)] = true;
+    for (auto node = graph.nodes.rbegin(); node != graph.nodes.rend(); ++node) {
+      if (std::none_of(node->outputs.begin(), node->outputs.end(),
+                       [&](int output) { return output >= 0 && feeds[size_t(output)]; }))
+        continue;
+      for (int input : node->inputs)
+        if (input >= 0)
+          feeds[size_t(input)] = true;
+    }
+    return feeds;
+  }
+
+  /// An export for inference renames the parameters it folds (BatchNorm into the
+  /// convolutions: onnx::Conv_NN) and drops the training-mode ops: its parameters are not
+  /// the model's. Warned about once, with the way to export for training.
+  void warnOfInferenceExport() {
+    auto anonymous = std::find_if(graph.parameters.begin(), graph.parameters.end(),
+                                  [](const Parameter &param) {
+                                    return param.name.rfind("onnx::", 0) == 0;
+                                  });
+    if (anonymous == graph.parameters.end())
+      return;
+    for (size_t n = 0; n < graph.nodes.size(); ++n) {
+      const Node &node = graph.nodes[n];
+      if (node.opType == "Dropout")
+        return;
+      if (node.opType == "BatchNormalization") {
+        const onnx::NodeProto &proto = this->proto().node(static_cast<int>(n));
+        bool training = proto.output_size() > 1;  // the running statistics are updated
+        for (const auto &attr : proto.attribute())
+          training |= attr.name() == "training_mode" && attr.i() != 0;
+        if (training)
+          return;
+      }
+    }
+    graph.warnings.push_back(
+        graph.path + ": warning: this looks like an export for inference (parameter '" +
+        anonymous->name + "' has an anonymous name, and no Dropout or training-mode "
+        "BatchNormalization is left): folded parameters (BatchNorm into convolutions) are not "
+        "the model's own; re-export for training with torch.onnx.export(..., "
+        "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)");
   }
 
   CostSite siteOf(size_t nodeIndex) const {
@@ -701,7 +969,15 @@ private:
   /// and its tensor once created.
   detail::ValueTable &values = loaded.values;
   std::vector<const onnx::OpSchema *> schemas;
+  /// For nodes with outer-scope inputs: whether each is read differentiably.
+  std::map<size_t, std::vector<bool>> outerDifferentiable;
   std::vector<std::vector<std::pair<int, size_t>>> consumers;
+  /// The rule that made each initializer a constant (null: none yet).
+  std::vector<const char *> constantRules;
+  /// Scratch of reachesUse: the last walk that reached each tensor, the walk's frontier.
+  std::vector<int> seenFrom;
+  std::vector<int> frontier;
+  int walks = 0;
   std::vector<bool> receivesGrad;
   std::vector<int> expectedContributions;
   std::vector<bool> hasBackward;

@@ -160,6 +160,47 @@ void checkAllTensorData(const onnx::GraphProto &graph, const std::string &path) 
     }
 }
 
+bool hasSubgraphs(const onnx::NodeProto &node) {
+  return std::any_of(node.attribute().begin(), node.attribute().end(),
+                     [](const onnx::AttributeProto &attr) {
+                       return attr.has_g() || attr.graphs_size() > 0;
+                     });
+}
+
+/// forEachSubgraphRead over one subgraph: `scope` holds the names the node's subgraphs
+/// enclosing `graph` define, `initializers` which of them are their initializers.
+void visitSubgraphReads(const onnx::GraphProto &graph, NameSet scope,
+                        NameMap<const onnx::TensorProto *> initializers,
+                        const std::function<void(const SubgraphRead &)> &visit) {
+  for (const onnx::TensorProto &init : graph.initializer()) {
+    scope.insert(init.name());
+    initializers[init.name()] = &init;
+  }
+  for (const auto &input : graph.input())
+    scope.insert(input.name());
+  for (const onnx::NodeProto &node : graph.node())
+    for (const std::string &output : node.output())
+      scope.insert(output);
+  for (const onnx::NodeProto &node : graph.node()) {
+    for (int i = 0; i < node.input_size(); ++i) {
+      const std::string &input = node.input(i);
+      if (input.empty())
+        continue;
+      auto init = initializers.find(input);
+      if (init != initializers.end())
+        visit({input, node, i, init->second});
+      else if (!scope.count(input))
+        visit({input, node, i, nullptr});
+    }
+    for (const onnx::AttributeProto &attr : node.attribute()) {
+      if (attr.has_g())
+        visitSubgraphReads(attr.g(), scope, initializers, visit);
+      for (const onnx::GraphProto &subgraph : attr.graphs())
+        visitSubgraphReads(subgraph, scope, initializers, visit);
+    }
+  }
+}
+
 /// Names unnamed nodes, checks that every input is defined exactly once, and sorts the
 /// nodes topologically (stable: file order where the file order is valid).
 void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
@@ -195,19 +236,32 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
                                         : std::string(" (a graph input or initializer)")));
     }
   }
+  // A node depends on its inputs and on the values its subgraphs read from this graph.
+  auto forEachDependency = [](const onnx::NodeProto &node, auto use) {
+    for (const std::string &input : node.input())
+      if (!input.empty())
+        use(input);
+    if (hasSubgraphs(node))
+      forEachSubgraphRead(node, [&](const SubgraphRead &read) {
+        if (!read.initializer)
+          use(read.name);
+      });
+  };
   // Exporters write nodes in topological order: when every input is produced by an earlier
   // node, that order is the sort's answer and the dependency graph is not built.
   bool fileOrderSorts = true;
   for (int i = 0; i < nodeCount; ++i) {
     const onnx::NodeProto &node = graph.node(i);
-    for (const std::string &input : node.input()) {
-      if (input.empty())
-        continue;
+    forEachDependency(node, [&](const std::string &input) {
       auto it = producer.find(input);
       if (it == producer.end())
-        fail(path, describeNode(node) + " uses undefined input '" + input + "'");
+        fail(path, describeNode(node) + " uses undefined input '" + input + "'" +
+                       (std::find(node.input().begin(), node.input().end(), input) ==
+                                node.input().end()
+                            ? " in its subgraph"
+                            : ""));
       fileOrderSorts = fileOrderSorts && it->second < i;
-    }
+    });
   }
   for (const auto &output : graph.output())
     if (!producer.count(output.name()))
@@ -219,16 +273,14 @@ void checkAndSortGraph(onnx::GraphProto &graph, const std::string &path) {
   std::vector<int> pending(nodeCount, 0);
   std::vector<int> lastConsumer(nodeCount, -1); // counts each producer once per consumer
   for (int i = 0; i < nodeCount; ++i) {
-    for (const std::string &input : graph.node(i).input()) {
-      if (input.empty())
-        continue;
+    forEachDependency(graph.node(i), [&](const std::string &input) {
       const int from = producer.find(input)->second;
       if (from >= 0 && lastConsumer[from] != i) {
         lastConsumer[from] = i;
         consumers[from].push_back(i);
         ++pending[i];
       }
-    }
+    });
   }
 
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
@@ -1033,6 +1085,16 @@ LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
     loaded.values = {};
   checkAllDims(graph, path);
   return loaded;
+}
+
+void forEachSubgraphRead(const onnx::NodeProto &node,
+                         const std::function<void(const SubgraphRead &)> &visit) {
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    if (attr.has_g())
+      visitSubgraphReads(attr.g(), {}, {}, visit);
+    for (const onnx::GraphProto &subgraph : attr.graphs())
+      visitSubgraphReads(subgraph, {}, {}, visit);
+  }
 }
 
 } // namespace zen::importer::detail

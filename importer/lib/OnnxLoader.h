@@ -9,6 +9,7 @@
 
 #include <google/protobuf/arena.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,22 @@ enum class ShapeInferenceDriver { Memoized, Onnx };
 LoadedModel loadOnnxModel(const std::string &bytes, const std::string &path,
                           const ImportOptions &options,
                           ShapeInferenceDriver driver = ShapeInferenceDriver::Memoized);
+
+/// A value that a subgraph of a node (a Loop, If or Scan body, or one nested in it) reads:
+/// `reader` reads it at input `input`. `initializer` is set when the value is an
+/// initializer of one of those subgraphs; otherwise the value comes from the graphs around
+/// the node, and the node uses it as it uses its own inputs.
+struct SubgraphRead {
+  const std::string &name;
+  const onnx::NodeProto &reader;
+  int input;
+  const onnx::TensorProto *initializer;
+};
+
+/// Calls `visit` for every read of a value that `node`'s subgraphs do not compute
+/// themselves, in the order of their nodes (nested subgraphs after their node's inputs).
+void forEachSubgraphRead(const onnx::NodeProto &node,
+                         const std::function<void(const SubgraphRead &)> &visit);
 
 /// Element size in bytes of an ONNX data type, 0 when unknown.
 int64_t onnxElementSize(int32_t onnxType);

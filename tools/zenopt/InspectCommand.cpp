@@ -68,6 +68,10 @@ nlohmann::ordered_json toJson(const ModelGraph &graph) {
                          {"ready_order", param.readyOrder}});
   }
   json["gradients"] = std::move(gradients);
+  nlohmann::ordered_json constants = nlohmann::ordered_json::array();
+  for (const auto &constant : graph.constants)
+    constants.push_back({{"name", constant.name}, {"rule", constant.rule}});
+  json["constants"] = std::move(constants);
   return json;
 }
 
@@ -103,6 +107,12 @@ void printTable(const ModelGraph &graph) {
                              shapeText(graph.tensors[param.tensor].dims), param.elements,
                              param.dtype);
   }
+  if (graph.constants.empty())
+    return;
+  std::cout << fmt::format("\n{:<50} {:<18} {}\n", "constant", "shape", "rule");
+  for (const auto &constant : graph.constants)
+    std::cout << fmt::format("{:<50} {:<18} {}\n", constant.name,
+                             shapeText(graph.tensors[constant.tensor].dims), constant.rule);
 }
 
 int printImportedIr(const ModelGraph &graph) {

@@ -35,6 +35,7 @@ struct ImportOptions {
   /// Initializers that are constants of training although gradients could flow into them:
   /// buffers (masks, tables) and frozen weights. ONNX cannot tell them from parameters; the
   /// framework that exported the model can. Names the model lacks are reported as warnings.
+  /// The importer recognises common buffers by their role itself (ModelGraph::constants).
   std::set<std::string> frozen;
   /// Called once the file is parsed, with the bytes of its graph: the file less its
   /// initializers (weights stored in the file). Memory the import and the planning use grows
@@ -100,6 +101,9 @@ struct Node {
   bool batchProportional = false;
   int backwardStep = -1;     ///< index into ModelGraph::backward, -1 when no gradient flows
   std::optional<MoeLayer> moe; ///< set for a com.microsoft MoE node
+  /// The last this many `inputs` are values of the enclosing graph that the node's subgraphs
+  /// (Loop, If, Scan bodies) read: the node uses them as it uses its own inputs.
+  int outerScopeInputs = 0;
 };
 
 /// A gradient value: result `result` of backward step `step`.
@@ -134,6 +138,20 @@ struct Parameter {
   int readyOrder = -1; ///< 0 = first gradient ready in backward
 };
 
+/// An initializer that is not trained, and the rule that decided it:
+///  "frozen"                 named by ImportOptions::frozen (--frozen);
+///  "integer"                not a floating-point tensor;
+///  "attention-mask"         added to attention scores (or selected into them) before a Softmax;
+///  "rotary-table"           the cos or sin table of rotary positions, x*cos + rotate_half(x)*sin;
+///  "no-differentiable-use"  reaches graph outputs only through inputs gradients do not cross
+///                           (indices, shapes, comparisons, running statistics);
+///  "unused"                 reaches no graph output (warned about).
+struct Constant {
+  std::string name;
+  int tensor = -1;
+  std::string rule;
+};
+
 struct ModelGraph {
   std::string path;
   std::string modelName;  ///< file name without extension
@@ -146,6 +164,7 @@ struct ModelGraph {
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;            ///< topological order
   std::vector<Parameter> parameters;  ///< initializer order
+  std::vector<Constant> constants;    ///< initializer order: every initializer not trained
   std::vector<BackwardStep> backward;
   std::vector<int> graphInputs;       ///< tensor ids of non-initializer graph inputs
   std::vector<int> graphOutputs;
