@@ -594,7 +594,7 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   // write the output; backward read both and the gradient): it skips the
   // mean and the bias, per-token and per-channel vectors this count omits for
   // both, so the two norms cost the same here. Rotary positions rotate Q and
-  // K in place: read and write (h + kv) / t per token. A cross-attention adds
+  // K in place: read and write (h + h kv/a) / t per token. A cross-attention adds
   // its norm and dropout-residual (5 h) and its scores.
   // Backward reads the saved tensors and the incoming gradients: twice forward.
   const double elementBytes = activationElementBytes(dtype);
@@ -603,7 +603,7 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   double attentionElements = (crossAttention ? 2.0 : 1.0) * 5.0 * a * s * s * b / t;
   double mlpElements = moeBlock ? 0.0 : (shape.gatedMlp() ? 3.0 : 2.0) * tokens * f / t;
   if (shape.positions == "rotary")
-    outside += 2.0 * tokens * (h + kv) / t;
+    outside += 2.0 * tokens * (h + kv / 2.0) / t;  // kv holds K's and V's columns
   double elementwiseForwardUs =
       memoryUs(model, elementBytes * (outside + mlpElements + attentionElements));
   double attentionElementwiseUs = memoryUs(model, elementBytes * attentionElements);

@@ -136,10 +136,18 @@ TEST(TransformerCost, RmsNormCostsAndKeepsWhatLayerNormDoes) {
 
 TEST(TransformerCost, RotaryPositionsRotateQueriesAndKeysInPlace) {
   TransformerShape learned = decoder(), rotary = decoder();
+  learned.kvHeads = rotary.kvHeads = 4;
   rotary.positions = "rotary";
-  const StageCost a = stageCosts(learned, config(1, 1), TrainingSetup{}, a100()).front();
-  const StageCost b = stageCosts(rotary, config(1, 1), TrainingSetup{}, a100()).front();
-  EXPECT_GT(b.forwardUs, a.forwardUs);
+  const CostModel model = a100();
+  const StageCost a = stageCosts(learned, config(1, 1), TrainingSetup{}, model).front();
+  const StageCost b = stageCosts(rotary, config(1, 1), TrainingSetup{}, model).front();
+  // Q (h) and K (h g/a) read and written, 16-bit, per token and block;
+  // backward twice that.
+  const GpuSpec &gpu = model.cluster().gpu;
+  const double rotaryUs =
+      4 * (2.0 * 1024 * (1024 + 1024 * 4 / 16) * 2) / (gpu.hbmBandwidthGBps * gpu.memoryEfficiency * 1e3);
+  EXPECT_NEAR(b.forwardUs - a.forwardUs, rotaryUs, rotaryUs * 1e-9);
+  EXPECT_NEAR(b.backwardUs - a.backwardUs, 2 * rotaryUs, rotaryUs * 1e-9);
   EXPECT_EQ(a.modelFlops, b.modelFlops);
   EXPECT_EQ(activations(learned, config(1, 1)), activations(rotary, config(1, 1)));
 }
