@@ -84,23 +84,59 @@ LogicalResult MoeExpertsOp::verify() {
   if (dispatched.getRank() != 3)
     return emitOpError("dispatched must be [experts, capacity, hidden], got ") << dispatched;
   const int64_t experts = dispatched.getDimSize(0), hidden = dispatched.getDimSize(2);
+  // The layout is read off fc2, whose hidden side is known: [experts, hidden, ffn] now,
+  // [experts, ffn, hidden] in earlier ONNX Runtime releases.
   auto fc2 = cast<RankedTensorType>(getFc2Weight().getType());
-  if (fc2.getRank() != 3 || fc2.getDimSize(0) != experts || fc2.getDimSize(1) != hidden)
+  if (fc2.getRank() != 3 || fc2.getDimSize(0) != experts ||
+      (fc2.getDimSize(1) != hidden && fc2.getDimSize(2) != hidden))
     return emitOpError("fc2_weight must be [experts = ")
-           << experts << ", hidden = " << hidden << ", ffn], got " << fc2;
-  const int64_t ffn = fc2.getDimSize(2);
-  // SwiGLU's first GEMM yields the gate and the linear half together.
-  const int64_t rows = getActivation() == MoeActivation::swiglu ? 2 * ffn : ffn;
+           << experts << ", hidden = " << hidden << ", ffn] or [experts = " << experts
+           << ", ffn, hidden = " << hidden << "], got " << fc2;
+  const bool earlier = fc2.getDimSize(1) != hidden;
+  const int64_t ffn = earlier ? fc2.getDimSize(1) : fc2.getDimSize(2);
+  Value fc3 = getFc3Weight();
+  // SwiGLU's first GEMM yields the gate and the linear half together unless fc3 holds
+  // the linear half.
+  const int64_t rows = getActivation() == MoeActivation::swiglu && !fc3 ? 2 * ffn : ffn;
+  // [experts, out, in], or [experts, in, out] in the earlier layout. With ffn = hidden
+  // fc2 fits both, and so may fc1 (fused SwiGLU decides).
+  auto fits = [&](RankedTensorType type, int64_t out, bool inOut) {
+    const SmallVector<int64_t, 3> shape = inOut ? SmallVector<int64_t, 3>{experts, hidden, out}
+                                                : SmallVector<int64_t, 3>{experts, out, hidden};
+    return hasShape(type, shape);
+  };
   auto fc1 = cast<RankedTensorType>(getFc1Weight().getType());
-  if (!hasShape(fc1, {experts, rows, hidden}))
-    return emitOpError("fc1_weight must be [experts = ")
-           << experts << ", " << (rows == ffn ? "ffn = " : "2 x ffn = ") << rows
-           << ", hidden = " << hidden << "] for " << stringifyMoeActivation(getActivation())
-           << ", got " << fc1;
+  auto fitsLayout = [&](bool inOut) {
+    return fits(fc1, rows, inOut) &&
+           (!fc3 || fits(cast<RankedTensorType>(fc3.getType()), ffn, inOut));
+  };
+  if (!fitsLayout(earlier) && !(ffn == hidden && fitsLayout(!earlier))) {
+    auto expected = [&](int64_t out, const char *what) {
+      std::string text = "[experts = " + std::to_string(experts) + ", ";
+      const std::string outText = std::string(what) + std::to_string(out);
+      const std::string inText = "hidden = " + std::to_string(hidden);
+      return text + (earlier ? inText + ", " + outText : outText + ", " + inText) + "]";
+    };
+    const char *layout = earlier ? " (fc2_weight has the earlier [experts, ffn, hidden] layout)"
+                                 : "";
+    if (!fits(fc1, rows, earlier))
+      return emitOpError("fc1_weight must be ")
+             << expected(rows, rows == ffn ? "ffn = " : "2 x ffn = ") << " for "
+             << stringifyMoeActivation(getActivation()) << layout << ", got " << fc1;
+    return emitOpError("fc3_weight must be ")
+           << expected(ffn, "ffn = ") << layout << ", got " << fc3.getType();
+  }
   if (Value bias = getFc1Bias();
       bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, rows}))
     return emitOpError("fc1_bias must be [")
            << experts << ", " << rows << "], got " << bias.getType();
+  if (Value bias = getFc3Bias()) {
+    if (!fc3)
+      return emitOpError("fc3_bias needs fc3_weight");
+    if (!hasShape(cast<RankedTensorType>(bias.getType()), {experts, ffn}))
+      return emitOpError("fc3_bias must be [")
+             << experts << ", " << ffn << "], got " << bias.getType();
+  }
   if (Value bias = getFc2Bias();
       bias && !hasShape(cast<RankedTensorType>(bias.getType()), {experts, hidden}))
     return emitOpError("fc2_bias must be [")

@@ -142,13 +142,13 @@ private:
         values[output] = op->getResult(result++);
   }
 
-  /// The MoE ops need the input, the logits and both weights as values; a frozen
+  /// The MoE ops need the input, the logits and every weight as values; a frozen
   /// initializer is none (it stays out of the IR), and such a layer stays one zen.compute.
   bool hasMoeOperands(const Node &node) const {
     for (size_t i : {0, 1, 2, 4})
       if (i >= node.inputs.size() || node.inputs[i] < 0 || !values[node.inputs[i]])
         return false;
-    for (size_t i : {3, 5})
+    for (size_t i : {3, 5, 6, 7})
       if (i < node.inputs.size() && node.inputs[i] >= 0 && !values[node.inputs[i]])
         return false;
     return node.outputs.size() == 1 && node.outputs[0] >= 0;
@@ -203,8 +203,10 @@ private:
         symbolizeMoeActivation(layer.activation).value_or(MoeActivation::identity);
     auto experts = builder.create<MoeExpertsOp>(
         loc, dispatchedType, MoeActivationAttr::get(&context, activation), dispatch.getDispatched(),
-        operand(2), operand(3), operand(4), operand(5), i64(expertFlops),
-        i64(2 * dispatchedBytes + bytesOf(2) + bytesOf(3) + bytesOf(4) + bytesOf(5)), name,
+        operand(2), operand(3), operand(4), operand(5), operand(6), operand(7), i64(expertFlops),
+        i64(2 * dispatchedBytes + bytesOf(2) + bytesOf(3) + bytesOf(4) + bytesOf(5) + bytesOf(6) +
+            bytesOf(7)),
+        name,
         /*schedule=*/nullptr);
     auto combine = builder.create<MoeCombineOp>(loc, typeOf(node.outputs[0]), experts.getResult(),
                                                 dispatch.getGates(), i64(combineFlops),

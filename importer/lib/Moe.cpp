@@ -41,9 +41,12 @@ int64_t MoeLayer::dispatchFlops() const {
 int64_t MoeLayer::expertFlops() const {
   // Every capacity row runs, filled or not: the buffers are dense.
   const int64_t rows = mul({experts, capacity});
-  return mul({2, rows, hidden, fc1Rows + ffn}) +
-         mul({rows, (fc1Bias ? fc1Rows : 0) + (fc2Bias ? hidden : 0)});
+  const int64_t biasWidth =
+      (fc1Bias ? fc1Width() : 0) + (fc3Bias ? ffn : 0) + (fc2Bias ? hidden : 0);
+  return mul({2, rows, hidden, fc1Rows + ffn}) + mul({rows, biasWidth});
 }
+
+int64_t MoeLayer::fc1Width() const { return fc3 ? fc1Rows - ffn : fc1Rows; }
 
 int64_t MoeLayer::combineFlops() const { return mul({2, tokens, topK, hidden}); }
 
@@ -121,8 +124,6 @@ MoeLayer describeMoe(const CostSite &site, const std::string &path) {
     return ImportError(ErrorKind::BadInput,
                        path + ": node '" + site.proto.name() + "' (MoE): " + message);
   };
-  if (site.input(kFc3) || site.input(kFc3Bias))
-    throw bad("fc3_experts_weights (SwiGLU with swiglu_fusion = 0) is not supported");
   for (size_t i = 0; i < site.inputs.size(); ++i) {
     const Tensor *tensor = site.input(i);
     if (tensor && (!tensor->rankKnown || std::any_of(tensor->dims.begin(), tensor->dims.end(),
@@ -137,6 +138,7 @@ MoeLayer describeMoe(const CostSite &site, const std::string &path) {
       throw bad(std::string("the required input '") + name + "' is missing");
   const Tensor &input = *site.input(kInput), &router = *site.input(kRouter);
   const Tensor &fc1 = *site.input(kFc1), &fc2 = *site.input(kFc2);
+  const Tensor *fc3 = site.input(kFc3);
   MoeLayer layer;
   if (input.dims.size() != 2 && input.dims.size() != 3)
     throw bad("input must be [tokens, hidden] or [batch, sequence, hidden], got " +
@@ -155,38 +157,69 @@ MoeLayer describeMoe(const CostSite &site, const std::string &path) {
       std::end(kActivations))
     throw bad("activation_type '" + layer.activation +
               "' is not one of relu, gelu, silu, swiglu, identity");
-  const bool swiglu = layer.activation == "swiglu";
   const int64_t fusion = site.attrInt("swiglu_fusion", 0);
   if (fusion < 0 || fusion > 2)
     throw bad("swiglu_fusion must be 0, 1 or 2, got " + std::to_string(fusion));
-  if (swiglu && fusion == 0)
-    throw bad("swiglu with swiglu_fusion = 0 needs fc3_experts_weights, which "
-              "is not supported");
+  layer.fc3 = fc3 != nullptr;
+  if (layer.activation == "swiglu" && fusion != 0 && layer.fc3)
+    throw bad("fc3_experts_weights with swiglu_fusion = " + std::to_string(fusion) +
+              ": fc1_experts_weights already holds both halves");
+  if (site.input(kFc3Bias) && !layer.fc3)
+    throw bad("fc3_experts_bias needs fc3_experts_weights");
+  // SwiGLU without fc3 has both halves in fc1, whatever swiglu_fusion says (ONNX Runtime
+  // reads exports that left it at 0 so).
+  const bool fused = layer.activation == "swiglu" && !layer.fc3;
 
+  // ONNX Runtime keeps the expert weights [experts, out, in]; its earlier releases kept
+  // them [experts, in, out]. The input's hidden size tells which side of fc2 is the inter
+  // size; every weight must then fit the same layout.
+  auto fits = [&](const Tensor &weight, int64_t out, bool inOut) {
+    return inOut ? hasDims(weight, {layer.experts, layer.hidden, out})
+                 : hasDims(weight, {layer.experts, out, layer.hidden});
+  };
+  bool found = false;
+  for (bool inOut : {false, true}) {
+    if (fc2.dims.size() != 3 || fc2.dims[0] != layer.experts ||
+        fc2.dims[inOut ? 2 : 1] != layer.hidden || fc2.dims[inOut ? 1 : 2] < 1)
+      continue;
+    const int64_t ffn = fc2.dims[inOut ? 1 : 2];
+    const int64_t rows = fused ? 2 * ffn : ffn;
+    if (fits(fc1, rows, inOut) && (!fc3 || fits(*fc3, ffn, inOut))) {
+      layer.ffn = ffn;
+      layer.fc1Rows = layer.fc3 ? 2 * ffn : rows;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    const std::string e = std::to_string(layer.experts), h = std::to_string(layer.hidden);
+    const std::string rows = fused ? "2 x inter_size" : "inter_size";
+    std::string given = "fc1_experts_weights " + formatDims(fc1) + ", fc2_experts_weights " +
+                        formatDims(fc2);
+    std::string current = "fc1 [" + e + ", " + rows + ", " + h + "], fc2 [" + e + ", " + h +
+                          ", inter_size]";
+    std::string earlier = "fc1 [" + e + ", " + h + ", " + rows + "], fc2 [" + e +
+                          ", inter_size, " + h + "]";
+    if (fc3) {
+      given += ", fc3_experts_weights " + formatDims(*fc3);
+      current += ", fc3 [" + e + ", inter_size, " + h + "]";
+      earlier += ", fc3 [" + e + ", " + h + ", inter_size]";
+    }
+    throw bad("no expert-weight layout fits the input's hidden size " + h + " and the " + e +
+              " experts of router_probs: " + given + "; ONNX Runtime takes " + current +
+              ", or as its earlier releases did " + earlier);
+  }
   const std::string experts = std::to_string(layer.experts);
-  const std::string hidden = std::to_string(layer.hidden);
-  if (fc2.dims.size() != 3 || fc2.dims[0] != layer.experts || fc2.dims[1] != layer.hidden ||
-      fc2.dims[2] < 1)
-    throw bad("fc2_experts_weights must be [experts = " + experts + ", hidden = " + hidden +
-              ", inter_size], got " + formatDims(fc2));
-  layer.ffn = fc2.dims[2];
-  layer.fc1Rows = swiglu ? 2 * layer.ffn : layer.ffn;
-  if (!hasDims(fc1, {layer.experts, layer.fc1Rows, layer.hidden}))
-    throw bad("fc1_experts_weights must be [experts = " + experts + ", " +
-              (swiglu ? "2 x inter_size = " : "inter_size = ") + std::to_string(layer.fc1Rows) +
-              ", hidden = " + hidden + "], got " + formatDims(fc1));
-  if (const Tensor *bias = site.input(kFc1Bias)) {
-    if (!hasDims(*bias, {layer.experts, layer.fc1Rows}))
-      throw bad("fc1_experts_bias must be [" + experts + ", " + std::to_string(layer.fc1Rows) +
+  auto checkBias = [&](MoeInput index, const char *name, int64_t width) {
+    const Tensor *bias = site.input(index);
+    if (bias && !hasDims(*bias, {layer.experts, width}))
+      throw bad(std::string(name) + " must be [" + experts + ", " + std::to_string(width) +
                 "], got " + formatDims(*bias));
-    layer.fc1Bias = true;
-  }
-  if (const Tensor *bias = site.input(kFc2Bias)) {
-    if (!hasDims(*bias, {layer.experts, layer.hidden}))
-      throw bad("fc2_experts_bias must be [" + experts + ", " + hidden + "], got " +
-                formatDims(*bias));
-    layer.fc2Bias = true;
-  }
+    return bias != nullptr;
+  };
+  layer.fc1Bias = checkBias(kFc1Bias, "fc1_experts_bias", layer.fc1Width());
+  layer.fc2Bias = checkBias(kFc2Bias, "fc2_experts_bias", layer.hidden);
+  layer.fc3Bias = checkBias(kFc3Bias, "fc3_experts_bias", layer.ffn);
   layer.topK = site.attrInt("k", 1);
   if (layer.topK < 1)
     throw bad("k must be at least 1, got " + std::to_string(layer.topK));
@@ -206,20 +239,24 @@ OpCost moeCost(const MoeLayer &layer, size_t inputs) {
   OpCost cost;
   cost.forwardFlops = layer.dispatchFlops() + layer.expertFlops() + layer.combineFlops();
   const int64_t rows = mul({layer.experts, layer.capacity});
-  const int64_t gemm1 = mul({2, rows, layer.fc1Rows, layer.hidden});
+  const int64_t gemm1 = mul({2, rows, layer.fc1Width(), layer.hidden});
   const int64_t gemm2 = mul({2, rows, layer.ffn, layer.hidden});
+  const int64_t gemm3 = layer.fc3 ? gemm2 : 0;
   cost.inputGradFlops.assign(inputs, 0);
-  // The input's gradient flows back through the combine, both GEMMs and the
-  // dispatch; the router's through the gates (a dot product per token and
-  // expert) and the softmax.
-  cost.inputGradFlops[kInput] = gemm1 + gemm2 + 2 * layer.combineFlops();
+  // The input's gradient flows back through the combine, the GEMMs and the dispatch; the
+  // router's through the gates (a dot product per token and expert) and the softmax.
+  cost.inputGradFlops[kInput] = gemm1 + gemm2 + gemm3 + 2 * layer.combineFlops();
   cost.inputGradFlops[kRouter] = layer.combineFlops() + mul({4, layer.tokens, layer.experts});
   cost.inputGradFlops[kFc1] = gemm1;
   cost.inputGradFlops[kFc2] = gemm2;
-  if (inputs > kFc1Bias)
-    cost.inputGradFlops[kFc1Bias] = mul({rows, layer.fc1Rows});
-  if (inputs > kFc2Bias)
-    cost.inputGradFlops[kFc2Bias] = mul({rows, layer.hidden});
+  auto set = [&](MoeInput index, int64_t flops) {
+    if (inputs > size_t(index))
+      cost.inputGradFlops[index] = flops;
+  };
+  set(kFc1Bias, mul({rows, layer.fc1Width()}));
+  set(kFc2Bias, mul({rows, layer.hidden}));
+  set(kFc3, gemm3);
+  set(kFc3Bias, layer.fc3 ? mul({rows, layer.ffn}) : 0);
   return cost;
 }
 
@@ -390,8 +427,9 @@ private:
     const int64_t tokens = logitDims[0];
 
     // Walk forward in topological order from the logits: the nodes reading what
-    // routing derived, the two expert GEMMs, and the first value back in
-    // [tokens, hidden] after the second GEMM, which ends the layer.
+    // routing derived, the expert GEMMs (two, or three when gated: SwiGLU's gate and up,
+    // then down), and the first value back in [tokens, hidden] after the last GEMM, which
+    // ends the layer.
     std::unordered_set<std::string> derived{logits};
     std::vector<int> downstream, gemms;
     int end = -1;
@@ -404,7 +442,7 @@ private:
       downstream.push_back(n);
       for (const std::string &output : node.output())
         derived.insert(output);
-      if (!expertWeightOf(node).empty() && gemms.size() < 2) {
+      if (!expertWeightOf(node).empty() && gemms.size() < 3) {
         gemms.push_back(n);
         continue;
       }
@@ -413,7 +451,7 @@ private:
       if (gemms.size() < 2 || node.output_size() == 0)
         continue;
       const std::vector<int64_t> out = shapeOf(node.output(0));
-      const std::vector<int64_t> experts = shapeOf(graph.node(gemms[1]).output(0));
+      const std::vector<int64_t> experts = shapeOf(graph.node(gemms.back()).output(0));
       const auto routedInputs =
           std::count_if(node.input().begin(), node.input().end(),
                         [&](const std::string &input) { return derived.count(input) > 0; });
@@ -460,14 +498,29 @@ private:
       if (readOutside(n, region, end))
         return std::nullopt;
 
+    // The GEMMs' roles: the last is fc2 (down); of two before it (a gated layer), the one
+    // the activation reads is fc1 (the gate), the other fc3 (the linear half).
+    const int down = gemms.back();
+    int gate = gemms[0], up = -1;
+    if (gemms.size() == 3) {
+      const bool first = activates(gemms[0], down, region);
+      const bool second = activates(gemms[1], down, region);
+      if (first == second)
+        return std::nullopt; // no single gate: not a layer this fusion knows
+      gate = first ? gemms[0] : gemms[1];
+      up = first ? gemms[1] : gemms[0];
+    }
+
     // The layer's inputs: the logits, one activation, the expert weights and
     // biases.
-    std::string activation, fc1, fc2, fc1Bias, fc2Bias;
-    const std::string fc1Name = expertWeightOf(graph.node(gemms[0]));
-    const std::string fc2Name = expertWeightOf(graph.node(gemms[1]));
+    std::string activation, fc1Bias, fc2Bias, fc3Bias;
+    const std::string fc1Name = expertWeightOf(graph.node(gate));
+    const std::string fc2Name = expertWeightOf(graph.node(down));
+    const std::string fc3Name = up < 0 ? "" : expertWeightOf(graph.node(up));
     for (int n : region)
       for (const std::string &input : graph.node(n).input()) {
-        if (input.empty() || input == logits || input == fc1Name || input == fc2Name)
+        if (input.empty() || input == logits || input == fc1Name || input == fc2Name ||
+            input == fc3Name)
           continue;
         int source = producerOf(input);
         if (source >= 0 && region.count(source))
@@ -477,9 +530,12 @@ private:
           if (init->second->data_type() != onnx::TensorProto::FLOAT ||
               init->second->dims_size() != 2)
             continue; // a constant: depth, values, axes
-          // A 2-D parameter is a bias: of the first GEMM when read before the
-          // second.
-          std::string &bias = n < gemms[1] ? fc1Bias : fc2Bias;
+          // A 2-D parameter is a bias: of the nearest GEMM before the node reading it.
+          int owner = gemms[0];
+          for (int gemm : gemms)
+            if (gemm < n)
+              owner = gemm;
+          std::string &bias = owner == down ? fc2Bias : owner == gate ? fc1Bias : fc3Bias;
           if (!bias.empty() && bias != input)
             return std::nullopt;
           bias = input;
@@ -492,7 +548,7 @@ private:
         activation = input;
       }
     const std::vector<int64_t> hiddenDims = shapeOf(activation);
-    const std::vector<int64_t> dispatched = shapeOf(graph.node(gemms[0]).input(0));
+    const std::vector<int64_t> dispatched = shapeOf(graph.node(gate).input(0));
     if (activation.empty() || hiddenDims.size() != 2 || hiddenDims[0] != tokens ||
         dispatched.size() != 3 || dispatched[1] < 1)
       return std::nullopt;
@@ -506,6 +562,10 @@ private:
     moe.set_domain(kMoeDomain);
     for (const std::string &input : {activation, logits, fc1Name, fc1Bias, fc2Name, fc2Bias})
       moe.add_input(input);
+    if (!fc3Name.empty()) {
+      moe.add_input(fc3Name);
+      moe.add_input(fc3Bias);
+    }
     moe.add_output(graph.node(end).output(0));
     auto addInt = [&](const char *name, int64_t value) {
       onnx::AttributeProto *attr = moe.add_attribute();
@@ -518,11 +578,32 @@ private:
     onnx::AttributeProto *act = moe.add_attribute();
     act->set_name("activation_type");
     act->set_type(onnx::AttributeProto::STRING);
-    act->set_s(activationBetween(gemms[0], gemms[1], region));
+    act->set_s(activationBetween(gate, down, region));
     return Fusion{std::move(region), end, std::move(moe)};
   }
 
-  /// The activation between the two expert GEMMs, by the ops that compute it
+  static bool isActivation(const std::string &op) {
+    return op == "Erf" || op == "Gelu" || op == "Relu" || op == "Sigmoid";
+  }
+
+  /// Whether the value GEMM `gemm` computes reaches an activation op of `region` before
+  /// node `before`.
+  bool activates(int gemm, int before, const std::unordered_set<int> &region) const {
+    std::unordered_set<std::string> reached(graph.node(gemm).output().begin(),
+                                            graph.node(gemm).output().end());
+    for (int n = gemm + 1; n < before; ++n) {
+      const onnx::NodeProto &node = graph.node(n);
+      auto isReached = [&](const std::string &in) { return reached.count(in) > 0; };
+      if (!region.count(n) || std::none_of(node.input().begin(), node.input().end(), isReached))
+        continue;
+      if (isActivation(node.op_type()))
+        return true;
+      reached.insert(node.output().begin(), node.output().end());
+    }
+    return false;
+  }
+
+  /// The activation between the expert GEMMs, by the ops that compute it
   /// (GELU is exported as Erf, SiLU as x * Sigmoid(x)).
   std::string activationBetween(int first, int second, const std::unordered_set<int> &region) {
     for (int n = first + 1; n < second; ++n) {

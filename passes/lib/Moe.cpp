@@ -21,17 +21,23 @@ template <typename Op> Op soleUser(Value value) {
 cost::MoeShape shapeOf(MoeDispatchOp dispatch, MoeExpertsOp experts) {
   auto buffer = cast<RankedTensorType>(dispatch.getDispatched().getType());
   auto gates = cast<RankedTensorType>(dispatch.getGates().getType());
-  auto fc1 = cast<RankedTensorType>(experts.getFc1Weight().getType());
-  auto fc2 = cast<RankedTensorType>(experts.getFc2Weight().getType());
   cost::MoeShape shape;
   shape.tokens = gates.getDimSize(0);
   shape.topK = gates.getDimSize(1);
   shape.experts = buffer.getDimSize(0);
   shape.capacityRows = buffer.getDimSize(1);
   shape.hidden = buffer.getDimSize(2);
-  shape.ffn = fc2.getDimSize(2);
-  shape.fc1Rows = fc1.getDimSize(1);
-  shape.biases = experts.getFc1Bias() || experts.getFc2Bias();
+  // Each weight has an experts side, a hidden side and its width, in either of ONNX
+  // Runtime's layouts (the verifier checked which): the width is what remains.
+  auto width = [&](Value weight) {
+    return weight ? cast<RankedTensorType>(weight.getType()).getNumElements() /
+                        (shape.experts * shape.hidden)
+                  : int64_t{0};
+  };
+  shape.ffn = width(experts.getFc2Weight());
+  // A gated layer's fc3 (the linear half) is a first GEMM beside fc1.
+  shape.fc1Rows = width(experts.getFc1Weight()) + width(experts.getFc3Weight());
+  shape.biases = experts.getFc1Bias() || experts.getFc2Bias() || experts.getFc3Bias();
   return shape;
 }
 

@@ -695,9 +695,34 @@ func.func @f(%d: tensor<32x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf
 
 // -----
 
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x32x16xf32>) {
+  // expected-error @+1 {{fc2_weight must be [experts = 4, hidden = 8, ffn] or [experts = 4, ffn, hidden = 8], got 'tensor<4x32x16xf32>'}}
+  %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x32x16xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+// fc2 in the earlier [experts, ffn, hidden] layout wants fc1 in it too.
 func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x32x8xf32>) {
-  // expected-error @+1 {{fc2_weight must be [experts = 4, hidden = 8, ffn], got 'tensor<4x32x8xf32>'}}
+  // expected-error @+1 {{fc1_weight must be [experts = 4, hidden = 8, ffn = 32] for relu (fc2_weight has the earlier [experts, ffn, hidden] layout), got 'tensor<4x32x8xf32>'}}
   %e = zen.moe_experts relu %d, %w1, %w2 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x32x8xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>, %w3: tensor<4x8x32xf32>) {
+  // expected-error @+1 {{fc3_weight must be [experts = 4, ffn = 32, hidden = 8], got 'tensor<4x8x32xf32>'}}
+  %e = zen.moe_experts silu %d, %w1, %w2, fc3 %w3 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>, %b3: tensor<4x32xf32>) {
+  // expected-error @+1 {{fc3_bias needs fc3_weight}}
+  %e = zen.moe_experts silu %d, %w1, %w2 fc3_bias %b3 {flops = 0 : i64, bytes = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>, tensor<4x32xf32>) -> tensor<4x8x8xf32>
   return
 }
 

@@ -43,6 +43,23 @@ func.func @swiglu_3d(%x: tensor<2x8x8xf32>, %r: tensor<16x4xf32>, %w1: tensor<4x
   return %y : tensor<2x8x8xf32>
 }
 
+// Gated experts kept as three weights (fc3 the linear half), in ONNX Runtime's current
+// [experts, out, in] layout and in its earlier releases' [experts, in, out] one, biases on
+// fc1 and fc3.
+// CHECK-LABEL: func.func @gated_layouts
+func.func @gated_layouts(%d: tensor<4x8x8xf32>, %w1: tensor<4x32x8xf32>, %w2: tensor<4x8x32xf32>,
+                         %w3: tensor<4x32x8xf32>, %b3: tensor<4x32xf32>, %v1: tensor<4x8x32xf32>,
+                         %b1: tensor<4x32xf32>, %v2: tensor<4x32x8xf32>, %v3: tensor<4x8x32xf32>)
+    -> (tensor<4x8x8xf32>, tensor<4x8x8xf32>) {
+  // CHECK: zen.moe_experts silu %{{.*}}, %{{.*}}, %{{.*}}, fc3 %{{.*}} fc3_bias %{{.*}} {bytes = 0 : i64, flops = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>, tensor<4x32x8xf32>, tensor<4x32xf32>) -> tensor<4x8x8xf32>
+  %e = zen.moe_experts silu %d, %w1, %w2, fc3 %w3 fc3_bias %b3 {flops = 0 : i64, bytes = 0 : i64}
+      : (tensor<4x8x8xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>, tensor<4x32x8xf32>, tensor<4x32xf32>) -> tensor<4x8x8xf32>
+  // CHECK: zen.moe_experts swiglu %{{.*}}, %{{.*}} bias %{{.*}}, %{{.*}}, fc3 %{{.*}} {bytes = 0 : i64, flops = 0 : i64} : (tensor<4x8x8xf32>, tensor<4x8x32xf32>, tensor<4x32xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  %f = zen.moe_experts swiglu %d, %v1 bias %b1, %v2, fc3 %v3 {flops = 0 : i64, bytes = 0 : i64}
+      : (tensor<4x8x8xf32>, tensor<4x8x32xf32>, tensor<4x32xf32>, tensor<4x32x8xf32>, tensor<4x8x32xf32>) -> tensor<4x8x8xf32>
+  return %e, %f : tensor<4x8x8xf32>, tensor<4x8x8xf32>
+}
+
 // A planned layer: every op carries the layer's #zen.moe_schedule.
 // CHECK-LABEL: func.func @planned
 // CHECK-SAME: (%[[X:.*]]: tensor<16x8xf32>, %[[R:.*]]: tensor<16x4xf32>, %[[W1:.*]]: tensor<4x32x8xf32>, %[[W2:.*]]: tensor<4x8x32xf32>)

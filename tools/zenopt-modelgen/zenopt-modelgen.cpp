@@ -1,8 +1,9 @@
 //===- zenopt-modelgen.cpp - graph-only ONNX models for what-if planning ---===//
 //
-// Writes ONNX files shaped like PyTorch's exports (opset 14, LayerNorm and GELU
-// decomposed, initializers marked as external data with no bytes shipped) for
-// GPT-style decoders, BERT-style encoders and deep MLPs of any size, so that
+// Writes ONNX files shaped like PyTorch's exports (opset 14, LayerNorm, RMSNorm,
+// GELU and SiLU decomposed, initializers marked as external data with no bytes
+// shipped) for GPT-style decoders, BERT-style encoders, Llama-style decoders
+// (optionally with Mixtral's MoE experts) and deep MLPs of any size, so that
 // zenopt can plan models that are never materialised, e.g. GPT-3 175B.
 //
 //===----------------------------------------------------------------------===//
@@ -167,6 +168,10 @@ struct TransformerShape {
   int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, sequence = 128, ffn = 0;
   bool causal = true; // GPT (pre-LN, causal) or BERT (post-LN, bidirectional)
   MoeShape moe;
+  // Llama only: K/V heads (0: as many as the query heads) and the output layer reading
+  // the token embedding.
+  int64_t kvHeads = 0;
+  bool tieEmbeddings = false;
 };
 
 /// LayerNorm as PyTorch 1.13 exports it at opset 14.
@@ -193,6 +198,23 @@ std::string gelu(GraphBuilder &g, const std::string &scope, const std::string &x
   std::string erf = g.node("Erf", scope, {g.node("Div", scope, {x, g.constantFloat(scope, 1.4142135f)})});
   std::string onePlus = g.node("Add", scope, {erf, g.constantFloat(scope, 1.0f)});
   return g.node("Mul", scope, {g.node("Mul", scope, {x, onePlus}), g.constantFloat(scope, 0.5f)});
+}
+
+/// SiLU as exported: x * sigmoid(x).
+std::string silu(GraphBuilder &g, const std::string &scope, const std::string &x) {
+  return g.node("Mul", scope, {x, g.node("Sigmoid", scope, {x})});
+}
+
+/// RMSNorm as PyTorch exports Llama's: x * (1 / sqrt(mean(x^2) + eps)) * weight.
+std::string rmsNorm(GraphBuilder &g, const std::string &scope, const std::string &x,
+                    int64_t hidden) {
+  std::string squared = g.node("Pow", scope, {x, g.constantFloat(scope, 2.0f)});
+  std::string mean = g.node("ReduceMean", scope, {squared}, {{"keepdims", 1}}, {{"axes", {-1}}});
+  std::string shifted = g.node("Add", scope, {mean, g.constantFloat(scope, 1e-6f)});
+  std::string inverse =
+      g.node("Div", scope, {g.constantFloat(scope, 1.0f), g.node("Sqrt", scope, {shifted})});
+  std::string normed = g.node("Mul", scope, {x, inverse});
+  return g.node("Mul", scope, {normed, g.weight(scope + ".weight", {hidden})});
 }
 
 std::string attention(GraphBuilder &g, const std::string &scope, const std::string &x,
@@ -222,9 +244,10 @@ std::string attention(GraphBuilder &g, const std::string &scope, const std::stri
 /// token's slot in an expert is the count of earlier tokens routed there (CumSum), slots
 /// past the capacity one-hot to nothing (dropped); dispatch and combine are MatMuls with the
 /// [tokens, experts x capacity] masks; the experts are batched MatMuls with weights kept as
-/// ONNX Runtime's MoE keeps them, [experts, out, in].
+/// ONNX Runtime's MoE keeps them, [experts, out, in]. Experts are GELU MLPs with biases
+/// (fc1, fc2), or with `gated` Mixtral's bias-free SwiGLU: w2(silu(w1 x) * w3 x).
 std::string moeLayer(GraphBuilder &g, const std::string &scope, const std::string &x3,
-                     const TransformerShape &s, int64_t ffn) {
+                     const TransformerShape &s, int64_t ffn, bool gated = false) {
   const MoeShape &m = s.moe;
   const int64_t tokens = s.sequence, experts = m.experts, hidden = s.hidden;
   const int64_t capacity = std::max<int64_t>(
@@ -273,11 +296,20 @@ std::string moeLayer(GraphBuilder &g, const std::string &scope, const std::strin
         g.node("Transpose", scope, {g.weight(scope + "." + name + ".weight", {experts, outF, inF})},
                {}, {{"perm", {0, 2, 1}}});
     std::string y = g.node("MatMul", scope, {in, w});
+    if (gated)
+      return y;
     return g.node("Add", scope,
                   {y, unsqueeze(g.weight(scope + "." + name + ".bias", {experts, outF}), axis1)});
   };
-  std::string h = gelu(g, scope, expertLinear("fc1", dispatched, hidden, ffn));
-  std::string expertOut = expertLinear("fc2", h, ffn, hidden);
+  std::string expertOut;
+  if (gated) {
+    std::string gate = silu(g, scope, expertLinear("w1", dispatched, hidden, ffn));
+    std::string units = g.node("Mul", scope, {gate, expertLinear("w3", dispatched, hidden, ffn)});
+    expertOut = expertLinear("w2", units, ffn, hidden);
+  } else {
+    std::string h = gelu(g, scope, expertLinear("fc1", dispatched, hidden, ffn));
+    expertOut = expertLinear("fc2", h, ffn, hidden);
+  }
   std::string combined =
       g.node("MatMul", scope,
              {g.node("Reshape", scope, {combineMask, slotsShape}),
@@ -332,6 +364,101 @@ void buildTransformer(GraphBuilder &g, const TransformerShape &s) {
                          : std::vector<int64_t>{1, s.sequence, s.hidden});
 }
 
+/// Llama's attention on `x` ([1, seq, hidden]): bias-free Q/K/V projections (K and V of
+/// kv-heads x head_dim), each split into heads by Reshape + Transpose; rotary positions
+/// (x * cos + rotate_half(x) * sin with the cos/sin tables the model's buffers); K/V heads
+/// repeated to the query heads as Llama's repeat_kv exports (Unsqueeze, Expand, Reshape);
+/// scaled scores plus the causal-mask buffer, Softmax, context, heads merged, o_proj.
+std::string llamaAttention(GraphBuilder &g, const std::string &scope, const std::string &x,
+                           const TransformerShape &s, const std::string &cos,
+                           const std::string &sin, const std::string &mask) {
+  const int64_t headDim = s.hidden / s.heads, half = headDim / 2, seq = s.sequence;
+  auto split = [&](const std::string &name, int64_t heads) {
+    std::string projected =
+        linear(g, scope + "." + name, x, s.hidden, heads * headDim, /*bias=*/false);
+    std::string shaped =
+        g.node("Reshape", scope, {projected, g.constantInts(scope, {1, seq, heads, headDim})});
+    return g.node("Transpose", scope, {shaped}, {}, {{"perm", {0, 2, 1, 3}}});
+  };
+  auto rotary = [&](const std::string &t) {
+    std::string rotated = g.node("Mul", scope, {t, cos});
+    auto slice = [&](int64_t begin, int64_t end) {
+      return g.node("Slice", scope,
+                    {t, g.constantInts(scope, {begin}), g.constantInts(scope, {end}),
+                     g.constantInts(scope, {3})});
+    };
+    std::string firstHalf = slice(0, half);
+    std::string secondHalf = g.node("Neg", scope, {slice(half, headDim)});
+    std::string turned = g.node("Concat", scope, {secondHalf, firstHalf}, {{"axis", -1}});
+    return g.node("Add", scope, {rotated, g.node("Mul", scope, {turned, sin})});
+  };
+  auto repeat = [&](const std::string &t) {
+    if (s.kvHeads == s.heads)
+      return t;
+    const int64_t groups = s.heads / s.kvHeads;
+    std::string widened = g.node("Unsqueeze", scope, {t, g.constantInts(scope, {2})});
+    std::string expanded = g.node(
+        "Expand", scope, {widened, g.constantInts(scope, {1, s.kvHeads, groups, seq, headDim})});
+    return g.node("Reshape", scope,
+                  {expanded, g.constantInts(scope, {1, s.heads, seq, headDim})});
+  };
+  std::string q = rotary(split("q_proj", s.heads));
+  std::string k = repeat(rotary(split("k_proj", s.kvHeads)));
+  std::string v = repeat(split("v_proj", s.kvHeads));
+  std::string kT = g.node("Transpose", scope, {k}, {}, {{"perm", {0, 1, 3, 2}}});
+  std::string scores = g.node("Div", scope, {g.node("MatMul", scope, {q, kT}),
+                                             g.constantFloat(scope, std::sqrt(float(headDim)))});
+  std::string probs =
+      g.node("Softmax", scope, {g.node("Add", scope, {scores, mask})}, {{"axis", -1}});
+  std::string context = g.node("MatMul", scope, {probs, v});
+  std::string merged = g.node("Reshape", scope,
+                              {g.node("Transpose", scope, {context}, {}, {{"perm", {0, 2, 1, 3}}}),
+                               g.constantInts(scope, {1, seq, s.hidden})});
+  return linear(g, scope + ".o_proj", merged, s.hidden, s.hidden, /*bias=*/false);
+}
+
+/// A Llama-2-style decoder (pre-RMSNorm, rotary positions, grouped-query attention, SwiGLU
+/// MLP, no biases); with experts (`s.moe.experts` > 0) every `every`-th block's MLP is
+/// Mixtral's: SwiGLU experts routed top-k.
+void buildLlama(GraphBuilder &g, const TransformerShape &s) {
+  const int64_t headDim = s.hidden / s.heads;
+  g.input("input_ids", onnx::TensorProto::INT64, {1, s.sequence});
+  const std::string embedding = g.weight("embed_tokens.weight", {s.vocab, s.hidden});
+  std::string x = g.node("Gather", "embed_tokens", {embedding, "input_ids"});
+  // The model's buffers, shared by every block as torch exports them: the rotary tables
+  // and the additive causal mask.
+  const std::string cos = g.weight("cos_cached", {1, 1, s.sequence, headDim});
+  const std::string sin = g.weight("sin_cached", {1, 1, s.sequence, headDim});
+  const std::string mask = g.weight("causal_mask", {s.sequence, s.sequence});
+  for (int64_t layer = 0; layer < s.layers; ++layer) {
+    const std::string scope = fmt::format("layers.{}", layer);
+    std::string normed = rmsNorm(g, scope + ".input_layernorm", x, s.hidden);
+    x = g.node("Add", scope,
+               {x, llamaAttention(g, scope + ".self_attn", normed, s, cos, sin, mask)});
+    normed = rmsNorm(g, scope + ".post_attention_layernorm", x, s.hidden);
+    std::string mlp;
+    if (s.moe.experts > 0 && (layer + 1) % s.moe.every == 0) {
+      mlp = moeLayer(g, scope + ".block_sparse_moe", normed, s,
+                     s.moe.expertFfn > 0 ? s.moe.expertFfn : s.ffn, /*gated=*/true);
+    } else {
+      const std::string mlpScope = scope + ".mlp";
+      std::string gate = linear(g, mlpScope + ".gate_proj", normed, s.hidden, s.ffn, false);
+      std::string up = linear(g, mlpScope + ".up_proj", normed, s.hidden, s.ffn, false);
+      std::string units = g.node("Mul", mlpScope, {silu(g, mlpScope, gate), up});
+      mlp = linear(g, mlpScope + ".down_proj", units, s.ffn, s.hidden, false);
+    }
+    x = g.node("Add", scope, {x, mlp});
+  }
+  std::string normed = rmsNorm(g, "norm", x, s.hidden);
+  std::string logits;
+  if (s.tieEmbeddings)
+    logits = g.node("MatMul", "lm_head",
+                    {normed, g.node("Transpose", "lm_head", {embedding}, {}, {{"perm", {1, 0}}})});
+  else
+    logits = linear(g, "lm_head", normed, s.hidden, s.vocab, /*bias=*/false);
+  g.output(logits, {1, s.sequence, s.vocab});
+}
+
 /// A deep MLP with `tensors` trainable tensors (weight + bias per layer).
 void buildMlp(GraphBuilder &g, int64_t tensors, int64_t hidden, int64_t batch) {
   g.input("input", onnx::TensorProto::FLOAT, {batch, hidden});
@@ -374,13 +501,40 @@ int main(int argc, char **argv) {
   bert.sequence = 128;
   int64_t mlpTensors = 1000, mlpHidden = 256, mlpBatch = 32;
 
-  auto addTransformer = [&](CLI::App *sub, TransformerShape &s) {
+  auto addTransformer = [&](CLI::App *sub, TransformerShape &s,
+                            const char *ffnHelp = "Feed-forward size (default 4 x hidden)") {
     sub->add_option("--layers", s.layers, "Transformer blocks")->check(zen::cli::wholeNumber(1, 1000000));
     sub->add_option("--hidden", s.hidden, "Hidden size")->check(zen::cli::wholeNumber(1, 1 << 20));
     sub->add_option("--heads", s.heads, "Attention heads (must divide hidden)")->check(zen::cli::wholeNumber(1, 1 << 16));
     sub->add_option("--vocab", s.vocab, "Vocabulary size")->check(zen::cli::wholeNumber(1, 1 << 24));
     sub->add_option("--seq", s.sequence, "Sequence length")->check(zen::cli::wholeNumber(1, 1 << 20));
-    sub->add_option("--ffn", s.ffn, "Feed-forward size (default 4 x hidden)")->check(zen::cli::wholeNumber(0, 1 << 22));
+    sub->add_option("--ffn", s.ffn, ffnHelp)->check(zen::cli::wholeNumber(0, 1 << 22));
+  };
+  auto addMoe = [&](CLI::App *sub, MoeShape &m) {
+    sub->add_option("--experts", m.experts, "Experts per MoE layer")
+        ->check(zen::cli::wholeNumber(1, 1 << 16));
+    sub->add_option("--top-k", m.topK, "Experts each token is routed to")
+        ->check(zen::cli::wholeNumber(1, 1 << 16));
+    sub->add_option("--capacity-factor", m.capacityFactor,
+                    "Expert capacity as a multiple of the mean load top-k x tokens / experts")
+        ->check(CLI::Range(1e-3, 1e3));
+    sub->add_option("--expert-ffn", m.expertFfn,
+                    "Feed-forward size of each expert (default: --ffn)")
+        ->check(zen::cli::wholeNumber(0, 1 << 22));
+    sub->add_option("--moe-every", m.every, "Every K-th block has an MoE MLP (K = 1: all)")
+        ->check(zen::cli::wholeNumber(1, 1000000));
+  };
+  // A small Llama; the MLP width follows Llama's rule (8 x hidden / 3, up to a multiple
+  // of 256) unless --ffn is given.
+  TransformerShape llama;
+  llama.layers = 4, llama.hidden = 512, llama.heads = 8, llama.vocab = 32000, llama.sequence = 256;
+  auto addLlama = [&](CLI::App *sub, TransformerShape &s) {
+    addTransformer(sub, s,
+                   "Feed-forward size (default 8 x hidden / 3 rounded up to a multiple of 256)");
+    sub->add_option("--kv-heads", s.kvHeads, "Key/value heads (default: --heads; must divide it)")
+        ->check(zen::cli::wholeNumber(1, 1 << 16));
+    sub->add_flag("--tie-embeddings", s.tieEmbeddings,
+                  "The output layer reads the token embedding (transposed), no weight of its own");
   };
   CLI::App *gptCmd = app.add_subcommand("gpt", "GPT-style decoder (pre-LN, causal, untied head)");
   addTransformer(gptCmd, gpt);
@@ -389,27 +543,25 @@ int main(int argc, char **argv) {
   CLI::App *moeCmd = app.add_subcommand(
       "moe", "GPT-style decoder whose MLP is a Mixture of Experts every --moe-every blocks");
   addTransformer(moeCmd, moe);
-  moeCmd->add_option("--experts", moe.moe.experts, "Experts per MoE layer")
-      ->check(zen::cli::wholeNumber(1, 1 << 16));
-  moeCmd->add_option("--top-k", moe.moe.topK, "Experts each token is routed to")
-      ->check(zen::cli::wholeNumber(1, 1 << 16));
-  moeCmd
-      ->add_option("--capacity-factor", moe.moe.capacityFactor,
-                   "Expert capacity as a multiple of the mean load top-k x tokens / experts")
-      ->check(CLI::Range(1e-3, 1e3));
-  moeCmd
-      ->add_option("--expert-ffn", moe.moe.expertFfn,
-                   "Feed-forward size of each expert (default: --ffn)")
-      ->check(zen::cli::wholeNumber(0, 1 << 22));
-  moeCmd->add_option("--moe-every", moe.moe.every, "Every K-th block has an MoE MLP (K = 1: all)")
-      ->check(zen::cli::wholeNumber(1, 1000000));
+  addMoe(moeCmd, moe.moe);
+  CLI::App *llamaCmd = app.add_subcommand(
+      "llama",
+      "Llama-2-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU)");
+  addLlama(llamaCmd, llama);
+  TransformerShape mixtral = llama;
+  mixtral.moe.experts = 8;
+  mixtral.moe.every = 1;
+  CLI::App *mixtralCmd = app.add_subcommand(
+      "mixtral", "Llama's decoder whose MLP is Mixtral's SwiGLU experts every --moe-every blocks");
+  addLlama(mixtralCmd, mixtral);
+  addMoe(mixtralCmd, mixtral.moe);
   CLI::App *bertCmd = app.add_subcommand("bert", "BERT-style encoder (post-LN)");
   addTransformer(bertCmd, bert);
   CLI::App *mlpCmd = app.add_subcommand("mlp", "Deep MLP with a chosen number of gradient tensors");
   mlpCmd->add_option("--tensors", mlpTensors, "Trainable tensors")->check(zen::cli::wholeNumber(1, 10000000));
   mlpCmd->add_option("--hidden", mlpHidden, "Layer width")->check(zen::cli::wholeNumber(1, 1 << 20));
   mlpCmd->add_option("--batch", mlpBatch, "Batch size of the graph")->check(zen::cli::wholeNumber(1, 1 << 20));
-  for (CLI::App *sub : {gptCmd, moeCmd, bertCmd, mlpCmd}) {
+  for (CLI::App *sub : {gptCmd, moeCmd, llamaCmd, mixtralCmd, bertCmd, mlpCmd}) {
     sub->add_option("-o,--output", output, "Output .onnx file")->required();
     sub->add_option("--name", name, "Graph name (default: from the output file name)");
   }
@@ -422,17 +574,34 @@ int main(int argc, char **argv) {
     std::cerr << "zenopt-modelgen: error: " << error.what() << "\n";
     return kExitUsage;
   }
-  if (moe.moe.topK > moe.moe.experts) {
-    std::cerr << "zenopt-modelgen: error: --top-k " << moe.moe.topK << " is more than --experts "
-              << moe.moe.experts << "\n";
-    return kExitUsage;
-  }
-  for (const TransformerShape *s : {&gpt, &moe, &bert})
+  for (const TransformerShape *s : {&moe, &mixtral})
+    if (s->moe.topK > s->moe.experts) {
+      std::cerr << "zenopt-modelgen: error: --top-k " << s->moe.topK << " is more than --experts "
+                << s->moe.experts << "\n";
+      return kExitUsage;
+    }
+  for (const TransformerShape *s : {&gpt, &moe, &bert, &llama, &mixtral})
     if (s->hidden % s->heads != 0) {
       std::cerr << "zenopt-modelgen: error: --heads " << s->heads << " does not divide --hidden "
                 << s->hidden << "\n";
       return kExitUsage;
     }
+  for (TransformerShape *s : {&llama, &mixtral}) {
+    if (s->kvHeads == 0)
+      s->kvHeads = s->heads;
+    if (s->heads % s->kvHeads != 0) {
+      std::cerr << "zenopt-modelgen: error: --kv-heads " << s->kvHeads
+                << " does not divide --heads " << s->heads << "\n";
+      return kExitUsage;
+    }
+    if ((s->hidden / s->heads) % 2 != 0) {
+      std::cerr << "zenopt-modelgen: error: the head size " << s->hidden / s->heads
+                << " (--hidden / --heads) must be even: rotary positions turn pairs\n";
+      return kExitUsage;
+    }
+    if (s->ffn == 0)
+      s->ffn = (8 * s->hidden / 3 + 255) / 256 * 256;
+  }
 
   onnx::ModelProto model;
   model.set_ir_version(7);
@@ -452,6 +621,10 @@ int main(int argc, char **argv) {
     buildTransformer(builder, gpt);
   else if (moeCmd->parsed())
     buildTransformer(builder, moe);
+  else if (llamaCmd->parsed())
+    buildLlama(builder, llama);
+  else if (mixtralCmd->parsed())
+    buildLlama(builder, mixtral);
   else if (bertCmd->parsed())
     buildTransformer(builder, bert);
   else

@@ -56,26 +56,39 @@ def Zen_MoeExpertsOp : Zen_MoeOp<"moe_experts", [AttrSizedOperandSegments]> {
   let summary = "Every expert's MLP on its dispatched tokens (MoE expert compute)";
   let description = [{
     For each expert e: `act(dispatched[e] x fc1_weight[e]^T + fc1_bias[e])
-    x fc2_weight[e]^T + fc2_bias[e]`. The weights follow ONNX Runtime's
-    com.microsoft MoE layout, `[out, in]` per expert: `fc1_weight` is
-    `[experts, rows, hidden]` with rows = ffn (2 x ffn for `swiglu`, the gate
-    and linear halves fused), `fc2_weight` is `[experts, hidden, ffn]`; the
-    biases are optional. The result has the type of `dispatched`.
+    x fc2_weight[e]^T + fc2_bias[e]`; gated experts kept as three weights
+    (SwiGLU as Mixtral's w1, w3, w2) multiply the activated first GEMM by a
+    linear one, `fc3_weight`: `(act(dispatched[e] x fc1_weight[e]^T +
+    fc1_bias[e]) * (dispatched[e] x fc3_weight[e]^T + fc3_bias[e])) x
+    fc2_weight[e]^T + fc2_bias[e]`. The weights follow ONNX Runtime's
+    com.microsoft MoE layouts. The current one is `[out, in]` per expert:
+    `fc1_weight` is `[experts, rows, hidden]` with rows = ffn (2 x ffn for
+    `swiglu` without `fc3_weight`, the gate and linear halves fused),
+    `fc2_weight` is `[experts, hidden, ffn]`, `fc3_weight` `[experts, ffn,
+    hidden]`. Earlier releases keep every weight `[in, out]`: `[experts, hidden,
+    rows]`, `[experts, ffn, hidden]`, `[experts, hidden, ffn]`; the verifier
+    takes whichever layout all the weights fit. The biases are optional. The
+    result has the type of `dispatched`.
 
     ```mlir
     %e = zen.moe_experts gelu %d, %w1 bias %b1, %w2 bias %b2 {flops = 20971520 : i64, bytes = 1409024 : i64}
         : (tensor<8x40x64xf32>, tensor<8x256x64xf32>, tensor<8x256xf32>, tensor<8x64x256xf32>,
            tensor<8x64xf32>) -> tensor<8x40x64xf32>
+    %s = zen.moe_experts silu %d, %w1, %w2, fc3 %w3 {flops = 31457280 : i64, bytes = 1736704 : i64}
+        : (tensor<8x40x64xf32>, tensor<8x256x64xf32>, tensor<8x64x256xf32>,
+           tensor<8x256x64xf32>) -> tensor<8x40x64xf32>
     ```
   }];
   let arguments = !con((ins Zen_MoeActivationAttr:$activation, Zen_Tensor:$dispatched,
                             Zen_Tensor:$fc1_weight, Optional<Zen_Tensor>:$fc1_bias,
-                            Zen_Tensor:$fc2_weight, Optional<Zen_Tensor>:$fc2_bias),
+                            Zen_Tensor:$fc2_weight, Optional<Zen_Tensor>:$fc2_bias,
+                            Optional<Zen_Tensor>:$fc3_weight, Optional<Zen_Tensor>:$fc3_bias),
                        moeArgs);
   let results = (outs Zen_Tensor:$result);
   let assemblyFormat = [{
     $activation $dispatched `,` $fc1_weight (`bias` $fc1_bias^)? `,` $fc2_weight
-    (`bias` $fc2_bias^)? attr-dict `:` functional-type(operands, results)
+    (`bias` $fc2_bias^)? (`,` `fc3` $fc3_weight^)? (`fc3_bias` $fc3_bias^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 

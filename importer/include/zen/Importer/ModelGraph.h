@@ -78,15 +78,20 @@ struct MoeLayer {
   int64_t topK = 1;
   int64_t capacity = 0;            ///< dispatch rows per expert
   int64_t ffn = 0;                 ///< inter size of each expert
-  int64_t fc1Rows = 0;             ///< ffn, or 2 x ffn for fused SwiGLU
+  /// Rows of the first GEMM(s): ffn, or 2 x ffn when gated (fused SwiGLU, or fc3 beside fc1).
+  int64_t fc1Rows = 0;
   std::string activation = "relu"; ///< relu, gelu, silu, swiglu or identity
+  bool fc3 = false;                ///< gated: fc3 holds the linear half fc1's activation multiplies
   bool fc1Bias = false;
   bool fc2Bias = false;
+  bool fc3Bias = false;
   /// Forward FLOPs of each part at the model's shapes: routing (softmax and top-k over the
   /// logits), the experts' GEMMs and bias adds over every capacity row, the weighted sum.
   int64_t dispatchFlops() const;
   int64_t expertFlops() const;
   int64_t combineFlops() const;
+  /// Rows of fc1 alone (fc1Rows less fc3's).
+  int64_t fc1Width() const;
 };
 
 struct Node {
