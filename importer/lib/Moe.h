@@ -1,12 +1,13 @@
 //===- Moe.h - Mixture-of-Experts layers in ONNX models ---------*- C++ -*-===//
 //
 // Two spellings of an MoE layer become one: ONNX Runtime's fused com.microsoft
-// MoE contrib operator (docs/ContribOperators.md of onnxruntime), and the
-// plain-ONNX routing pattern that `zenopt-modelgen moe` writes (router logits
-// -> Softmax -> TopK -> dispatch
-// -> batched expert MatMuls -> combine back to [tokens, hidden]), which the
-// loader fuses into a com.microsoft MoE node so that everything after it sees a
-// single form.
+// MoE contrib operator (docs/ContribOperators.md of onnxruntime; its expert
+// weights in the current [experts, out, in] layout or its earlier releases'
+// [experts, in, out], gated experts with fc3), and the plain-ONNX routing
+// pattern that `zenopt-modelgen moe` and `mixtral` write (router logits ->
+// Softmax -> TopK -> dispatch -> batched expert MatMuls, two or three when gated
+// -> combine back to [tokens, hidden]), which the loader fuses into a
+// com.microsoft MoE node so that everything after it sees a single form.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_IMPORTER_MOE_H
@@ -37,8 +38,9 @@ void registerMoeSchema();
 /// left as plain ops. Returns whether any pattern was fused.
 bool fuseMoePatterns(onnx::ModelProto &model);
 
-/// Reads and checks an MoE node's shapes and attributes; throws ImportError
-/// (BadInput) naming the node for anything malformed.
+/// Reads and checks an MoE node's shapes and attributes, taking whichever expert-weight
+/// layout fits the input's hidden size; throws ImportError (BadInput) naming the node for
+/// anything malformed (for weights no layout fits, naming their shapes).
 MoeLayer describeMoe(const CostSite &site, const std::string &path);
 
 /// The node's cost: forward FLOPs and the backward FLOPs of each input's
