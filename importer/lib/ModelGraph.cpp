@@ -120,6 +120,9 @@ bool isParameterPassThrough(const std::string &op) {
          op == "Squeeze" || op == "Reshape" || op == "Flatten" || op == "Cast";
 }
 
+/// Tensors a walk looking for a buffer's role passes at most (bufferRole).
+constexpr size_t kRoleWalkLimit = 256;
+
 /// Whether gradients cross input `index` of an op with `schema`: every input ONNX does not
 /// mark non-differentiable (a variadic formal covers the inputs from its position on).
 bool formalIsDifferentiable(const onnx::OpSchema *schema, size_t index) {
@@ -454,7 +457,7 @@ private:
       else if (const char *role = bufferRole(id))
         constantRules[id] = role;
       else if (reachesUse(
-                   id, [](const std::string &op, size_t) { return isParameterPassThrough(op); },
+                   id, [&](int node, size_t) { return isParameterPassThrough(opOf(node)); },
                    [](int, size_t) { return true; }) == Reach::All)
         graph.tensors[id].requiresGrad = true;
     }
@@ -462,25 +465,31 @@ private:
 
   enum class Reach { None, Some, All };
 
-  /// Walks from initializer `id` through its differentiable uses, past the ops `passes`
-  /// says it passes through unchanged, to the ops that use it: None when there are none,
-  /// All when `accepts(node, input)` holds for every one (`accepts` decides the first
-  /// not accepted use ends the walk: Some).
+  const std::string &opOf(int node) const { return graph.nodes[size_t(node)].opType; }
+
+  /// Walks from initializer `id` through its differentiable uses, past the nodes
+  /// `passes(node, input)` lets it through, to the ops that use it: None when there are none,
+  /// All when `accepts(node, input)` holds for every one (the first use not accepted ends
+  /// the walk: Some). A walk past more than `limit` tensors ends as Some too: a buffer's
+  /// uses are near it, and no walk crosses the model once per initializer.
   template <typename Passes, typename Accepts>
-  Reach reachesUse(int id, Passes passes, Accepts accepts) {
+  Reach reachesUse(int id, Passes passes, Accepts accepts,
+                   size_t limit = std::numeric_limits<size_t>::max()) {
     // seenFrom[t] == walk: this walk reached t (no set per walk).
     const int walk = ++walks;
     seenFrom[id] = walk;
     frontier.assign(1, id);
     bool any = false;
-    while (!frontier.empty()) {
+    for (size_t visited = 0; !frontier.empty(); ++visited) {
+      if (visited > limit)
+        return Reach::Some;
       int current = frontier.back();
       frontier.pop_back();
       for (auto [nodeIndex, input] : consumers[current]) {
         const Node &node = graph.nodes[nodeIndex];
         if (!isDifferentiableInput(nodeIndex, input))
           continue;
-        if (passes(node.opType, input)) {
+        if (passes(nodeIndex, input)) {
           for (int output : node.outputs)
             if (output >= 0 && graph.tensors[output].isFloat() && seenFrom[output] != walk) {
               seenFrom[output] = walk;
@@ -502,20 +511,29 @@ private:
   const char *bufferRole(int id) {
     // An additive attention mask: sliced and broadcast to the scores' shape on the way, not
     // gathered (a learned relative-position bias is gathered from an embedding).
-    auto maskViews = [](const std::string &op, size_t input) {
+    auto maskViews = [&](int node, size_t input) {
+      const std::string &op = opOf(node);
       return isParameterPassThrough(op) || (input == 0 && (op == "Slice" || op == "Expand"));
     };
-    if (reachesUse(id, maskViews, [&](int node, size_t input) {
-          return isAttentionMaskUse(node, input);
-        }) == Reach::All)
+    if (reachesUse(
+            id, maskViews, [&](int node, size_t input) { return isAttentionMaskUse(node, input); },
+            kRoleWalkLimit) == Reach::All)
       return "attention-mask";
-    // A rotary table: sliced to the sequence, or gathered at the positions.
-    auto tableViews = [](const std::string &op, size_t input) {
-      return isParameterPassThrough(op) ||
-             (input == 0 && (op == "Slice" || op == "Expand" || op == "Gather"));
+    // A rotary table: sliced to the sequence, or gathered at the positions; or the inverse
+    // frequencies the angles, their cos and sin are computed from (recent Hugging Face
+    // code), scaled on the way. A weight reaching a rotary product as its activation
+    // (q = x Wq) reaches the Neg of rotate_half too, which ends the walk.
+    auto tableViews = [&](int node, size_t input) {
+      const std::string &op = opOf(node);
+      if (isParameterPassThrough(op) ||
+          (input == 0 && (op == "Slice" || op == "Expand" || op == "Gather")))
+        return true;
+      return op == "Cos" || op == "Sin" || op == "MatMul" || op == "Einsum" ||
+             ((op == "Mul" || op == "Div") && !isRotaryUse(node));
     };
-    if (reachesUse(id, tableViews, [&](int node, size_t) { return isRotaryUse(node); }) ==
-        Reach::All)
+    if (reachesUse(
+            id, tableViews, [&](int node, size_t) { return isRotaryUse(node); },
+            kRoleWalkLimit) == Reach::All)
       return "rotary-table";
     return nullptr;
   }

@@ -110,6 +110,30 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+class LlamaComputedRotary(Llama):
+    """Llama as recent Hugging Face code writes it: only inv_freq is a buffer; cos and sin are
+    computed in forward from it and the positions (scaled by attention_scaling)."""
+
+    def __init__(self):
+        super().__init__()
+        del self._buffers["cos_cached"], self._buffers["sin_cached"]
+        head_dim = self.config["hidden"] // self.config["heads"]
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)))
+        self.attention_scaling = 1.0
+
+    def forward(self, ids):
+        b, s = ids.shape
+        positions = torch.arange(s, device=ids.device)[None].expand(b, -1)
+        freqs = (self.inv_freq[None, :, None].expand(b, -1, 1) @ positions[:, None, :].float()).transpose(1, 2)
+        angles = torch.cat((freqs, freqs), dim=-1)
+        cos = (angles.cos() * self.attention_scaling)[:, None]
+        sin = (angles.sin() * self.attention_scaling)[:, None]
+        x = self.embed_tokens(ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin, self.causal_mask[:s, :s])
+        return self.lm_head(self.norm(x))
+
+
 class Encoder(nn.Module):
     """nn.TransformerEncoder with 16 heads of 16, token and learned position embeddings."""
 
@@ -321,6 +345,7 @@ def models():
     ids = torch.randint(0, 256, (2, 32))
     return {
         "llama_gqa": (Llama(), (ids,), 17),
+        "llama_inv_freq": (LlamaComputedRotary(), (ids,), 17),
         "encoder_h16": (Encoder(), (torch.randint(0, 512, (2, 32)),), 17),
         "encoder_h16_opset14": (Encoder(norm_first=True), (torch.randint(0, 512, (2, 32)),), 14),
         "gpt_tied": (TiedGPT(), (torch.randint(0, 320, (2, 32)),), 14),
