@@ -39,6 +39,17 @@ ordered_json transformerJson(const cost::TransformerShape &shape) {
           {"parameters", shape.totalParams()}};
 }
 
+ordered_json memoryJson(const cost::MemoryBreakdown &memory) {
+  return {{"per_gpu_bytes", memory.perGpuBytes()},
+          {"capacity_bytes", memory.capacityBytes},
+          {"weights_bytes", memory.weightsBytes},
+          {"gradients_bytes", memory.gradientsBytes},
+          {"optimizer_bytes", memory.optimizerBytes},
+          {"activations_bytes", memory.activationsBytes},
+          {"buffers_bytes", memory.buffersBytes},
+          {"reserve_bytes", memory.reserveBytes}};
+}
+
 ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
                              const plan::ParallelEvaluation &chosen, const plan::ParallelResult &result) {
   const cost::ParallelConfig &config = chosen.config;
@@ -88,16 +99,8 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["tflops_per_gpu"] = chosen.tflopsPerGpu;
   section["model_tflops_per_gpu"] = chosen.modelTflopsPerGpu;
   section["mfu"] = chosen.mfu;
-  const cost::MemoryBreakdown &memory = chosen.memory;
-  section["memory"] = {{"per_gpu_bytes", memory.perGpuBytes()},
-                       {"capacity_bytes", memory.capacityBytes},
-                       {"weights_bytes", memory.weightsBytes},
-                       {"gradients_bytes", memory.gradientsBytes},
-                       {"optimizer_bytes", memory.optimizerBytes},
-                       {"activations_bytes", memory.activationsBytes},
-                       {"buffers_bytes", memory.buffersBytes},
-                       {"reserve_bytes", memory.reserveBytes},
-                       {"stage", memory.stage}};
+  section["memory"] = memoryJson(chosen.memory);
+  section["memory"]["stage"] = chosen.memory.stage;
   section["baselines"] = ordered_json::object();
   for (const auto &[name, eval] : result.baselines)
     section["baselines"][name] = eval.iterationUs;

@@ -189,7 +189,7 @@ double iterationUs(const zenrt::Plan &plan, const json &parallel, const json &mo
 }
 } // namespace
 
-ordered_json summaryJson(const zenrt::Plan &plan) {
+ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context) {
   ordered_json json;
   const nlohmann::json parallel = parallelOf(plan);
   const nlohmann::json moe = moeOf(plan);
@@ -208,6 +208,8 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
   json["gradient_bytes"] = gradientBytes(plan);
   json["compression"] = compressionUsed(plan);
   json["compute_dtype"] = plan.computeDtype;
+  if (!context.transformer.is_null())
+    json["transformer"] = context.transformer;
   ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
   for (const auto &[name, us] : plan.baselines) {
     baselines[name] = us;
@@ -225,13 +227,15 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
     json["parallel"] = config;
     ordered_json memory;
     for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
-                            "optimizer_bytes", "activations_bytes", "buffers_bytes"})
+                            "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes"})
       memory[key] = parallel["memory"][key];
     json["memory"] = memory;
     for (const char *key : {"tflops_per_gpu", "model_tflops_per_gpu", "mfu", "bubble_us",
                             "tensor_comm_us", "pipeline_comm_us", "data_comm_us"})
       json[key] = parallel[key];
     json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
+  } else if (!context.memory.is_null()) {
+    json["memory"] = context.memory;
   }
   if (moe.is_object()) {
     ordered_json section;
@@ -261,6 +265,17 @@ ordered_json summaryJson(const zenrt::Plan &plan) {
 }
 
 namespace {
+/// "memory per GPU" of a summary: `where` follows the capacity (" (stage N)" or "").
+std::string memoryLine(const json &memory, const std::string &where) {
+  auto gb = [&](const char *key) { return memory[key].get<double>() / 1e9; };
+  return fmt::format("  memory per GPU        {:.1f} GB of {:.1f} GB{}: weights {:.1f}, "
+                     "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f}, "
+                     "reserve {:.1f}\n",
+                     gb("per_gpu_bytes"), gb("capacity_bytes"), where, gb("weights_bytes"),
+                     gb("gradients_bytes"), gb("optimizer_bytes"), gb("activations_bytes"),
+                     gb("buffers_bytes"), gb("reserve_bytes"));
+}
+
 std::string parallelText(const json &parallel) {
   std::string out;
   const json &memory = parallel["memory"];
@@ -271,13 +286,7 @@ std::string parallelText(const json &parallel) {
                      parallel["sequence_parallel"].get<bool>() ? "on" : "off",
                      parallel["recompute"].get<std::string>(), parallel["micro_batches"].get<int64_t>(),
                      parallel["micro_batch"].get<int64_t>(), parallel["schedule"].get<std::string>());
-  auto gb = [&](const char *key) { return memory[key].get<double>() / 1e9; };
-  out += fmt::format("  memory per GPU        {:.1f} GB of {:.1f} GB (stage {}): weights {:.1f}, "
-                     "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, buffers {:.1f}, "
-                     "reserve {:.1f}\n",
-                     gb("per_gpu_bytes"), gb("capacity_bytes"), memory["stage"].get<int64_t>(),
-                     gb("weights_bytes"), gb("gradients_bytes"), gb("optimizer_bytes"),
-                     gb("activations_bytes"), gb("buffers_bytes"), gb("reserve_bytes"));
+  out += memoryLine(memory, fmt::format(" (stage {})", memory["stage"].get<int64_t>()));
   const json &chunks = parallel["decomposition"];
   out += fmt::format("  TP decomposition      attention {} forward, {} backward; MLP {} forward, {} backward "
                      "(chunks per GEMM and its collective)\n",
@@ -365,17 +374,37 @@ std::string moeText(const json &moe) {
 }
 } // namespace
 
-std::string summaryText(const zenrt::Plan &plan) {
+std::string transformerText(const ordered_json &t) {
+  const int64_t heads = t["heads"].get<int64_t>(), kvHeads = t["kv_heads"].get<int64_t>();
+  const int64_t moeBlocks = t["moe_blocks"].get<int64_t>();
+  const int64_t crossBlocks = t.value("cross_attention_blocks", int64_t{0});
+  return fmt::format("{} {} blocks{}{}, hidden {}, {} heads{}, ffn {} {}, {}, {} positions{}, vocab {}, "
+                     "seq {}",
+                     t["blocks"].get<int64_t>(), t["family"].get<std::string>(),
+                     moeBlocks ? fmt::format(" ({} MoE)", moeBlocks) : "",
+                     crossBlocks ? fmt::format(" ({} with cross-attention)", crossBlocks) : "",
+                     t["hidden"].get<int64_t>(), heads,
+                     kvHeads != heads ? fmt::format(" ({} key/value)", kvHeads) : "",
+                     t["ffn"].get<int64_t>(), t["mlp"].get<std::string>(), t["norm"].get<std::string>(),
+                     t["positions"].get<std::string>(), t["tied_embeddings"].get<bool>() ? ", tied embeddings" : "",
+                     t["vocab"].get<int64_t>(), t["seq"].get<int64_t>());
+}
+
+std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) {
   const zenrt::Predictions &p = plan.predictions;
   const json parallel = parallelOf(plan);
   std::string out;
   out += fmt::format("zenopt plan for {} on {} ({} ranks), strategy {}\n", plan.model.name,
                      plan.cluster.name, plan.cluster.worldSize, plan.strategy);
+  if (!context.transformer.is_null())
+    out += "  transformer           " + transformerText(context.transformer) + "\n";
   if (parallel.is_object())
     out += parallelText(parallel);
   const json moe = moeOf(plan);
   if (moe.is_object())
-    out += moeText(moe);
+    out += moeText(moe);  // with the whole memory per GPU
+  else if (!context.memory.is_null())
+    out += memoryLine(context.memory, "");
   const auto expertBuckets = std::count_if(
       plan.buckets.begin(), plan.buckets.end(),
       [](const zenrt::Bucket &b) { return b.group == zenrt::BucketGroup::ExpertReplicas; });

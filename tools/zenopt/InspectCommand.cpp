@@ -6,9 +6,13 @@
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
 #include "Command.h"
+#include "HeadOverrides.h"
 
+#include "zen/Codegen/ParallelPlan.h"
+#include "zen/Codegen/Report.h"
 #include "zen/Importer/ModelGraph.h"
 #include "zen/Importer/ZenImporter.h"
+#include "zen/Passes/Transformer.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
@@ -37,7 +41,21 @@ std::map<std::string, int64_t> opCounts(const ModelGraph &graph) {
   return counts;
 }
 
-nlohmann::ordered_json toJson(const ModelGraph &graph) {
+/// The `transformer` object of the transformer recognised in the imported IR
+/// (with the --heads/--kv-heads overrides), null when none is.
+nlohmann::ordered_json transformerOf(const ModelGraph &graph, const zen::cli::HeadOverrides &heads) {
+  // Read, not planned: the importer's IR is verified where it is planned.
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      zen::importer::buildZenModule(context, graph, zen::importer::ModuleVerification::Deferred);
+  heads.apply(*module);
+  std::string whyNot;
+  std::optional<zen::cost::TransformerShape> shape = zen::recognizeTransformer(*module, &whyNot);
+  heads.checkTaken(shape.has_value(), graph.path, whyNot);
+  return shape ? zen::codegen::transformerJson(*shape) : nullptr;
+}
+
+nlohmann::ordered_json toJson(const ModelGraph &graph, const nlohmann::ordered_json &transformer) {
   nlohmann::ordered_json json;
   json["model"] = graph.modelName;
   json["path"] = graph.path;
@@ -57,6 +75,8 @@ nlohmann::ordered_json toJson(const ModelGraph &graph) {
   json["flops_by_op_type"] = graph.flopsByOpType();
   json["op_counts"] = opCounts(graph);
   json["unsupported_ops"] = graph.unsupportedOps();
+  if (!transformer.is_null())
+    json["transformer"] = transformer;
   nlohmann::ordered_json gradients = nlohmann::ordered_json::array();
   for (int index : graph.parametersByReadyOrder()) {
     const auto &param = graph.parameters[index];
@@ -79,7 +99,7 @@ std::string flopsText(int64_t flops) {
   return fmt::format("{:.3f} GFLOP", static_cast<double>(flops) / 1e9);
 }
 
-void printTable(const ModelGraph &graph) {
+void printTable(const ModelGraph &graph, const nlohmann::ordered_json &transformer) {
   std::cout << fmt::format("model      {} ({}, fnv1a64 {})\n", graph.modelName, graph.path,
                            graph.modelHash)
             << fmt::format("onnx       IR {}, opset {}\n", graph.irVersion, graph.opsetVersion)
@@ -92,6 +112,8 @@ void printTable(const ModelGraph &graph) {
                            graph.trainableBytes())
             << fmt::format("FLOPs      forward {}, backward {}\n", flopsText(graph.forwardFlops()),
                            flopsText(graph.backwardFlops()));
+  if (!transformer.is_null())
+    std::cout << "transformer " << zen::codegen::transformerText(transformer) << "\n";
   std::vector<std::string> unsupported = graph.unsupportedOps();
   std::cout << "unsupported " << (unsupported.empty() ? "none" : fmt::format("{}", fmt::join(unsupported, ", ")))
             << "\n\n";
@@ -135,6 +157,7 @@ zen::cli::CommandRegistration inspectCommand(
       auto frozen = std::make_shared<std::vector<std::string>>();
       auto json = std::make_shared<bool>(false);
       auto mlir = std::make_shared<bool>(false);
+      auto heads = std::make_shared<zen::cli::HeadOverrides>();
       app.add_option("model", *model, "ONNX model (.onnx, or .onnxtxt text syntax)")->required();
       app.add_option("--batch", *batch, "samples per GPU (default: the model's own)")
           ->check(zen::cli::wholeNumber(1));
@@ -144,7 +167,9 @@ zen::cli::CommandRegistration inspectCommand(
       CLI::Option *jsonFlag = app.add_flag("--json", *json, "print one JSON object");
       app.add_flag("--mlir", *mlir, "print the imported zen IR (before any planning)")
           ->excludes(jsonFlag);
-      return [model, batch, frozen, json, mlir]() {
+      heads->addOptions(app);
+      return [model, batch, frozen, json, mlir, heads]() {
+        heads->check();
         zen::importer::ImportOptions options;
         if (*batch > 0)
           options.batch = *batch;
@@ -159,10 +184,11 @@ zen::cli::CommandRegistration inspectCommand(
           std::cerr << "zenopt: " << warning << "\n";
         if (*mlir)
           return printImportedIr(graph);
+        const nlohmann::ordered_json transformer = transformerOf(graph, *heads);
         if (*json)
-          std::cout << toJson(graph).dump(2) << "\n";
+          std::cout << toJson(graph, transformer).dump(2) << "\n";
         else
-          printTable(graph);
+          printTable(graph, transformer);
         return static_cast<int>(zen::cli::ExitSuccess);
       };
     });

@@ -7,6 +7,7 @@
 #include "CliChecks.h"
 #include "Command.h"
 #include "FastAllocator.h"
+#include "HeadOverrides.h"
 
 #include "zen/Codegen/MoePlan.h"
 #include "zen/Codegen/ParallelPlan.h"
@@ -74,16 +75,19 @@ struct PlanOptions {
   int zero = -1;
   std::string recompute;
   bool sequenceParallel = false;
+  bool noSequenceParallel = false;
   std::string schedule;
   std::string optimizer;
   int64_t tpChunks = 0;
   // Mixture of Experts (docs/design.md "Mixture of Experts"): 0 = searched / not given.
   int64_t ep = 0;
   double moeImbalance = 0;
+  HeadOverrides heads;
 
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
-           sequenceParallel || !schedule.empty() || !optimizer.empty() || tpChunks;
+           sequenceParallel || noSequenceParallel || !schedule.empty() || !optimizer.empty() ||
+           tpChunks;
   }
 };
 
@@ -216,7 +220,8 @@ void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
 }
 
 /// Writes the requested files (all or none) and prints what --emit asks for.
-int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp module) {
+int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp module,
+           const codegen::SummaryContext &context) {
   // All outputs or none: one that cannot be written leaves no other behind.
   try {
     zenrt::io::OutputFiles outputs;
@@ -240,9 +245,9 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
   } else if (options.emit == "plan") {
     std::cout << zenrt::writePlan(plan);
   } else if (options.json) {
-    std::cout << codegen::summaryJson(plan).dump() << "\n";
+    std::cout << codegen::summaryJson(plan, context).dump() << "\n";
   } else {
-    std::cout << codegen::summaryText(plan);
+    std::cout << codegen::summaryText(plan, context);
   }
   return ExitSuccess;
 }
@@ -287,71 +292,91 @@ std::string memoryText(const cost::MemoryBreakdown &m) {
                      m.buffersBytes / 1e9, m.reserveBytes / 1e9);
 }
 
-/// Large-model planning for a recognised transformer: when any large-model flag
-/// is given, or when plain data parallelism (today's plan) does not fit in
-/// memory. nullopt: the data-parallel planner plans as before.
-///
-/// An MoE model goes to the large-model search with a large-model flag, or
-/// when the MoE data-parallel planner finds no ep that fits
-/// (`moeNotFitting`, its reason).
-std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
-                                          mlir::ModuleOp module, const cost::CostModel &model,
-                                          const DiagnosticCollector &diagnostics,
-                                          BackgroundVerification &verification,
-                                          const std::string &moeNotFitting) {
-  std::string whyNot;
-  std::optional<cost::TransformerShape> shape = recognizeTransformer(module, &whyNot);
-  if (!shape) {
-    if (options.largeModelFlags())
-      throw CommandError(ExitDataError, options.model + ": --tp/--pp/--zero/--global-batch and the other "
-                                        "large-model options need a transformer: " + whyNot);
-    if (!moeNotFitting.empty())
-      throw CommandError(ExitDataError, options.model + ": " + moeNotFitting);
-    return std::nullopt;
+/// What a training iteration runs besides the configuration: the compute
+/// precision, the optimizer, and today's data-parallel semantics for the
+/// global batch (`perGpuBatch` samples on every GPU) unless --global-batch sets it.
+cost::TrainingSetup trainingSetup(const PlanOptions &options, int64_t perGpuBatch, int64_t gpus) {
+  cost::TrainingSetup setup;
+  setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
+  setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
+                                              : *cost::parseOptimizer(options.optimizer);
+  setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpuBatch * gpus;
+  setup.moeImbalance = moeImbalanceOf(options);
+  return setup;
+}
+
+/// Samples per GPU in data parallelism: --batch, else the model's own.
+int64_t perGpuBatchOf(const PlanOptions &options, const importer::ModelGraph &graph,
+                      const std::optional<cost::TransformerShape> &shape) {
+  if (options.batch > 0)
+    return options.batch;
+  return shape ? std::max<int64_t>(shape->modelBatch, 1) : graph.batch;
+}
+
+/// Bytes of the forward tensors the backward reads (activations and the model's
+/// inputs, not its parameters), which stay in memory from one to the other; at
+/// the planned batch (the tensors' bytes carry its scale), fp32 ones at the
+/// compute precision's width as the activations of mixed precision are.
+double keptActivationBytes(const importer::ModelGraph &graph, const cost::TrainingSetup &setup) {
+  const double fp32Scale = cost::bytesPerParameter(setup).weights / 4.0;
+  std::vector<bool> kept(graph.tensors.size(), false);
+  double bytes = 0;
+  for (const importer::BackwardStep &step : graph.backward)
+    for (int id : step.savedTensors) {
+      const importer::Tensor &tensor = graph.tensors[id];
+      if (tensor.isInitializer || kept[id])
+        continue;
+      kept[id] = true;
+      bytes += double(tensor.bytes) * (tensor.dtype == "f32" ? fp32Scale : 1.0);
+    }
+  return bytes;
+}
+
+/// One GPU's memory when every rank of the data-parallel group (--dp, else every
+/// GPU) holds the whole model: a recognised transformer's by the large-model
+/// memory model (its activations per Korthikanti et al.), any other model's
+/// replicated weights, gradients and optimizer state with the activations its
+/// backward keeps. An MoE model's is zen-plan-moe's (planDataParallel).
+cost::MemoryBreakdown dataParallelMemory(const PlanOptions &options, const importer::ModelGraph &graph,
+                                         const std::optional<cost::TransformerShape> &shape,
+                                         const cost::TrainingSetup &setup, const cost::CostModel &model) {
+  if (shape) {
+    cost::ParallelConfig ddp;
+    ddp.dp = options.dp > 0 ? options.dp : model.cluster().worldSize();
+    ddp.microBatch = perGpuBatchOf(options, graph, shape);
+    return cost::memoryPerGpu(*shape, ddp, setup, model);
   }
+  cost::MemoryBreakdown memory =
+      cost::replicatedParameterMemory(double(graph.trainableElements()), setup, model);
+  memory.activationsBytes = keptActivationBytes(graph, setup);
+  return memory;
+}
+
+/// Large-model planning of a recognised transformer: the tp/pp/dp/ZeRO (and ep)
+/// search under the large-model flags, the plan lowered from its choice.
+zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
+                           mlir::ModuleOp module, const cost::CostModel &model,
+                           const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
+                           const DiagnosticCollector &diagnostics, BackgroundVerification &verification) {
   const int64_t gpus = model.cluster().worldSize();
   plan::ParallelRequest request;
-  request.setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
-  request.setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
-                                                      : *cost::parseOptimizer(options.optimizer);
-  // Today's data-parallel semantics: the per-GPU batch (--batch, else the
-  // model's own) on every GPU.
-  int64_t perGpu = options.batch > 0 ? options.batch : std::max<int64_t>(shape->modelBatch, 1);
-  request.setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpu * gpus;
-  if (!options.largeModelFlags() && shape->moe) {
-    if (moeNotFitting.empty())
-      return std::nullopt;
-    if (!options.quiet)
-      std::cerr << "zenopt: warning: data parallelism with expert parallelism does not fit: "
-                << moeNotFitting << "; searching tensor, pipeline, expert and ZeRO configurations\n";
-  } else if (!options.largeModelFlags()) {
-    // --dp alone keeps its data-parallel meaning (a subset of the GPUs).
-    cost::ParallelConfig ddp;
-    ddp.dp = options.dp > 0 ? options.dp : gpus;
-    ddp.microBatch = perGpu;
-    if (cost::memoryPerGpu(*shape, ddp, request.setup, model).fits())
-      return std::nullopt;
-    if (!options.quiet)
-      std::cerr << "zenopt: warning: data parallelism alone does not fit: "
-                << memoryText(cost::memoryPerGpu(*shape, ddp, request.setup, model))
-                << "; searching tensor, pipeline and ZeRO configurations\n";
-  }
+  request.setup = setup;
   if (options.tp) request.tp = options.tp;
   if (options.pp) request.pp = options.pp;
   if (options.dp) request.dp = options.dp;
   if (options.microBatch) request.microBatch = options.microBatch;
   if (options.zero >= 0) request.zero = options.zero;
-  if (options.sequenceParallel) request.sequenceParallel = true;
+  if (options.sequenceParallel || options.noSequenceParallel)
+    request.sequenceParallel = options.sequenceParallel;
   if (options.tpChunks) request.tpChunks = options.tpChunks;
   if (options.ep) request.ep = options.ep;
-  request.setup.moeImbalance = moeImbalanceOf(options);
   if (!options.recompute.empty()) request.recompute = cost::parseRecompute(options.recompute);
   if (!options.schedule.empty())
     request.virtualStages = cost::parseSchedule(options.schedule);  // checked by checkCommandLine
   std::string error;
   request.gradientSync.compressors = *plan::parseCompressors(options.compressor, error);
 
-  plan::ParallelResult result = plan::searchParallel(*shape, model, request);
+  plan::ParallelResult result = plan::searchParallel(shape, model, request);
   if (!result.invalid.empty())
     throw CommandError(ExitDataError, options.model + ": cannot run on " + std::to_string(gpus) +
                                           " GPUs of '" + model.cluster().name + "': " + result.invalid);
@@ -379,7 +404,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   std::optional<zenrt::Plan> plan = codegen::lowerChoice(
       problem, choice, model,
       {graph.modelName, hash, choice.strategy, options.compressor,
-       nlohmann::json(codegen::parallelSection(*shape, request.setup, best, result)).dump()},
+       nlohmann::json(codegen::parallelSection(shape, request.setup, best, result)).dump()},
       error);
   if (!plan)
     throw CommandError(ExitSoftware, options.model + ": " + error);
@@ -395,11 +420,11 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
                                                     c.sequenceParallel, static_cast<Recompute>(c.recompute),
                                                     c.microBatch, c.microBatches, c.virtualStages,
                                                     c.ep, c.expertTensorParallel));
-  if (shape->moe)
+  if (shape.moe)
     recordMoeSchedule(module, c);
   if (options.emit != "mlir")
-    return plan;
-  if (shape->moe && c.tp > 1)
+    return std::move(*plan);
+  if (shape.moe && c.tp > 1)
     throw CommandError(ExitDataError, options.model + ": --emit mlir: tensor parallelism does not "
                                       "partition MoE blocks in the IR yet (tp " + std::to_string(c.tp) +
                                       "); the plan file (-o) has the configuration");
@@ -412,7 +437,7 @@ std::optional<zenrt::Plan> planLargeModel(const PlanOptions &options, const impo
   buildLargeModelPipeline(pipeline, partition);
   if (mlir::failed(pipeline.run(module)))
     throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
-  return plan;
+  return std::move(*plan);
 }
 
 /// The model's MoE layers, after checking --ep and --moe-imbalance against
@@ -460,14 +485,20 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
   return shapes;
 }
 
+/// A data-parallel plan; for an MoE model, one GPU's memory under its ep.
+struct DataParallelPlan {
+  zenrt::Plan plan;
+  std::optional<cost::MemoryBreakdown> moeMemory;
+};
+
 /// Plans the gradient sync of `module` (zen-autotune, with the allowed
 /// compressors when `compressGradients`) and its MoE layers (zen-plan-moe, with
 /// the allowed compressors on their tokens either way), and lowers the result.
-zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &modelName,
-                             mlir::ModuleOp module, const cost::CostModel &model,
-                             const std::vector<plan::MoeLayer> &moeLayers,
-                             const DiagnosticCollector &diagnostics,
-                             BackgroundVerification &verification, bool compressGradients) {
+DataParallelPlan planDataParallel(const PlanOptions &options, const std::string &modelName,
+                                  mlir::ModuleOp module, const cost::CostModel &model,
+                                  const std::vector<plan::MoeLayer> &moeLayers,
+                                  const DiagnosticCollector &diagnostics,
+                                  BackgroundVerification &verification, bool compressGradients) {
   PlanPipelineOptions pipelineOptions;
   // The module carries the cluster and node count (runPlan): the passes set no module
   // attribute while it may still be verified.
@@ -505,17 +536,16 @@ zenrt::Plan planDataParallel(const PlanOptions &options, const std::string &mode
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitPlan(module, model, options.compressor);
   if (mlir::failed(plan))
     throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
-  if (!moeLayers.empty()) {
-    if (!moe)
-      throw CommandError(ExitSoftware, options.model + ": zen-plan-moe planned no MoE layers");
-    const auto &[planned, request] = *moe;
-    codegen::attachMoe(*plan, moeLayers, planned, request, model);
-    // The runtime runs the sync the MoE section's iteration was simulated with.
-    if (planned.chosen.ep > 1 && request.sync)
-      codegen::syncExpertsOverReplicas(*plan, *request.sync, planned.chosen.ep, request.dp,
-                                       model);
-  }
-  return std::move(*plan);
+  if (moeLayers.empty())
+    return {std::move(*plan), std::nullopt};
+  if (!moe)
+    throw CommandError(ExitSoftware, options.model + ": zen-plan-moe planned no MoE layers");
+  const auto &[planned, request] = *moe;
+  codegen::attachMoe(*plan, moeLayers, planned, request, model);
+  // The runtime runs the sync the MoE section's iteration was simulated with.
+  if (planned.chosen.ep > 1 && request.sync)
+    codegen::syncExpertsOverReplicas(*plan, *request.sync, planned.chosen.ep, request.dp, model);
+  return {std::move(*plan), plan::moeModelMemory(planned.chosen, request)};
 }
 
 double moeIterationUs(const zenrt::Plan &plan) {
@@ -556,6 +586,7 @@ void compareLikeWithLike(zenrt::Plan &plan, zenrt::Plan &exact) {
 int runPlan(const PlanOptions &options) {
   if (options.model.empty())
     throw CommandError(ExitUsage, "no model given; run zenopt --help for usage");
+  options.heads.check();
 
   importer::ImportOptions importOptions;
   if (options.batch > 0)
@@ -621,14 +652,48 @@ int runPlan(const PlanOptions &options) {
   if (options.nodes > 0)
     ZenDialect::NodesAttrHelper(&context).setAttr(
         *module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), options.nodes));
+  options.heads.apply(*module);
   BackgroundVerification verification(*module, options.model, diagnostics);
   try {
+    std::string whyNot;
+    const std::optional<cost::TransformerShape> shape = recognizeTransformer(*module, &whyNot);
+    options.heads.checkTaken(shape.has_value(), options.model, whyNot);
+    codegen::SummaryContext summary;
+    if (shape)
+      summary.transformer = codegen::transformerJson(*shape);
+    const cost::TrainingSetup setup =
+        trainingSetup(options, perGpuBatchOf(options, graph, shape), cluster.worldSize());
     std::string moeNotFitting;
     std::vector<zen::plan::MoeLayer> moeLayers =
         checkMoeOptions(options, *module, model, dpGroup, diagnostics, moeNotFitting);
-    if (std::optional<zenrt::Plan> plan = planLargeModel(options, graph, *module, model, diagnostics,
-                                                         verification, moeNotFitting)) {
-      exitAfterReport(report(options, *plan, *module));
+    // Every path checks memory: the large-model search its configurations,
+    // zen-plan-moe every ep, and here data parallelism without MoE layers.
+    std::optional<cost::MemoryBreakdown> denseMemory;
+    if (!options.largeModelFlags() && moeLayers.empty())
+      denseMemory = dataParallelMemory(options, graph, shape, setup, model);
+    const bool denseNotFitting = denseMemory && !denseMemory->fits();
+    if (options.largeModelFlags() || denseNotFitting || !moeNotFitting.empty()) {
+      if (!shape && options.largeModelFlags())
+        throw CommandError(ExitDataError, options.model + ": --tp/--pp/--zero/--global-batch and the other "
+                                          "large-model options need a transformer: " + whyNot);
+      if (!shape && !moeNotFitting.empty())
+        throw CommandError(ExitDataError, options.model + ": " + moeNotFitting);
+      if (!shape)
+        throw CommandError(ExitDataError,
+                           fmt::format("{}: does not fit in data parallelism on {} GPUs of '{}': {}; "
+                                       "only a transformer can be partitioned, and none was "
+                                       "recognised: {}",
+                                       options.model, options.dp > 0 ? options.dp : cluster.worldSize(),
+                                       cluster.name, memoryText(*denseMemory), whyNot));
+      if (!options.quiet && denseNotFitting)
+        std::cerr << "zenopt: warning: data parallelism alone does not fit: "
+                  << memoryText(*denseMemory) << "; searching tensor, pipeline and ZeRO configurations\n";
+      if (!options.quiet && !moeNotFitting.empty())
+        std::cerr << "zenopt: warning: data parallelism with expert parallelism does not fit: "
+                  << moeNotFitting << "; searching tensor, pipeline, expert and ZeRO configurations\n";
+      zenrt::Plan plan = planLargeModel(options, graph, *module, model, *shape, setup, diagnostics,
+                                        verification);
+      exitAfterReport(report(options, plan, *module, summary));
     }
 
     // zen-autotune plans the gradients before zen-plan-moe chooses ep, so it cannot
@@ -638,20 +703,21 @@ int runPlan(const PlanOptions &options) {
     mlir::OwningOpRef<mlir::ModuleOp> exactGradients;
     if (!moeLayers.empty() && !options.compressor.empty() && options.strategy == "auto")
       exactGradients = module->clone();
-    zenrt::Plan plan = planDataParallel(options, graph.modelName, *module, model, moeLayers,
-                                        diagnostics, verification, /*compressGradients=*/true);
+    DataParallelPlan planned = planDataParallel(options, graph.modelName, *module, model, moeLayers,
+                                                diagnostics, verification, /*compressGradients=*/true);
     if (exactGradients) {
-      zenrt::Plan exact = planDataParallel(options, graph.modelName, *exactGradients, model,
-                                           moeLayers, diagnostics, verification,
-                                           /*compressGradients=*/false);
-      const bool exactWins = moeIterationUs(exact) < moeIterationUs(plan);
-      compareLikeWithLike(plan, exact);
+      DataParallelPlan exact = planDataParallel(options, graph.modelName, *exactGradients, model,
+                                                moeLayers, diagnostics, verification,
+                                                /*compressGradients=*/false);
+      const bool exactWins = moeIterationUs(exact.plan) < moeIterationUs(planned.plan);
+      compareLikeWithLike(planned.plan, exact.plan);
       if (exactWins) {
-        plan = std::move(exact);
+        planned = std::move(exact);
         module = std::move(exactGradients);
       }
     }
-    exitAfterReport(report(options, plan, *module));
+    summary.memory = codegen::memoryJson(planned.moeMemory ? *planned.moeMemory : *denseMemory);
+    exitAfterReport(report(options, planned.plan, *module, summary));
   } catch (const CommandError &) {
     // An unverified module's error comes first, as when the module was verified first.
     verification.requireVerified();
@@ -722,8 +788,12 @@ CommandRegistration registration(
       app.add_option("--recompute", options->recompute,
                      "Activation recomputation: none, selective, full (default: searched)")
           ->check(CLI::IsMember({"none", "selective", "full"}));
-      app.add_flag("--sequence-parallel", options->sequenceParallel,
-                   "Megatron sequence parallelism in the tensor-parallel regions (default: searched)");
+      CLI::Option *sequenceParallel =
+          app.add_flag("--sequence-parallel", options->sequenceParallel,
+                       "Megatron sequence parallelism in the tensor-parallel regions (default: searched)");
+      app.add_flag("--no-sequence-parallel", options->noSequenceParallel,
+                   "No sequence parallelism (default: searched)")
+          ->excludes(sequenceParallel);
       app.add_option("--schedule", options->schedule,
                      "Pipeline schedule: 1f1b or interleaved:V (default: searched)");
       app.add_option("--tp-chunks", options->tpChunks,
@@ -739,6 +809,7 @@ CommandRegistration registration(
       app.add_option("--moe-imbalance", options->moeImbalance,
                      "MoE models: the busiest expert gets X times the mean load (X >= 1, default 1)")
           ->check(realNumber(1, 1e6));
+      options->heads.addOptions(app);
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
       return [options] { return runPlan(*options); };
     });

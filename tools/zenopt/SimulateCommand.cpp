@@ -4,6 +4,7 @@
 // simulator, on the plan's own cluster or on another one.
 //
 //===----------------------------------------------------------------------===//
+#include "CliChecks.h"
 #include "Command.h"
 
 #include "zen/Codegen/PlanSimulation.h"
@@ -18,6 +19,7 @@ namespace {
 struct SimulateOptions {
   std::string planPath;
   std::string cluster;
+  int64_t nodes = 0;  // 0: the cluster's own
   std::string tracePath;
   std::string svgPath;
   bool json = false;
@@ -27,9 +29,16 @@ int runSimulate(const SimulateOptions &options) {
   try {
     zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
     // A plan carries its cluster's description, so it re-scores exactly without --cluster.
-    cost::Cluster cluster = options.cluster.empty()
-                                ? cost::parseCluster(plan.cluster.spec, options.planPath + ": /cluster/spec")
-                                : cost::loadCluster(options.cluster);
+    cost::Cluster own = cost::parseCluster(plan.cluster.spec, options.planPath + ": /cluster/spec");
+    cost::Cluster cluster = options.cluster.empty() ? own : cost::loadCluster(options.cluster);
+    if (options.nodes > 0)
+      cluster = cost::withNodes(std::move(cluster), options.nodes);
+    // The baselines were predicted on the plan's own cluster, and re-scoring them needs the
+    // model: on another cluster the summary compares the plan with none.
+    if (cost::writeCluster(cluster) != cost::writeCluster(own)) {
+      plan.baselines.clear();
+      plan.baselinesUncompressed.clear();
+    }
     cost::CostModel model(std::move(cluster));
     codegen::simulatePlan(plan, model);
     // All outputs or none: one that cannot be written leaves no other behind.
@@ -64,6 +73,9 @@ CommandRegistration registration(
           ->required();
       app.add_option("--cluster", options->cluster,
                      "Cluster preset name or JSON file (default: the plan's own cluster)");
+      app.add_option("--nodes", options->nodes,
+                     "Node count, overriding the cluster's (the plan's own or --cluster's)")
+          ->check(wholeNumber(1));
       app.add_option("--trace", options->tracePath, "Write a Chrome/Perfetto trace here");
       app.add_option("--timeline-svg", options->svgPath, "Write an SVG timeline picture here");
       app.add_flag("--json", options->json, "Print one JSON object (times in microseconds)");

@@ -9,10 +9,13 @@ parallel, memory = summary["parallel"], summary["memory"]
 assert sorted(parallel) == sorted(["tp", "pp", "dp", "zero", "sequence_parallel", "recompute",
                                    "micro_batch", "micro_batches", "schedule", "decomposition"]), parallel
 assert sorted(memory) == sorted(["per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
-                                 "optimizer_bytes", "activations_bytes", "buffers_bytes"]), memory
+                                 "optimizer_bytes", "activations_bytes", "buffers_bytes",
+                                 "reserve_bytes"]), memory
 parts = sum(memory[k] for k in ["weights_bytes", "gradients_bytes", "optimizer_bytes",
-                                "activations_bytes", "buffers_bytes"])
-assert parts < memory["per_gpu_bytes"] <= memory["capacity_bytes"], memory  # the reserve is the rest
+                                "activations_bytes", "buffers_bytes", "reserve_bytes"])
+assert memory["reserve_bytes"] > 0, memory
+assert abs(parts - memory["per_gpu_bytes"]) <= 1e-9 * parts, memory
+assert memory["per_gpu_bytes"] <= memory["capacity_bytes"], memory
 assert parallel["tp"] * parallel["pp"] * parallel["dp"] == summary["world_size"], summary
 assert 0 < summary["model_tflops_per_gpu"] <= summary["tflops_per_gpu"], summary
 assert 0 < summary["mfu"] < 1, summary

@@ -19,9 +19,14 @@
 namespace zen::codegen {
 
 /// The `transformer` object of `inspect --json` and the plan's `--json`
-/// summary (docs/design.md "Recognising transformers"): blocks, hidden, heads,
+/// summary (docs/design.md "Partitioning passes"): blocks, hidden, heads,
 /// kv_heads, ffn, vocab, seq, mlp, norm, tied_embeddings, positions, moe_blocks.
 nlohmann::ordered_json transformerJson(const cost::TransformerShape &shape);
+
+/// One GPU's memory as the plan file's `parallel` section and the `--json`
+/// summary give it: per_gpu_bytes, capacity_bytes, weights_bytes,
+/// gradients_bytes, optimizer_bytes, activations_bytes, buffers_bytes, reserve_bytes.
+nlohmann::ordered_json memoryJson(const cost::MemoryBreakdown &memory);
 
 /// The `parallel` section of a plan file for `chosen`.
 nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,

@@ -9,13 +9,27 @@
 
 namespace zen::codegen {
 
+/// What planning knew besides the plan file; a re-scored plan file has neither.
+struct SummaryContext {
+  /// codegen::transformerJson of the recognised transformer; null when none was.
+  nlohmann::ordered_json transformer;
+  /// A data-parallel plan's memory per GPU (codegen::memoryJson); null for a
+  /// large-model plan, whose `parallel` section carries its own.
+  nlohmann::ordered_json memory;
+};
+
 /// The summary as one JSON object: strategy, iteration_us, compute_us,
 /// exposed_comm_us, lower_bound_us, buckets, compression, baselines, ...;
-/// baselines_uncompressed with compressors allowed
-nlohmann::ordered_json summaryJson(const zenrt::Plan &plan);
+/// baselines_uncompressed with compressors allowed; `transformer` and `memory`
+/// where known.
+nlohmann::ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context = {});
 
 /// The same summary as a readable table, with auto's speedup over every baseline.
-std::string summaryText(const zenrt::Plan &plan);
+std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context = {});
+
+/// A `transformer` object (codegen::transformerJson) in words: "12 gpt blocks,
+/// hidden 768, 12 heads, ffn 3072 gelu, layernorm, learned positions, ...".
+std::string transformerText(const nlohmann::ordered_json &transformer);
 
 /// Chrome trace event format (Perfetto, chrome://tracing): compute and each
 /// communication stream on their own track, every task a complete event.
