@@ -91,7 +91,8 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == ClusterAttrHelper::getNameStr() || name == ComputeDtypeAttrHelper::getNameStr() ||
       name == StrategyAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
-  if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr())
+  if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr() ||
+      name == HeadsAttrHelper::getNameStr() || name == KvHeadsAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 1,
                   "a positive integer");
   if (name == ParallelAttrHelper::getNameStr())

@@ -605,7 +605,8 @@ std::optional<TransformerStructure> analyzeTransformer(ModuleOp module, std::str
     auto value = module->getAttrOfType<IntegerAttr>(name);
     return value ? value.getInt() : 0;
   };
-  int64_t heads = attribute("zen.heads"), kvHeads = attribute("zen.kv_heads");
+  int64_t heads = attribute(ZenDialect::HeadsAttrHelper::getNameStr()),
+          kvHeads = attribute(ZenDialect::KvHeadsAttrHelper::getNameStr());
   const std::string where = "the attention of block 0 (Softmax '" +
                             (firstSoftmax.getNode() ? firstSoftmax.getNode()->str() : std::string("?")) +
                             "', Q width " + std::to_string(queryWidth) + ", K/V width " +

@@ -425,6 +425,16 @@ module attributes {zen.nodes = -2 : i64} {}
 
 // -----
 
+// expected-error @+1 {{'zen.heads' must be a positive integer, got 0 : i64}}
+module attributes {zen.heads = 0 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.kv_heads' must be a positive integer, got "8"}}
+module attributes {zen.kv_heads = "8"} {}
+
+// -----
+
 // expected-error @+1 {{'zen.predicted' must be a #zen.prediction, got 1.000000e+00 : f64}}
 module attributes {zen.predicted = 1.0 : f64} {}
 

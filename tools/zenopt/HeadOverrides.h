@@ -12,6 +12,8 @@
 #include "CliChecks.h"
 #include "Command.h"
 
+#include "zen/Dialect/ZenDialect.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -53,9 +55,9 @@ struct HeadOverrides {
   void apply(mlir::ModuleOp module) const {
     auto i64 = mlir::IntegerType::get(module.getContext(), 64);
     if (heads > 0)
-      module->setAttr("zen.heads", mlir::IntegerAttr::get(i64, heads));
+      module->setAttr(ZenDialect::HeadsAttrHelper::getNameStr(), mlir::IntegerAttr::get(i64, heads));
     if (kvHeads > 0)
-      module->setAttr("zen.kv_heads", mlir::IntegerAttr::get(i64, kvHeads));
+      module->setAttr(ZenDialect::KvHeadsAttrHelper::getNameStr(), mlir::IntegerAttr::get(i64, kvHeads));
   }
 };
 

@@ -27,6 +27,10 @@ def Zen_Dialect : Dialect {
     "::mlir::StringAttr":$compute_dtype,
     "::mlir::StringAttr":$strategy,
     "::mlir::IntegerAttr":$world_size,
+    // Attention heads and key/value heads that transformer recognition takes
+    // instead of reading them from the graph (zenopt's --heads/--kv-heads) (module).
+    "::mlir::IntegerAttr":$heads,
+    "::mlir::IntegerAttr":$kv_heads,
     "::zen::PredictionAttr":$predicted,
     "::mlir::DictionaryAttr":$baselines,
     "::mlir::DictionaryAttr":$baselines_uncompressed,
