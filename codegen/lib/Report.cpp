@@ -378,7 +378,8 @@ std::string transformerText(const ordered_json &t) {
   const int64_t heads = t["heads"].get<int64_t>(), kvHeads = t["kv_heads"].get<int64_t>();
   const int64_t moeBlocks = t["moe_blocks"].get<int64_t>();
   const int64_t crossBlocks = t.value("cross_attention_blocks", int64_t{0});
-  return fmt::format("{} {} blocks{}{}, hidden {}, {} heads{}, ffn {} {}, {}, {} positions{}, vocab {}, "
+  const std::string positions = t["positions"].get<std::string>();
+  return fmt::format("{} {} blocks{}{}, hidden {}, {} heads{}, ffn {} {}, {}, {}{}, vocab {}, "
                      "seq {}",
                      t["blocks"].get<int64_t>(), t["family"].get<std::string>(),
                      moeBlocks ? fmt::format(" ({} MoE)", moeBlocks) : "",
@@ -386,7 +387,8 @@ std::string transformerText(const ordered_json &t) {
                      t["hidden"].get<int64_t>(), heads,
                      kvHeads != heads ? fmt::format(" ({} key/value)", kvHeads) : "",
                      t["ffn"].get<int64_t>(), t["mlp"].get<std::string>(), t["norm"].get<std::string>(),
-                     t["positions"].get<std::string>(), t["tied_embeddings"].get<bool>() ? ", tied embeddings" : "",
+                     positions == "none" ? "no position embeddings" : positions + " positions",
+                     t["tied_embeddings"].get<bool>() ? ", tied embeddings" : "",
                      t["vocab"].get<int64_t>(), t["seq"].get<int64_t>());
 }
 

@@ -113,6 +113,11 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
     out.fc1Bias = fc1 && take(experts * rows);
     const bool fc2 = fc1 && take(experts * hidden * ffn);
     out.fc2Bias = fc2 && take(experts * hidden);
+    // Mixtral-style gated experts carry a third weight (fc3, the "up" half of
+    // SwiGLU): planned, but the runtime's experts are two-GEMM MLPs.
+    if (fc2 && take(experts * ffn * hidden))
+      throw fail(sizes, "gated experts (a third weight, fc3, of " + std::to_string(experts * ffn * hidden) +
+                            " elements) are not executed by zenopt-run yet: its experts are two-GEMM MLPs");
     if (!fc2 || next != count.size()) {
       std::string list;
       for (int64_t c : count)
