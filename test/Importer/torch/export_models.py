@@ -30,6 +30,16 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
+def register_rotary_and_mask(module, head_dim, seq):
+    """The buffers of a rotary decoder: cos/sin tables [1, 1, seq, head_dim] and an additive causal mask."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angles = torch.outer(torch.arange(seq).float(), inv_freq)
+    angles = torch.cat((angles, angles), dim=-1)
+    module.register_buffer("cos_cached", angles.cos()[None, None])
+    module.register_buffer("sin_cached", angles.sin()[None, None])
+    module.register_buffer("causal_mask", torch.full((seq, seq), float("-inf")).triu(1))
+
+
 def rotate_half(x):
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -95,13 +105,7 @@ class Llama(nn.Module):
         self.layers = nn.ModuleList(LlamaBlock(hidden, heads, kv_heads, ffn) for _ in range(layers))
         self.norm = RMSNorm(hidden)
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
-        head_dim = hidden // heads
-        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
-        angles = torch.outer(torch.arange(seq).float(), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)
-        self.register_buffer("cos_cached", angles.cos()[None, None])
-        self.register_buffer("sin_cached", angles.sin()[None, None])
-        self.register_buffer("causal_mask", torch.full((seq, seq), float("-inf")).triu(1))
+        register_rotary_and_mask(self, hidden // heads, seq)
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
@@ -230,13 +234,7 @@ class NeoX(nn.Module):
         self.layers = nn.ModuleList(NeoXBlock(hidden, heads) for _ in range(layers))
         self.final_layer_norm = nn.LayerNorm(hidden)
         self.embed_out = nn.Linear(hidden, vocab, bias=False)
-        head_dim = hidden // heads
-        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
-        angles = torch.outer(torch.arange(seq).float(), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)
-        self.register_buffer("cos_cached", angles.cos()[None, None])
-        self.register_buffer("sin_cached", angles.sin()[None, None])
-        self.register_buffer("causal_mask", torch.full((seq, seq), float("-inf")).triu(1))
+        register_rotary_and_mask(self, hidden // heads, seq)
 
     def forward(self, ids):
         x = self.embed_in(ids)
