@@ -30,6 +30,7 @@ cost::TransformerShape megatronGpt(int64_t layers, int64_t hidden, int64_t heads
   shape.layerParams = 12.0 * hidden * hidden + 13.0 * hidden;
   shape.embeddingParams = double(shape.vocab) * hidden + double(shape.seq) * hidden;
   shape.headParams = 2.0 * hidden;
+  shape.tiedEmbeddings = true;  // the output layer is the word embedding (Megatron's default)
   return shape;
 }
 
