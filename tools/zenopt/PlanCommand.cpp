@@ -605,7 +605,7 @@ int runPlan(const PlanOptions &options) {
   }
   for (const std::string &warning : graph.warnings)
     if (!options.quiet)
-      std::cerr << "zenopt: warning: " << warning << "\n";
+      std::cerr << "zenopt: " << warning << "\n";  // each names its file and says "warning"
   if (graph.parameters.empty())
     throw CommandError(ExitDataError, options.model +
                                           ": no trainable parameters (no float initializer "
