@@ -4,6 +4,17 @@
 // One stage: no transfer; stage-layers given explicitly; pp from zen.parallel.
 // RUN: zenopt-opt %S/Inputs/toy-transformer.mlir --zen-assign-pipeline-stages="pp=1 stage-layers=2" --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=ONE
 // RUN: sed -e 's/^module {/module attributes {zen.parallel = #zen.parallel<tp = 2, pp = 2>} {/' %S/Inputs/toy-transformer.mlir | zenopt-opt --zen-assign-pipeline-stages="stage-layers=1,1" --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=REMARK
+// Metadata read on a later stage is recomputed there, not sent: a Shape of block 0's activation
+// (a static shape: no data read) feeding block 1's Reshape, and a mask computed from constants.
+// RUN: sed -e 's|^\(    %%b0_heads = .*\)$|\1\n    %%shape = zen.compute "Shape" forward(%%b0_qkvb) {node = "b0.attn/Shape", flops = 0 : i64, bytes = 16 : i64} : (tensor<4x24xf32>) -> tensor<2xi64>\n    %%ones = zen.compute "Constant" forward() {node = "ones", flops = 0 : i64, bytes = 4 : i64} : () -> tensor<f32>\n    %%mask = zen.compute "Expand" forward(%%ones, %%shape) {node = "mask", flops = 0 : i64, bytes = 96 : i64} : (tensor<f32>, tensor<2xi64>) -> tensor<4x24xf32>|' -e 's|zen.compute "Reshape" forward(%%b1_qkvb) {\(.*\)} : (tensor<4x24xf32>)|zen.compute "Reshape" forward(%%b1_qkvb, %%shape, %%mask) {\1} : (tensor<4x24xf32>, tensor<2xi64>, tensor<4x24xf32>)|' %S/Inputs/toy-transformer.mlir | zenopt-opt --zen-assign-pipeline-stages=pp=2 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=RECOMPUTE
+// RECOMPUTE-LABEL: func.func @train_step
+// RECOMPUTE: %[[SHAPE0:.*]] = zen.compute "Shape" forward(%{{.*}}) {{.*}}stage = 0
+// RECOMPUTE: %[[SHAPE1:.*]] = zen.compute "Shape" forward() {{.*}}stage = 1
+// RECOMPUTE: %[[ONES1:.*]] = zen.compute "Constant" forward() {{.*}}stage = 1
+// RECOMPUTE: %[[MASK1:.*]] = zen.compute "Expand" forward(%[[ONES1]], %[[SHAPE1]]) {{.*}}stage = 1
+// RECOMPUTE: zen.compute "Reshape" forward(%{{.*}}, %[[SHAPE1]], %[[MASK1]]) {{.*}}stage = 1
+// RECOMPUTE-NOT: zen.send %[[SHAPE0]]
+
 // After tensor parallelism, then planned: the planner ignores the role-marked transfers.
 // RUN: zenopt-opt %S/Inputs/toy-transformer.mlir --zen-partition-tensor-parallel=tp=2 --zen-assign-pipeline-stages=pp=2 --zen-autotune=dp=2 --mlir-print-op-on-diagnostic=false 2>/dev/null | FileCheck %s --check-prefix=COMBINED
 

@@ -296,13 +296,11 @@ private:
         int64_t producer = stageOf.lookup(def);
         if (producer == consumer)
           continue;
-        Value &copy = received[{value, consumer}];
-        if (!copy && def->getNumOperands() == 0 && isa<ComputeOp>(def)) {
-          builder.setInsertionPointAfter(def);
-          auto constant = cast<ComputeOp>(builder.clone(*def));
-          constant.setStageAttr(builder.getI64IntegerAttr(consumer));
-          copy = constant->getResult(cast<OpResult>(value).getResultNumber());
-        } else if (!copy && !isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
+        // Looked up, not referenced: recompute() inserts into `received`.
+        Value copy = received.lookup({value, consumer});
+        if (!copy)
+          copy = recompute(value, consumer, builder, received);
+        if (!copy && !isa<FloatType>(getElementTypeOrSelf(value.getType()))) {
           return user->emitError("a ")
                  << value.getType() << " computed on stage " << producer << " is read on stage "
                  << consumer << ", but zen.send carries floating-point tensors only";
@@ -319,10 +317,49 @@ private:
           detail::setRole(recv, CollectiveRole::pipeline);
           copy = recv.getResult();
         }
+        received[{value, consumer}] = copy;
         operand.set(copy);
       }
     }
     return success();
+  }
+
+  /// `value` computed again on `consumer` when every stage can derive it
+  /// itself: constants and what is computed from them (a causal mask sliced
+  /// from a frozen buffer), and integer/bool values (shapes, indices) computed
+  /// from those, from the batch and from the static shapes of activations
+  /// (Shape/Size read no data). Null when it is not: activations are sent.
+  Value recompute(Value value, int64_t consumer, OpBuilder &builder,
+                  DenseMap<std::pair<Value, int64_t>, Value> &received) {
+    auto def = value.getDefiningOp<ComputeOp>();
+    if (!def)
+      return {};
+    const bool isFloat = isa<FloatType>(getElementTypeOrSelf(value.getType()));
+    const bool metadataOnly = def.getOpType() == "Shape" || def.getOpType() == "Size";
+    SmallVector<Value> operands;
+    for (Value input : def.getInputs()) {
+      auto shaped = dyn_cast<ShapedType>(input.getType());
+      if (metadataOnly && shaped && shaped.hasStaticShape())
+        continue;  // a static shape is known on every stage; its data is not read
+      Operation *producer = input.getDefiningOp();
+      if (!producer && isFloat)
+        return {};  // float data from the batch: an activation
+      Value copy = !producer || stageOf.lookup(producer) == consumer ? input
+                                                                     : received.lookup({input, consumer});
+      if (!copy)
+        copy = recompute(input, consumer, builder, received);
+      if (!copy)
+        return {};
+      operands.push_back(copy);
+    }
+    builder.setInsertionPointAfter(def);
+    auto clone = builder.create<ComputeOp>(def.getLoc(), def->getResultTypes(), def.getOpTypeAttr(),
+                                           def.getPhaseAttr(), operands, def.getFlopsAttr(),
+                                           def.getBytesAttr(), def.getNodeAttr(),
+                                           builder.getI64IntegerAttr(consumer));
+    for (OpResult result : def->getResults())
+      received[{result, consumer}] = clone->getResult(result.getResultNumber());
+    return clone->getResult(cast<OpResult>(value).getResultNumber());
   }
 
   DenseMap<Operation *, int64_t> stageOf;
