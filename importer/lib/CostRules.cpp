@@ -345,7 +345,11 @@ const std::unordered_map<std::string, Rule> &rules() {
     for (const char *op : {"Transpose", "Concat", "Split", "Expand", "Tile", "Pad", "Constant",
                            "ConstantOfShape", "Range", "Cast", "CastLike", "Trilu",
                            "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements",
-                           "OneHot", "NonZero", "EyeLike", "ReverseSequence"})
+                           "OneHot", "NonZero", "EyeLike", "ReverseSequence",
+                           // Tensor sequences (torch's repeat_interleave, unbind, ...).
+                           "SplitToSequence", "ConcatFromSequence", "SequenceConstruct",
+                           "SequenceEmpty", "SequenceInsert", "SequenceAt", "SequenceErase",
+                           "SequenceLength"})
       r[op] = dataMovement();
     for (const char *op : {"Shape", "Size"})
       r[op] = [](const CostSite &s) {
