@@ -511,9 +511,12 @@ private:
   const char *bufferRole(int id) {
     // An additive attention mask: sliced and broadcast to the scores' shape on the way, not
     // gathered (a learned relative-position bias is gathered from an embedding).
+    // Scaled by a scalar too: torch's baddbmm (nn.MultiheadAttention with attn_mask) adds
+    // beta * mask to alpha * scores.
     auto maskViews = [&](int node, size_t input) {
       const std::string &op = opOf(node);
-      return isParameterPassThrough(op) || (input == 0 && (op == "Slice" || op == "Expand"));
+      return isParameterPassThrough(op) || (input == 0 && (op == "Slice" || op == "Expand")) ||
+             isScalarScaling(node, input);
     };
     if (reachesUse(
             id, maskViews, [&](int node, size_t input) { return isAttentionMaskUse(node, input); },
@@ -536,6 +539,18 @@ private:
             kRoleWalkLimit) == Reach::All)
       return "rotary-table";
     return nullptr;
+  }
+
+  /// Whether node `n` multiplies its input `input` by a scalar (or divides it by one).
+  bool isScalarScaling(int n, size_t input) const {
+    const Node &node = graph.nodes[n];
+    if ((node.opType != "Mul" && !(node.opType == "Div" && input == 0)) || node.inputs.size() != 2)
+      return false;
+    const int other = node.inputs[1 - input];
+    if (other < 0 || !graph.tensors[other].rankKnown)
+      return false;
+    const std::vector<int64_t> &dims = graph.tensors[other].dims;
+    return std::all_of(dims.begin(), dims.end(), [](int64_t dim) { return dim == 1; });
   }
 
   /// The producer of tensor `id` seen through ops that keep values (casts, reshapes):

@@ -80,12 +80,24 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
     weight = transpose.getInputs()[0];
     transposed = true;
   }
+  if (auto slice = weight.getDefiningOp<ComputeOp>(); slice && isForward(slice, "Slice") &&
+                                                      !slice.getInputs().empty() &&
+                                                      paramOf(slice.getInputs()[0])) {
+    gemm.weightSlice = slice;
+    weight = slice.getInputs()[0];
+  }
   gemm.weight = paramOf(weight);
   if (!gemm.weight || gemm.weight.getType().getRank() != 2)
     return std::nullopt;
   gemm.inFeatures = input.getShape().back();
   gemm.outFeatures = output.getShape().back();
   SmallVector<int64_t> dims = logicalShape(gemm.weight);
+  if (gemm.weightSlice) {
+    auto sliced = dyn_cast<RankedTensorType>(gemm.weightSlice->getResult(0).getType());
+    if (!sliced || sliced.getRank() != 2 || !sliced.hasStaticShape())
+      return std::nullopt;
+    dims.assign(sliced.getShape().begin(), sliced.getShape().end());
+  }
   // MatMul reads the weight as [in, out]; a Gemm stores it [out, in] when its
   // second dimension is the input features (transB, PyTorch's Linear export;
   // a square weight is taken that way too). A Transpose in between flips either.
@@ -110,12 +122,20 @@ std::optional<WeightGemm> matchWeightGemm(ComputeOp op) {
       user = *user->getResult(0).getUsers().begin();
     auto add = dyn_cast<ComputeOp>(user);
     if (add && isForward(add, "Add") && add.getInputs().size() == 2)
-      for (Value operand : add.getInputs())
-        if (ParamOp bias = paramOf(operand);
-            bias && bias.getType().getRank() == 1 && logicalShape(bias)[0] == gemm.outFeatures) {
+      for (Value operand : add.getInputs()) {
+        // The bias, or its slice of a packed bias (as the weight's of a packed weight).
+        auto width = dyn_cast<RankedTensorType>(operand.getType());
+        Value biasValue = operand;
+        if (auto slice = operand.getDefiningOp<ComputeOp>();
+            gemm.weightSlice && slice && isForward(slice, "Slice") && !slice.getInputs().empty())
+          biasValue = slice.getInputs()[0];
+        ParamOp bias = paramOf(biasValue);
+        if (bias && bias.getType().getRank() == 1 && width && width.getRank() == 1 &&
+            (biasValue == operand ? logicalShape(bias)[0] : width.getDimSize(0)) == gemm.outFeatures) {
           gemm.bias = bias;
           gemm.biasAdd = add;
         }
+      }
   }
   return gemm;
 }

@@ -329,6 +329,16 @@ struct PartitionTensorParallelPass
         module.emitError("tp = ") << degree << " does not divide " << name << " (" << size << ")";
         return signalPassFailure();
       }
+    // A weight sliced out of a packed one (nn.MultiheadAttention's in_proj
+    // read by a cross-attention) would need its slices sharded apart.
+    for (const TransformerBlock &block : structure->blocks)
+      for (const WeightGemm &gemm : block.crossQkv)
+        if (degree > 1 && gemm.weightSlice) {
+          ComputeOp(gemm.op).emitError("tensor parallelism does not partition a weight sliced from a packed "
+                            "parameter in the IR yet ('")
+              << gemm.nodeName() << "', tp = " << degree << ")";
+          return signalPassFailure();
+        }
     // Megatron-Core splits an MoE block's tokens over the tensor-parallel
     // ranks around the experts: the IR has no form for that split yet.
     for (const TransformerBlock &block : structure->blocks)

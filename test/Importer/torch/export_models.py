@@ -339,6 +339,25 @@ class T5Like(nn.Module):
         return self.lm_head(self.decoder_norm(x))
 
 
+class TorchTransformer(nn.Module):
+    """nn.Transformer (encoder-decoder; its cross-attention slices Q and K/V out of one in_proj)."""
+
+    def __init__(self, vocab=100, hidden=64, heads=4, ffn=128, layers=2, seq=16):
+        super().__init__()
+        self.config = dict(blocks=2 * layers, hidden=hidden, heads=heads, kv_heads=heads, ffn=ffn,
+                           vocab=vocab, seq=seq, mlp="relu", norm="layernorm",
+                           tied_embeddings=False, positions="none", moe_blocks=0)
+        self.embedding = nn.Embedding(vocab, hidden)
+        self.transformer = nn.Transformer(hidden, heads, layers, layers, ffn, dropout=0.1,
+                                          batch_first=True)
+        self.head = nn.Linear(hidden, vocab)
+        self.register_buffer("causal_mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+    def forward(self, source, target):
+        out = self.transformer(self.embedding(source), self.embedding(target), tgt_mask=self.causal_mask)
+        return self.head(out)
+
+
 def models():
     ids = torch.randint(0, 256, (2, 32))
     return {
@@ -351,6 +370,8 @@ def models():
         "embedding_bag": (Bag(), (torch.randint(0, 1000, (40,)), torch.tensor([0, 10, 25, 31])), 14),
         "bn_cnn": (BatchNormCNN(), (torch.randn(4, 3, 16, 16),), 14),
         "t5_like": (T5Like(), (torch.randint(0, 256, (2, 16)), torch.randint(0, 256, (2, 16))), 17),
+        "torch_transformer": (TorchTransformer(),
+                              (torch.randint(0, 100, (2, 16)), torch.randint(0, 100, (2, 16))), 17),
     }
 
 

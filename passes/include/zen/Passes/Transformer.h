@@ -35,6 +35,9 @@ struct WeightGemm {
   ComputeOp op;
   ParamOp weight;
   ComputeOp weightTranspose;  // the forward Transpose between weight and GEMM, or null
+  /// The forward Slice taking this GEMM's rows out of a packed weight, or null
+  /// (nn.MultiheadAttention's in_proj when Q and K/V read different inputs).
+  ComputeOp weightSlice;
   ParamOp bias;               // Gemm's third operand or the Add right after a MatMul, or null
   ComputeOp biasAdd;          // that Add (null for a Gemm's fused bias)
   int64_t inFeatures = 0, outFeatures = 0;
