@@ -68,9 +68,17 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
                               {"mlp", {{"forward", d.mlpForward}, {"backward", d.mlpBackward}}}};
   section["global_batch"] = setup.globalBatch;
   section["optimizer"] = cost::toString(setup.optimizer);
-  section["model"] = {{"family", shape.family}, {"layers", shape.layers}, {"hidden", shape.hidden},
-                      {"heads", shape.heads},   {"ffn", shape.ffn},       {"seq", shape.seq},
-                      {"vocab", shape.vocab},   {"parameters", shape.totalParams()}};
+  section["model"] = {{"family", shape.family},
+                      {"layers", shape.layers},
+                      {"hidden", shape.hidden},
+                      {"heads", shape.heads},
+                      {"kv_heads", shape.keyValueHeads()},
+                      {"ffn", shape.ffn},
+                      {"mlp", shape.mlp},
+                      {"cross_attention_blocks", shape.crossAttentionBlocks},
+                      {"seq", shape.seq},
+                      {"vocab", shape.vocab},
+                      {"parameters", shape.totalParams()}};
   if (shape.moe) {
     // How the MoE blocks run: per micro-batch and tensor-parallel rank.
     const cost::MoeShape layer = cost::moeLayerShape(shape, config);

@@ -203,6 +203,19 @@ Config configOf(const Plan &plan, const std::string &source) {
   c.model.ffn = r.integer(model, m, "ffn", 1, kMost);
   c.model.seq = r.integer(model, m, "seq", 1, kMost);
   c.model.vocab = r.integer(model, m, "vocab", 1, kMost);
+  // The executed block is multi-head attention and a two-GEMM MLP (a decoder's
+  // or encoder's): a plan for another block would run a model it was not made for.
+  if (model.contains("kv_heads") && r.integer(model, m, "kv_heads", 1, kMost) != c.model.heads)
+    r.fail(m + "/kv_heads", "grouped-query attention (" + std::to_string(model["kv_heads"].get<int64_t>()) +
+                                " key/value heads for " + std::to_string(c.model.heads) +
+                                ") is not executed by zenopt-run yet: its blocks are multi-head attention");
+  if (model.contains("mlp") && (!model["mlp"].is_string() || (model["mlp"] != "gelu" && model["mlp"] != "relu")))
+    r.fail(m + "/mlp", model["mlp"].dump() + " MLPs are not executed by zenopt-run yet: its blocks' MLPs are "
+                                             "two GEMMs (gelu or relu)");
+  if (model.contains("cross_attention_blocks") &&
+      r.integer(model, m, "cross_attention_blocks", 0, kMost) != 0)
+    r.fail(m + "/cross_attention_blocks", "encoder-decoder blocks with a cross-attention are not executed by "
+                                          "zenopt-run yet");
   if (c.model.hidden % c.model.heads)
     r.fail(m + "/heads", std::to_string(c.model.heads) + " heads do not divide the hidden size " +
                              std::to_string(c.model.hidden));
