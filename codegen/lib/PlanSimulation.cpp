@@ -92,9 +92,8 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
         break;
       }
       cost::CompressionSpec spec = compressionOf(bucket);
-      // Sparse and sign payloads are all-gathered: one decode consumes every rank's.
-      const bool gathered = !bucket.collectives.empty() &&
-                            bucket.collectives.front().op == zenrt::CollectiveKind::AllGather;
+      // Gathered payloads: one decode consumes every rank's.
+      const bool gathered = zenrt::syncSchemeOf(bucket) == zenrt::SyncScheme::AllGather;
       cost::CompressionCost cost = model.compression(
           spec, bucket.elements, gathered ? bucketGroup(plan, bucket, model).ranks : 1);
       sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
@@ -111,6 +110,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.stream = static_cast<int>(collective.stream);
       if (bucket.compression.method != cost::CompressionMethod::None) {
         sim.compression = compressionOf(bucket);
+        sim.scheme = zenrt::syncSchemeOf(bucket).value_or(zenrt::SyncScheme::AllReduce);
         sim.elements = bucket.elements;
       }
       break;

@@ -62,8 +62,9 @@ double CostModel::wireBytes(const CompressionSpec &spec, int64_t elements) {
   case CompressionMethod::Int8:
     return e + std::ceil(e / kInt8ChunkElements) * kFloatBytes;
   case CompressionMethod::TopK:
-  case CompressionMethod::RandomK:
     return kSparseEntryBytes * static_cast<double>(keptElements(spec, elements));
+  case CompressionMethod::RandomK:  // values only: every rank draws the same indices
+    return kFloatBytes * static_cast<double>(keptElements(spec, elements));
   case CompressionMethod::Sign:
     return std::ceil(e / 8) + kFloatBytes;  // one bit per element + the mean magnitude
   case CompressionMethod::PowerSGD: {
@@ -87,8 +88,9 @@ double CostModel::wireBytesLowerBound(const CompressionSpec &spec, double elemen
     // Each bucket also sends a scale per started chunk.
     return e * (1 + kFloatBytes / kInt8ChunkElements);
   case CompressionMethod::TopK:
-  case CompressionMethod::RandomK:
     return kSparseEntryBytes * std::clamp(spec.ratio, 0.0, 1.0) * e;
+  case CompressionMethod::RandomK:
+    return kFloatBytes * std::clamp(spec.ratio, 0.0, 1.0) * e;
   case CompressionMethod::Sign:
     return e / 8;
   case CompressionMethod::PowerSGD: {
@@ -188,16 +190,24 @@ CompressionCost CostModel::compression(const CompressionSpec &spec, int64_t elem
   return cost;
 }
 
-CollectiveCost CostModel::compressedCollective(const CompressionSpec &spec, int64_t elements,
-                                               Group group, int64_t chunks) const {
-  double wire = wireBytes(spec, elements);
+SyncCost CostModel::syncCost(const CompressionSpec &spec, SyncScheme scheme, int64_t elements,
+                             double bytes, Group group, int64_t chunks) const {
+  SyncCost cost;
+  const vocab::SyncSchemeTraits &steps = vocab::traitsOf(scheme);
+  const bool gathered = vocab::gathersPayloads(scheme);
+  const double ranks = static_cast<double>(std::max<int64_t>(group.ranks, 1));
+  double payload = bytes;
+  if (spec.method != CompressionMethod::None) {
+    cost.compression = compression(spec, elements, gathered ? group.ranks : 1);
+    payload = cost.compression.wireBytes;
+  }
+  if (steps.steps == 2)
+    cost.gather = chunkedCollective(steps.sequence[1], payload, group, chunks);
   if (spec.method != CompressionMethod::PowerSGD) {
-    // Sparse and sign payloads are all-gathered: every rank's lands everywhere.
-    if (vocab::isAllReducible(spec.method))
-      return chunkedCollective(CollectiveKind::AllReduce, wire, group, chunks);
-    return chunkedCollective(CollectiveKind::AllGather,
-                             wire * static_cast<double>(std::max<int64_t>(group.ranks, 1)), group,
-                             chunks);
+    // An all-gather's size is its output: every rank's payload.
+    cost.reduction =
+        chunkedCollective(steps.sequence[0], gathered ? payload * ranks : payload, group, chunks);
+    return cost;
   }
   int64_t rows, cols;
   matrixShape(elements, rows, cols);
@@ -206,19 +216,19 @@ CollectiveCost CostModel::compressedCollective(const CompressionSpec &spec, int6
                                        static_cast<double>(rows) * r * kFloatBytes, group, chunks);
   CollectiveCost q = chunkedCollective(CollectiveKind::AllReduce,
                                        static_cast<double>(cols) * r * kFloatBytes, group, chunks);
-  CollectiveCost both = p;
-  both.latencyUs = p.latencyUs + compression(spec, elements).betweenUs + q.latencyUs;
+  CollectiveCost &both = cost.reduction;
+  both = p;
+  both.latencyUs = p.latencyUs + cost.compression.betweenUs + q.latencyUs;
   both.bandwidthUs = p.bandwidthUs + q.bandwidthUs;
   both.intraNodeUs = p.intraNodeUs + q.intraNodeUs;
   both.interNodeUs = p.interNodeUs + q.interNodeUs;
   both.timeUs = both.latencyUs + both.bandwidthUs;
   both.algBandwidthGBps = both.busBandwidthGBps = 0;
   if (both.timeUs > 0) {
-    double n = static_cast<double>(std::max<int64_t>(group.ranks, 1));
-    both.algBandwidthGBps = wire / both.timeUs / 1e3;
-    both.busBandwidthGBps = both.algBandwidthGBps * 2 * (n - 1) / n;
+    both.algBandwidthGBps = payload / both.timeUs / 1e3;
+    both.busBandwidthGBps = both.algBandwidthGBps * 2 * (ranks - 1) / ranks;
   }
-  return both;
+  return cost;
 }
 
 std::optional<CompressionSpec> parseCompressionSpec(const std::string &text, std::string *error) {

@@ -608,10 +608,11 @@ double CostModel::communicationBoundUs(double gradientBytes, Group group,
   const double elements = gradientBytes / 4;
   for (const CompressionSpec &spec : compressors) {
     double wire = wireBytesLowerBound(spec, elements);
-    // Sparse and sign payloads are all-gathered: every rank receives every rank's.
-    bound = std::min(bound, vocab::isAllReducible(spec.method)
-                                ? wire * allReduce
-                                : wire * static_cast<double>(group.ranks) * allGather);
+    // Gathered payloads: every rank receives every rank's.
+    if (vocab::supports(spec.method, SyncScheme::AllReduce))
+      bound = std::min(bound, wire * allReduce);
+    if (vocab::supports(spec.method, SyncScheme::AllGather))
+      bound = std::min(bound, wire * static_cast<double>(group.ranks) * allGather);
   }
   return bound;
 }

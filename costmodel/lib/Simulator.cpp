@@ -459,7 +459,9 @@ private:
 
 CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
   if (task.compression.method != CompressionMethod::None)
-    return model.compressedCollective(task.compression, task.elements, task.group, task.chunks);
+    return model
+        .syncCost(task.compression, task.scheme, task.elements, 0, task.group, task.chunks)
+        .reduction;
   return model.chunkedCollective(task.collective, task.bytes, task.group, task.chunks,
                                  task.algorithm);
 }
@@ -514,9 +516,10 @@ CollectiveCostCache::chunkedCollective(CollectiveKind kind, double bytes, Group 
 }
 
 const CollectiveCostCache::Times &
-CollectiveCostCache::compressedCollective(const CompressionSpec &spec, int64_t elements,
-                                          Group group, int64_t chunks) {
+CollectiveCostCache::compressedSync(const CompressionSpec &spec, SyncScheme scheme,
+                                    int64_t elements, Group group, int64_t chunks) {
   Key key;
+  key.kind = vocab::traitsOf(scheme).sequence[0];
   key.bytes = 0;
   key.group = group;
   key.chunks = chunks;
@@ -525,13 +528,14 @@ CollectiveCostCache::compressedCollective(const CompressionSpec &spec, int64_t e
   key.rank = spec.rank;
   key.device = spec.device;
   key.elements = elements;
-  return lookup(key,
-                [&] { return model_.compressedCollective(spec, elements, group, chunks); });
+  return lookup(key, [&] {
+    return model_.syncCost(spec, scheme, elements, 0, group, chunks).reduction;
+  });
 }
 
 const CollectiveCostCache::Times &CollectiveCostCache::collective(const SimTask &task) {
   if (task.compression.method != CompressionMethod::None)
-    return compressedCollective(task.compression, task.elements, task.group, task.chunks);
+    return compressedSync(task.compression, task.scheme, task.elements, task.group, task.chunks);
   return chunkedCollective(task.collective, task.bytes, task.group, task.chunks, task.algorithm);
 }
 

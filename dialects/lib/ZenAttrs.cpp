@@ -78,8 +78,8 @@ LogicalResult CompressionAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   return success();
 }
 
-bool CompressionAttr::isAllReducible() const {
-  return vocab::isAllReducible(toVocabulary(getMethod()));
+bool CompressionAttr::supports(SyncScheme scheme) const {
+  return vocab::supports(toVocabulary(getMethod()), toVocabulary(scheme));
 }
 
 bool CompressionAttr::isLossy() const { return vocab::isLossy(toVocabulary(getMethod())); }

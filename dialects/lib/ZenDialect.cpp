@@ -34,8 +34,12 @@ ZEN_SAME_ENUMERATOR(CompressionMethod::sign, vocab::CompressionMethod::Sign);
 ZEN_SAME_ENUMERATOR(CompressionMethod::powersgd, vocab::CompressionMethod::PowerSGD);
 ZEN_SAME_ENUMERATOR(Device::gpu, vocab::Device::GPU);
 ZEN_SAME_ENUMERATOR(Device::cpu, vocab::Device::CPU);
+ZEN_SAME_ENUMERATOR(SyncScheme::all_reduce, vocab::SyncScheme::AllReduce);
+ZEN_SAME_ENUMERATOR(SyncScheme::reduce_scatter_all_gather, vocab::SyncScheme::ReduceScatterAllGather);
+ZEN_SAME_ENUMERATOR(SyncScheme::all_gather, vocab::SyncScheme::AllGather);
 #undef ZEN_SAME_ENUMERATOR
-static_assert(std::size(vocab::kCompressionMethods) == 8 && std::size(vocab::kDevices) == 2,
+static_assert(std::size(vocab::kCompressionMethods) == 8 && std::size(vocab::kDevices) == 2 &&
+                  std::size(vocab::kSyncSchemes) == 3,
               "the vocabulary gained a case the dialect lacks");
 
 vocab::CompressionMethod zen::toVocabulary(CompressionMethod method) {
@@ -46,6 +50,27 @@ CompressionMethod zen::fromVocabulary(vocab::CompressionMethod method) {
 }
 vocab::Device zen::toVocabulary(Device device) { return static_cast<vocab::Device>(device); }
 Device zen::fromVocabulary(vocab::Device device) { return static_cast<Device>(device); }
+vocab::SyncScheme zen::toVocabulary(SyncScheme scheme) {
+  return static_cast<vocab::SyncScheme>(scheme);
+}
+SyncScheme zen::fromVocabulary(vocab::SyncScheme scheme) { return static_cast<SyncScheme>(scheme); }
+
+std::optional<vocab::CollectiveKind> zen::collectiveKindOf(mlir::Operation *op) {
+  using Kind = vocab::CollectiveKind;
+  if (isa<AllReduceOp>(op))
+    return Kind::AllReduce;
+  if (isa<ReduceScatterOp>(op))
+    return Kind::ReduceScatter;
+  if (isa<AllGatherOp>(op))
+    return Kind::AllGather;
+  if (isa<AllToAllOp>(op))
+    return Kind::AllToAll;
+  if (isa<BroadcastOp>(op))
+    return Kind::Broadcast;
+  if (isa<SendOp, RecvOp>(op))
+    return Kind::SendRecv;
+  return std::nullopt;
+}
 
 void ZenDialect::initialize() {
   addAttributes<

@@ -15,6 +15,20 @@ LogicalResult verifyCollectiveCommon(CollectiveOp op) {
   int64_t chunks = op.getChunksAttr().getInt();
   if (chunks < 1)
     return op.emitOpError("chunk count must be at least 1, got ") << chunks;
+  if (SyncSchemeAttr sync = op.getSyncAttr()) {
+    const vocab::SyncSchemeTraits &scheme = vocab::traitsOf(toVocabulary(sync.getValue()));
+    if (collectiveKindOf(op) != scheme.sequence[0])
+      return op.emitOpError("sync scheme '")
+             << scheme.spelling << "' starts with "
+             << vocab::toString(scheme.sequence[0]) << ", not with this op";
+    if (op->getNumOperands() == 0)
+      return success();
+    if (auto compressed = dyn_cast<CompressedType>(op->getOperand(0).getType()))
+      if (!compressed.getMethod().supports(sync.getValue()))
+        return op.emitOpError("compression method '")
+               << stringifyCompressionMethod(compressed.getMethod().getMethod())
+               << "' cannot be synchronised by '" << scheme.spelling << "'";
+  }
   return success();
 }
 
@@ -114,7 +128,7 @@ LogicalResult UnpackOp::verify() {
 
 LogicalResult AllReduceOp::verify() {
   if (auto compressed = dyn_cast<CompressedType>(getInput().getType()))
-    if (!compressed.getMethod().isAllReducible())
+    if (!compressed.getMethod().supports(SyncScheme::all_reduce))
       return emitOpError("compression method '")
              << stringifyCompressionMethod(compressed.getMethod().getMethod())
              << "' cannot be all-reduced; all-gather it instead";

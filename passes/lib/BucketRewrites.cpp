@@ -62,7 +62,7 @@ Operation *afterBackwardInsertionPoint(TrainingFunction &training, int end) {
 } // namespace
 
 BucketLayout layoutOf(const PlanChoice &choice, const BucketChoice &bucket) {
-  return {choice.fused || bucket.decomposed || bucket.size() > 1, choice.afterBackward};
+  return {choice.fused || bucket.decomposed() || bucket.size() > 1, choice.afterBackward};
 }
 
 void ensureOptimizerSteps(TrainingFunction &training) {
@@ -148,29 +148,31 @@ LogicalResult emitBucket(TrainingFunction &training, const BucketChoice &bucket,
   }
   // Issue order is numbered once all buckets stand (applyPlan).
   auto schedule = ScheduleAttr::get(context, bucket.stream, bucket.priority, 0);
+  auto sync = SyncSchemeAttr::get(context, fromVocabulary(bucket.scheme));
   Operation *collective = nullptr;
-  switch (mainCollective(bucket)) {
-  case cost::CollectiveKind::AllGather:
+  switch (bucket.scheme) {
+  case vocab::SyncScheme::AllGather:
     collective = builder.create<AllGatherOp>(loc, value.getType(), value, false, groupAttr,
                                              CollectiveAlgorithmAttr(), bucket.chunks, schedule,
-                                             IntegerAttr(), layout.afterBackward);
+                                             IntegerAttr(), layout.afterBackward, sync);
     break;
-  case cost::CollectiveKind::ReduceScatter: {
+  case vocab::SyncScheme::ReduceScatterAllGather: {
     int64_t shard = (elements + group.ranks - 1) / group.ranks;
     auto scatter = builder.create<ReduceScatterOp>(
         loc, RankedTensorType::get({shard}, elementType), ReductionKind::avg, value, groupAttr,
-        CollectiveAlgorithmAttr(), bucket.chunks, schedule, IntegerAttr(), layout.afterBackward);
+        CollectiveAlgorithmAttr(), bucket.chunks, schedule, IntegerAttr(), layout.afterBackward,
+        sync);
     collective = builder.create<AllGatherOp>(
         loc, RankedTensorType::get({shard * group.ranks}, elementType), scatter.getResult(),
         true, groupAttr, CollectiveAlgorithmAttr(), 1,
         ScheduleAttr::get(context, bucket.gatherStream, bucket.gatherPriority, 0), IntegerAttr(),
-        false);
+        false, SyncSchemeAttr());
     break;
   }
-  default:
+  case vocab::SyncScheme::AllReduce:
     collective = builder.create<AllReduceOp>(loc, value.getType(), ReductionKind::avg, value,
                                              groupAttr, CollectiveAlgorithmAttr(), bucket.chunks,
-                                             schedule, IntegerAttr(), layout.afterBackward);
+                                             schedule, IntegerAttr(), layout.afterBackward, sync);
     break;
   }
   value = collective->getResult(0);
@@ -239,7 +241,7 @@ LogicalResult rewriteBucket(TrainingFunction &training, BucketOps &bucket,
   const BucketChoice &current = bucket.settings;
   cost::Group currentGroup = groupOf(bucket);
   bool structural = !sameCompression(current.compression, settings.compression) ||
-                    current.decomposed != settings.decomposed || bucket.packed != layout.packed ||
+                    current.scheme != settings.scheme || bucket.packed != layout.packed ||
                     bucket.afterBackward != layout.afterBackward ||
                     currentGroup.ranks != group.ranks || currentGroup.nodes != group.nodes;
   if (structural)
@@ -250,7 +252,7 @@ LogicalResult rewriteBucket(TrainingFunction &training, BucketOps &bucket,
   SmallVector<CollectiveOpInterface> collectives = collectivesOf(bucket);
   collectives.front().setChunkCount(settings.chunks);
   collectives.front().setSchedule(ScheduleAttr::get(context, settings.stream, settings.priority, 0));
-  if (settings.decomposed)
+  if (settings.decomposed())
     collectives.back().setSchedule(
         ScheduleAttr::get(context, settings.gatherStream, settings.gatherPriority, 0));
   bucket.settings = settings;
@@ -288,7 +290,7 @@ LogicalResult numberBuckets(TrainingFunction &training) {
     }
     SmallVector<CollectiveOpInterface> collectives = collectivesOf(bucket);
     issues.push_back({bucket.settings.priority, b, false, collectives.front()});
-    if (bucket.settings.decomposed)
+    if (bucket.settings.decomposed())
       issues.push_back({bucket.settings.gatherPriority, b, true, collectives.back()});
   }
   std::stable_sort(issues.begin(), issues.end(), [](const Issue &a, const Issue &b) {

@@ -152,14 +152,20 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
     group.ranks = attr.getSize();
     group.nodes = attr.getNodes();
   };
+  // The chain's structure is its scheme; a planned one says so in `sync`.
+  if (auto planned = op ? op->getAttrOfType<SyncSchemeAttr>("sync") : SyncSchemeAttr())
+    chain.settings.scheme = toVocabulary(planned.getValue());
+  const vocab::SyncScheme plannedScheme = chain.settings.scheme;
+  const bool saysScheme = op && op->hasAttr("sync");
   if (auto allReduce = dyn_cast_or_null<AllReduceOp>(op)) {
+    chain.settings.scheme = vocab::SyncScheme::AllReduce;
     chain.settings.chunks = allReduce.getChunks();
     readSchedule(allReduce, chain.settings.stream, chain.settings.priority);
     chain.afterBackward = allReduce.getAfterBackward();
     noteGroup(allReduce.getGroup());
     value = allReduce.getResult();
   } else if (auto scatter = dyn_cast_or_null<ReduceScatterOp>(op)) {
-    chain.settings.decomposed = true;
+    chain.settings.scheme = vocab::SyncScheme::ReduceScatterAllGather;
     chain.settings.chunks = scatter.getChunks();
     readSchedule(scatter, chain.settings.stream, chain.settings.priority);
     chain.afterBackward = scatter.getAfterBackward();
@@ -182,6 +188,7 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
   } else if (auto gather = dyn_cast_or_null<AllGatherOp>(op)) {
     if (chain.settings.compression.method == cost::CompressionMethod::None)
       return expect("a compressed payload before a zen.all_gather");
+    chain.settings.scheme = vocab::SyncScheme::AllGather;
     chain.settings.chunks = gather.getChunks();
     readSchedule(gather, chain.settings.stream, chain.settings.priority);
     chain.afterBackward = gather.getAfterBackward();
@@ -190,6 +197,10 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
   } else {
     return expect("a collective");
   }
+  if (saysScheme && plannedScheme != chain.settings.scheme)
+    return head->emitError("bucket's sync scheme '")
+           << vocab::toString(plannedScheme) << "' differs from its collectives ('"
+           << vocab::toString(chain.settings.scheme) << "')";
   chain.ops.push_back(op);
   if (chain.settings.compression.method != cost::CompressionMethod::None) {
     op = soleUser(value);

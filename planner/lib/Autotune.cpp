@@ -79,6 +79,7 @@ namespace zen::plan {
 using cost::CollectiveKind;
 using cost::CompressionMethod;
 using cost::CompressionSpec;
+using cost::SyncScheme;
 
 namespace {
 
@@ -422,7 +423,7 @@ Evaluation Searcher::condensedEvaluation(const PlanChoice &choice) {
     starts.push_back(0);
   for (int b = 0; b < count; ++b) {
     const BucketChoice &bucket = choice.buckets[b];
-    if (!bucket.decomposed)
+    if (!bucket.decomposed())
       continue;
     firstForward[b] = std::min(forwardCount, ranges_.firstForward(bucket.begin, bucket.end));
     if (firstForward[b] >= 0 && firstForward[b] < forwardCount)
@@ -468,7 +469,7 @@ Candidate Searcher::condensedCandidate(PlanChoice choice, int streams) {
     std::memcpy(&ratioBits, &bucket.compression.ratio, sizeof ratioBits);
     const int64_t record[] = {bucket.end,
                               bucket.chunks,
-                              bucket.decomposed,
+                              static_cast<int64_t>(bucket.scheme),
                               bucket.stream,
                               bucket.priority,
                               bucket.gatherStream,
@@ -525,14 +526,14 @@ Priced Searcher::price(int begin, int end, int slot) {
     return priced;
   }
   const CompressionSpec &spec = slotSpecs_[slot - kFirstCompressedSlot];
-  const bool gathered = !isAllReducible(spec.method);
+  const vocab::SyncScheme scheme = vocab::preferredScheme(spec.method);
   const int64_t elements = ranges_.elements(begin, end);
-  cost::CompressionCost cost =
-      model_.compression(spec, elements, gathered ? problem_.group.ranks : 1);
+  cost::CompressionCost cost = model_.compression(
+      spec, elements, vocab::gathersPayloads(scheme) ? problem_.group.ranks : 1);
   priced.encodeUs = cost.encodeUs;
   priced.decodeUs = cost.decodeUs;
   priced.tailUs =
-      cost.decodeUs + prices_.compressedCollective(spec, elements, problem_.group, 1).timeUs;
+      cost.decodeUs + prices_.compressedSync(spec, scheme, elements, problem_.group, 1).timeUs;
   return priced;
 }
 
@@ -540,7 +541,7 @@ void Searcher::setOption(BucketChoice &bucket, const CompressionSpec &spec,
                          bool decomposed) const {
   bucket.compression = spec;
   bucket.compression.errorFeedback = wantsErrorFeedback(spec.method);
-  bucket.decomposed = decomposed && spec.method == CompressionMethod::None;
+  bucket.scheme = vocab::schemeFor(spec.method, decomposed);
   if (spec.method != CompressionMethod::None)
     bucket.chunks = 1;
 }
@@ -760,7 +761,7 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
     }
     // Global move: a separate stream for the decoupled all-gathers.
     if (std::any_of(current.choice.buckets.begin(), current.choice.buckets.end(),
-                    [](const BucketChoice &bucket) { return bucket.decomposed; }))
+                    [](const BucketChoice &bucket) { return bucket.decomposed(); }))
       consider(current.choice, current.streams == 1 ? 2 : 1);
     for (size_t b = 0; b < current.choice.buckets.size() && work < limit; ++b) {
       auto tryMove = [&](auto &&edit) {
@@ -800,9 +801,10 @@ Candidate Searcher::localSearch(const Family &family, Candidate current, double 
       if (options_.allowDecomposition)
         tryMove([&](std::vector<BucketChoice> &buckets) {
           BucketChoice &bucket = buckets[b];
-          if (bucket.compression.method != CompressionMethod::None)
+          const CompressionMethod method = bucket.compression.method;
+          if (!vocab::supports(method, SyncScheme::ReduceScatterAllGather))
             return false;
-          bucket.decomposed = !bucket.decomposed;
+          bucket.scheme = vocab::schemeFor(method, !bucket.decomposed());
           return true;
         });
       // Every other compression option, for the bucket or for either half of
@@ -844,7 +846,7 @@ Candidate Searcher::extrapolate(const PlanChoice &from, Candidate to, double &wo
     const BucketChoice &moved = to.choice.buckets[b];
     // The schedule (streams, priorities) follows from the rest.
     if (!sameSpec(moved.compression, before[b].compression) || moved.chunks != before[b].chunks ||
-        moved.decomposed != before[b].decomposed ||
+        moved.scheme != before[b].scheme ||
         moved.expertReplicas != before[b].expertReplicas)
       return to;  // the kick changed more than where buckets end
     shift[b] = moved.end - before[b].end;

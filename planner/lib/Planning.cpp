@@ -39,14 +39,6 @@ int64_t optimizerBytes(int64_t elements, int64_t elementBytes) {
   return 5 * elements * elementBytes;
 }
 
-CollectiveKind mainCollective(const BucketChoice &bucket) {
-  if (!isAllReducible(bucket.compression.method))
-    return CollectiveKind::AllGather;
-  if (bucket.decomposed)
-    return CollectiveKind::ReduceScatter;
-  return CollectiveKind::AllReduce;
-}
-
 std::string validateChoice(const Problem &problem, const PlanChoice &choice) {
   int next = 0;
   for (size_t b = 0; b < choice.buckets.size(); ++b) {
@@ -57,8 +49,10 @@ std::string validateChoice(const Problem &problem, const PlanChoice &choice) {
              std::to_string(bucket.begin) + ", expected " + std::to_string(next) + ")";
     if (bucket.chunks < 1)
       return where + " has chunk count " + std::to_string(bucket.chunks);
-    if (bucket.decomposed && bucket.compression.method != CompressionMethod::None)
-      return where + " is both compressed and decomposed";
+    if (!vocab::supports(bucket.compression.method, bucket.scheme))
+      return where + " synchronises " + vocab::toString(bucket.compression.method) +
+             " payloads by " + vocab::toString(bucket.scheme) +
+             ", which the executor does not implement";
     if (bucket.stream < 0 || bucket.gatherStream < 0)
       return where + " has a negative stream";
     next = bucket.end;
@@ -145,14 +139,13 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
                                      : forwardEnd;
 
     const bool compressed = bucket.compression.method != CompressionMethod::None;
+    const vocab::SyncSchemeTraits &scheme = vocab::traitsOf(bucket.scheme);
     cost::CompressionCost compression;
     double wireBytes = bytes;
     int before = ready;
     if (compressed) {
       compression = model.compression(bucket.compression, elements,
-                                      isAllReducible(bucket.compression.method)
-                                          ? 1
-                                          : group.ranks);
+                                      vocab::gathersPayloads(bucket.scheme) ? group.ranks : 1);
       wireBytes = compression.wireBytes;
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
@@ -164,11 +157,12 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
 
     int done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, before);
     SimTask &collective = tasks[done];
-    collective.collective = mainCollective(bucket);
-    // Gathered compressed payloads: every rank's payload lands everywhere.
-    collective.bytes = collective.collective == CollectiveKind::AllGather
+    collective.collective = scheme.sequence[0];
+    // Gathered payloads: every rank's payload lands everywhere.
+    collective.bytes = vocab::gathersPayloads(bucket.scheme)
                            ? wireBytes * static_cast<double>(group.ranks)
                            : wireBytes;
+    collective.scheme = bucket.scheme;
     collective.group = group;
     collective.chunks = bucket.chunks;
     if (compressed) {
@@ -179,10 +173,10 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
     collective.priority = bucket.priority;
 
     bool nextIteration = false;
-    if (bucket.decomposed) {
+    if (scheme.steps == 2) {
       done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, done);
       SimTask &gather = tasks[done];
-      gather.collective = CollectiveKind::AllGather;
+      gather.collective = scheme.sequence[1];
       gather.bytes = bytes;
       gather.group = group;
       // libzenrt runs a bucket's collectives in the same pieces.
@@ -403,11 +397,9 @@ double bucketCommUs(const Problem &problem, const cost::CostModel &model, double
                     int64_t elements, const std::optional<CompressionSpec> &compression) {
   if (!compression || compression->method == CompressionMethod::None)
     return model.collective(CollectiveKind::AllReduce, bytes, problem.group).timeUs;
-  bool gathered = !isAllReducible(compression->method);
-  cost::CompressionCost cost =
-      model.compression(*compression, elements, gathered ? problem.group.ranks : 1);
-  return cost.encodeUs + cost.decodeUs +
-         model.compressedCollective(*compression, elements, problem.group).timeUs;
+  cost::SyncCost cost = model.syncCost(*compression, vocab::preferredScheme(compression->method),
+                                       elements, bytes, problem.group);
+  return cost.compression.encodeUs + cost.compression.decodeUs + cost.reduction.timeUs;
 }
 } // namespace
 
@@ -509,6 +501,7 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
     if (options.compression) {
       bucket.compression = *options.compression;
       bucket.compression.errorFeedback = wantsErrorFeedback(bucket.compression.method);
+      bucket.scheme = vocab::preferredScheme(bucket.compression.method);
     }
     choice.buckets.push_back(bucket);
   }
@@ -552,7 +545,7 @@ void chooseChunks(const Problem &problem, PlanChoice &choice, const cost::CostMo
     double bytes = 0;
     for (int g = bucket.begin; g < bucket.end; ++g)
       bytes += static_cast<double>(problem.gradients[g].bytes);
-    CollectiveKind kind = mainCollective(bucket);
+    CollectiveKind kind = vocab::traitsOf(bucket.scheme).sequence[0];
     auto timeUs = [&](int64_t chunks) {
       return cache ? cache->chunkedCollective(kind, bytes, problem.group, chunks).timeUs
                    : model.chunkedCollective(kind, bytes, problem.group, chunks).timeUs;

@@ -782,31 +782,7 @@ private:
       error(path + "/error_feedback", "must be false for none");
   }
 
-  /// The collective sequences the executor implements for each method
-  /// (docs/plan-format.md, "Buckets").
-  static std::vector<std::vector<CollectiveKind>> allowedSequences(CompressionMethod method) {
-    using Op = CollectiveKind;
-    switch (method) {
-    case CompressionMethod::None:
-      return {{Op::AllReduce}, {Op::ReduceScatter, Op::AllGather}, {Op::AllToAll, Op::AllGather},
-              {Op::Broadcast}};
-    case CompressionMethod::FP16:
-    case CompressionMethod::BF16:
-      return {{Op::AllReduce}, {Op::ReduceScatter, Op::AllGather}};
-    case CompressionMethod::Int8:
-    case CompressionMethod::RandomK:
-      return {{Op::AllReduce}, {Op::AllGather}};
-    case CompressionMethod::TopK:
-    case CompressionMethod::Sign:
-      return {{Op::AllGather}};
-    case CompressionMethod::PowerSGD:
-      return {{Op::AllReduce}};
-    }
-    return {};
-  }
-
   void checkCollectives(const std::string &path, const Bucket &bucket) const {
-    std::vector<CollectiveKind> ops;
     for (size_t c = 0; c < bucket.collectives.size(); ++c) {
       const Collective &collective = bucket.collectives[c];
       std::string cpath = path + "/collectives/" + std::to_string(c);
@@ -821,25 +797,24 @@ private:
           (collective.op != CollectiveKind::AllGather || c + 1 != bucket.collectives.size()))
         error(cpath + "/decoupled", "only the bucket's last collective, an all_gather, "
                                     "may be decoupled");
-      ops.push_back(collective.op);
     }
-    auto allowed = allowedSequences(bucket.compression.method);
-    bool matches = false;
-    for (const auto &sequence : allowed)
-      matches |= sequence == ops;
-    if (!matches) {
+    const CompressionMethod method = bucket.compression.method;
+    const std::optional<SyncScheme> scheme = syncSchemeOf(bucket);
+    if (!scheme || !zen::vocab::supports(method, *scheme)) {
       std::string expected;
-      for (const auto &sequence : allowed) {
+      for (const zen::vocab::SyncSchemeTraits &allowed : zen::vocab::kSyncSchemes) {
+        if (!zen::vocab::supports(method, allowed.value))
+          continue;
         expected += expected.empty() ? "[" : " or [";
-        for (size_t i = 0; i < sequence.size(); ++i)
-          expected += (i ? ", " : "") + std::string(toString(sequence[i]));
+        for (int i = 0; i < allowed.steps; ++i)
+          expected += (i ? ", " : "") + std::string(toString(allowed.sequence[i]));
         expected += "]";
       }
       error(path + "/collectives", "unsupported collectives for compression '" +
                                        std::string(toString(bucket.compression.method)) +
                                        "' (expected " + expected + ")");
     }
-    if (ops.size() == 2 && bucket.collectives[0].chunks != bucket.collectives[1].chunks)
+    if (bucket.collectives.size() == 2 && bucket.collectives[0].chunks != bucket.collectives[1].chunks)
       error(path + "/collectives/1/chunks", "must equal the first collective's chunks " +
                                                 std::to_string(bucket.collectives[0].chunks));
   }
@@ -1101,6 +1076,15 @@ int64_t expertParallelOf(const Plan &plan) {
   for (const TensorInfo &tensor : plan.tensors)
     ep = std::max(ep, tensor.expertParallel);
   return ep;
+}
+
+std::optional<SyncScheme> syncSchemeOf(const Bucket &bucket) {
+  CollectiveKind sequence[2];
+  if (bucket.collectives.empty() || bucket.collectives.size() > 2)
+    return std::nullopt;
+  for (size_t c = 0; c < bucket.collectives.size(); ++c)
+    sequence[c] = bucket.collectives[c].op;
+  return zen::vocab::schemeOfSequence(sequence, bucket.collectives.size());
 }
 
 Plan parsePlan(const std::string &text, const std::string &source) {

@@ -117,22 +117,12 @@ public:
     }
     if (element != Element::F32)
       wire16 = first.allocate<uint16_t>(size_t(bucket.elements));
-    const auto &c = bucket.collectives;
-    if (c[0].op == CollectiveKind::AllReduce)
-      shape = Shape::AllReduce;
-    else if (c[0].op == CollectiveKind::Broadcast)
-      shape = Shape::Broadcast;
-    else
-      shape = c[0].op == CollectiveKind::ReduceScatter ? Shape::ReduceScatterGather
-                                                     : Shape::AllToAllGather;
-    if (shape == Shape::ReduceScatterGather || shape == Shape::AllToAllGather) {
-      padded = first.allocate<uint8_t>(layout.paddedTotal * elementBytes(element));
-      shards = first.allocate<uint8_t>(layout.shardTotal * elementBytes(element));
-      if (shape == Shape::AllToAllGather)
-        received = first.allocate<float>(layout.paddedTotal);
+    // Only dense fp32 payloads decompose (zen/SyncScheme.h).
+    decomposed = syncSchemeOf(bucket) == SyncScheme::ReduceScatterAllGather;
+    if (decomposed) {
+      padded = first.allocate<uint8_t>(layout.paddedTotal * sizeof(float));
+      shards = first.allocate<uint8_t>(layout.shardTotal * sizeof(float));
     }
-    if (element != Element::F32)
-      scratch = first.allocate<float>(layout.largestShard);
   }
 
   bool compress(BucketBuffers &b) override {
@@ -147,9 +137,7 @@ public:
     return true;
   }
 
-  size_t stageCount() const override {
-    return shape == Shape::AllReduce || shape == Shape::Broadcast ? 1 : 2;
-  }
+  size_t stageCount() const override { return decomposed ? 2 : 1; }
   size_t stageCollective(size_t stage) const override { return stage; }
 
   void issue(size_t stage, BucketBuffers &b, std::vector<Backend::Request> &requests) override {
@@ -157,62 +145,47 @@ public:
     uint8_t *wire = element == Element::F32 ? reinterpret_cast<uint8_t *>(b.fusion.data())
                                             : reinterpret_cast<uint8_t *>(wire16.data());
     int stream = slots[stage].stream;
-    if (shape == Shape::AllReduce || shape == Shape::Broadcast) {
-      for (const ShardLayout::Piece &piece : layout.pieces) {
-        void *data = wire + piece.segment.offset * width;
-        requests.push_back(shape == Shape::AllReduce
-                               ? backend.allReduce(data, piece.segment.length, element, stream)
-                               : backend.broadcast(data, piece.segment.length, element, 0, stream));
-      }
+    if (!decomposed) {
+      for (const ShardLayout::Piece &piece : layout.pieces)
+        requests.push_back(backend.allReduce(wire + piece.segment.offset * width,
+                                             piece.segment.length, element, stream));
       return;
     }
     if (stage == 0) {
-      // Pad each segment to ranks * shard and start the reduce-scatter (or all-to-all).
+      // Pad each segment to ranks * shard and start the reduce-scatter.
       for (const ShardLayout::Piece &piece : layout.pieces) {
         uint8_t *pad = padded.data() + piece.paddedBegin * width;
         first.copy(pad, wire + piece.segment.offset * width, piece.segment.length * width);
         first.zero(pad + piece.segment.length * width,
                    (piece.shard * ranks - piece.segment.length) * width);
-        if (shape == Shape::ReduceScatterGather)
-          requests.push_back(backend.reduceScatter(pad, shards.data() + piece.shardBegin * width,
-                                                   piece.shard, element, stream));
-        else
-          requests.push_back(backend.allToAll(pad, received.data() + piece.paddedBegin,
-                                              piece.shard, element, stream));
+        requests.push_back(backend.reduceScatter(pad, shards.data() + piece.shardBegin * width,
+                                                 piece.shard, element, stream));
       }
       return;
     }
-    // Stage 1: average this rank's shards, then all-gather them into the padded buffer.
+    // Stage 1 (on its stream, stage 0 has completed): average this rank's
+    // shards, then all-gather them into the padded buffer.
     for (const ShardLayout::Piece &piece : layout.pieces) {
       uint8_t *shard = shards.data() + piece.shardBegin * width;
-      averageShard(piece, shard);
+      last.scale(reinterpret_cast<float *>(shard), piece.shard, 1.0f / float(ranks));
       requests.push_back(backend.allGather(shard, padded.data() + piece.paddedBegin * width,
                                            piece.shard, element, stream));
     }
   }
 
   void finish(BucketBuffers &b) override {
-    size_t width = elementBytes(element);
-    float average = shape == Shape::Broadcast ? 1.0f : 1.0f / float(ranks);
-    if (shape == Shape::AllReduce || shape == Shape::Broadcast) {
+    if (!decomposed) {
       if (element != Element::F32)
         decode(last, wire16.data(), b.fusion.data(), b.elements);
-      if (average != 1.0f)
-        last.scale(b.fusion.data(), b.elements, average);
+      last.scale(b.fusion.data(), b.elements, 1.0f / float(ranks));
       return;
     }
-    for (const ShardLayout::Piece &piece : layout.pieces) {
-      const uint8_t *gathered = padded.data() + piece.paddedBegin * width;
-      float *out = b.fusion.data() + piece.segment.offset;
-      if (element == Element::F32)
-        last.copy(out, gathered, piece.segment.length * 4);
-      else
-        decode(last, reinterpret_cast<const uint16_t *>(gathered), out, piece.segment.length);
-    }
+    for (const ShardLayout::Piece &piece : layout.pieces)
+      last.copy(b.fusion.data() + piece.segment.offset,
+                padded.data() + piece.paddedBegin * sizeof(float), piece.segment.length * 4);
   }
 
 private:
-  enum class Shape { AllReduce, Broadcast, ReduceScatterGather, AllToAllGather };
 
   void encode(Compute &compute, const float *in, uint16_t *out, size_t n) const {
     if (element == Element::F16)
@@ -226,36 +199,15 @@ private:
     else
       compute.bf16ToFloat(in, out, n);
   }
-  /// Stage 1's local step, on stage 1's stream (stage 0 has completed).
-  void averageShard(const ShardLayout::Piece &piece, uint8_t *shard) {
-    float factor = 1.0f / float(ranks);
-    if (shape == Shape::AllToAllGather) {  // F32 only: sum the ranks' copies of our block
-      float *sum = reinterpret_cast<float *>(shard);
-      const float *blocks = received.data() + piece.paddedBegin;
-      last.copy(sum, blocks, piece.shard * sizeof(float));
-      for (size_t r = 1; r < ranks; ++r)
-        last.add(blocks + r * piece.shard, sum, piece.shard);
-      last.scale(sum, piece.shard, factor);
-    } else if (element == Element::F32) {
-      last.scale(reinterpret_cast<float *>(shard), piece.shard, factor);
-    } else {
-      uint16_t *wire = reinterpret_cast<uint16_t *>(shard);
-      decode(last, wire, scratch.data(), piece.shard);
-      last.scale(scratch.data(), piece.shard, factor);
-      encode(last, scratch.data(), wire, piece.shard);
-    }
-  }
-
   Backend &backend;
   std::vector<CollectiveSlot> slots;
   size_t ranks;
   ShardLayout layout;
   Compute &first, &last;  // the first and the last collective's streams
   Element element = Element::F32;
-  Shape shape = Shape::AllReduce;
+  bool decomposed = false;
   Buffer<uint16_t> wire16;
   Buffer<uint8_t> padded, shards;
-  Buffer<float> received, scratch;
 };
 
 //===----------------------------------------------------------------------===//
@@ -266,7 +218,7 @@ class Int8Program final : public BucketProgram {
 public:
   Int8Program(const Bucket &bucket, Backend &backend)
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
-        twoPhase(bucket.collectives[0].op == CollectiveKind::AllReduce),
+        twoPhase(syncSchemeOf(bucket) == SyncScheme::AllReduce),
         layout(size_t(bucket.elements), slot.chunks, ranks), compute(backend.compute(slot.stream)) {
     size_t n = size_t(bucket.elements);
     if (!twoPhase) {
@@ -392,7 +344,7 @@ public:
       : backend(backend), slot(slotsOf(bucket)[0]), ranks(size_t(backend.size())),
         bucketIndex(uint64_t(bucket.id)),
         random(bucket.compression.method == CompressionMethod::RandomK),
-        allReduce(bucket.collectives[0].op == CollectiveKind::AllReduce),
+        allReduce(syncSchemeOf(bucket) == SyncScheme::AllReduce),
         kept(kernels::keptCount(size_t(bucket.elements), bucket.compression.ratio)),
         compute(backend.compute(slot.stream)) {
     if (uint64_t(bucket.elements) > uint64_t(UINT32_MAX))

@@ -848,3 +848,19 @@ func.func @f() {
   %0 = zen.param "w" {s = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "flat", gradient_sync = "later">} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @f(%b: tensor<256xf32>) {
+  // expected-error @+1 {{sync scheme 'all_gather' starts with all_gather, not with this op}}
+  %r = zen.all_reduce avg %b {group = #zen.group<size = 8, nodes = 1>, sync = #zen<sync all_gather>} : tensor<256xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<fp16>>) {
+  // expected-error @+1 {{compression method 'fp16' cannot be synchronised by 'all_gather'}}
+  %g = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>, sync = #zen<sync all_gather>} : !zen.compressed<tensor<16xf32>, #zen.compression<fp16>> -> !zen.compressed<tensor<16xf32>, #zen.compression<fp16>>
+  return
+}

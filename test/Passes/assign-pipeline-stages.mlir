@@ -61,9 +61,9 @@
 // zen-autotune then plans each stage's gradients on their own: one bucket per
 // stage (numbered per stage), never a gradient of the other stage in it, and
 // every optimizer step on the stage of its parameter.
-// COMBINED: %[[LAST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 1 : i64} : tensor<564xf32>
+// COMBINED: %[[LAST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 1 : i64, sync = #zen<sync all_reduce>} : tensor<564xf32>
 // COMBINED: %[[LAST_SYNCED:.*]]:10 = zen.unpack %[[LAST]] {bucket = 0 : i64, stage = 1 : i64}
-// COMBINED: %[[FIRST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 0 : i64} : tensor<564xf32>
+// COMBINED: %[[FIRST:.*]] = zen.all_reduce avg {{.*}}bucket = 0 : i64{{.*}}stage = 0 : i64, sync = #zen<sync all_reduce>} : tensor<564xf32>
 // COMBINED: %[[FIRST_SYNCED:.*]]:10 = zen.unpack %[[FIRST]] {bucket = 0 : i64, stage = 0 : i64}
 // COMBINED: zen.compute "SGD" optimizer({{.*}}, %[[FIRST_SYNCED]]#0) {{.*}}node = "sgd.b0.fc2.bias", stage = 0 : i64}
 // COMBINED: zen.compute "SGD" optimizer({{.*}}) {{.*}}node = "sgd.wte", stage = 0 : i64}

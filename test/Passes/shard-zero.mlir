@@ -13,7 +13,7 @@
 // ZERO2: [[G:%.*]] = zen.gradient [[W]], {{.*}} : tensor<8x24xf32>
 // The bucket is laid out rank by rank: 2 x the members' shards (976 of 1952 elements).
 // ZERO2: [[PACK:%.*]] = zen.pack {{.*}}[[G]]{{.*}} {bucket = 0 : i64} : {{.*}} -> tensor<1952xf32>
-// ZERO2-NEXT: [[SHARD:%.*]] = zen.reduce_scatter avg [[PACK]] {bucket = 0 : i64, group = #zen.group<size = 2, nodes = 1>, schedule = #zen.schedule<stream = 0, priority = 0, order = 0>} : tensor<1952xf32> -> tensor<976xf32>
+// ZERO2-NEXT: [[SHARD:%.*]] = zen.reduce_scatter avg [[PACK]] {bucket = 0 : i64, group = #zen.group<size = 2, nodes = 1>, schedule = #zen.schedule<stream = 0, priority = 0, order = 0>, sync = #zen<sync reduce_scatter_all_gather>} : tensor<1952xf32> -> tensor<976xf32>
 // ZERO2-NEXT: [[PARTS:%.*]]:20 = zen.unpack [[SHARD]] {bucket = 0 : i64} : tensor<976xf32> -> tensor<64xf32>, tensor<4xf32>,
 // ZERO2-NOT: zen.all_reduce
 // The optimizer step updates the rank's shard: half the work.

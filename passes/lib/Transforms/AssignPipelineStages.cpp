@@ -308,12 +308,13 @@ private:
           builder.setInsertionPointAfter(def);
           auto send = builder.create<SendOp>(
               def->getLoc(), value, consumer, group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-              IntegerAttr(), false, builder.getI64IntegerAttr(producer));
+              IntegerAttr(), false, SyncSchemeAttr(), builder.getI64IntegerAttr(producer));
           detail::setRole(send, CollectiveRole::pipeline);
           builder.setInsertionPointAfter(send);
           auto recv = builder.create<RecvOp>(
               def->getLoc(), value.getType(), producer, group, CollectiveAlgorithmAttr(), 1,
-              ScheduleAttr(), IntegerAttr(), false, builder.getI64IntegerAttr(consumer));
+              ScheduleAttr(), IntegerAttr(), false, SyncSchemeAttr(),
+              builder.getI64IntegerAttr(consumer));
           detail::setRole(recv, CollectiveRole::pipeline);
           copy = recv.getResult();
         }

@@ -21,7 +21,7 @@ namespace {
 /// Communication streams the plan uses: 2 when decoupled all-gathers have their own.
 int streamsOf(const PlanChoice &choice) {
   for (const BucketChoice &bucket : choice.buckets)
-    if (bucket.decomposed && bucket.gatherStream != bucket.stream)
+    if (bucket.decomposed() && bucket.gatherStream != bucket.stream)
       return 2;
   return 1;
 }
@@ -44,8 +44,7 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
     const Problem &problem = state->training.problem;
     const int streams = streamsOf(choice);
     for (BucketChoice &bucket : choice.buckets)
-      bucket.decomposed =
-          split == SplitMode::all && bucket.compression.method == cost::CompressionMethod::None;
+      bucket.scheme = vocab::schemeFor(bucket.compression.method, split == SplitMode::all);
     assignSchedule(choice, streams);
     if (chunks == 0)
       chooseChunks(problem, choice, *state->model);
@@ -55,11 +54,10 @@ struct DecomposePass : impl::DecomposeBase<DecomposePass> {
     if (split == SplitMode::automatic)
       detail::improvePerBucket(problem, choice, *state->model, [&](const BucketChoice &bucket) {
         std::vector<BucketChoice> variants;
-        if (bucket.compression.method == cost::CompressionMethod::None) {
-          BucketChoice flipped = bucket;
-          flipped.decomposed = !bucket.decomposed;
+        BucketChoice flipped = bucket;
+        flipped.scheme = vocab::schemeFor(bucket.compression.method, !bucket.decomposed());
+        if (flipped.scheme != bucket.scheme)
           variants.push_back(flipped);
-        }
         return variants;
       });
     if (failed(applyPlan(state->training, choice, state->group)))

@@ -7,9 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zen/Passes/Passes.h"
+#include "zen/Passes/Patterns.h"
 #include "zen/Passes/Transformer.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace zen {
 #define GEN_PASS_DEF_DECOMPOSETENSORPARALLEL
@@ -69,8 +71,9 @@ struct DecomposeTensorParallelPass
       return compute;
     };
 
-    Builder builder(&getContext());
     bool failedAny = false;
+    llvm::DenseMap<Operation *, std::pair<Operation *, int64_t>> chunksOf;
+    SmallVector<Operation *> collectives;
     structure->func.walk([&](Operation *op) {
       auto role = op->getAttrOfType<CollectiveRoleAttr>(
           ZenDialect::RoleAttrHelper::getNameStr());
@@ -104,11 +107,16 @@ struct DecomposeTensorParallelPass
         failedAny = true;
         return;
       }
-      op->setAttr("chunks", builder.getI64IntegerAttr(chunks));
-      gemm->setAttr(ZenDialect::TpChunksAttrHelper::getNameStr(),
-                    builder.getI64IntegerAttr(chunks));
+      chunksOf[op] = {gemm, chunks};
+      collectives.push_back(op);
     });
     if (failedAny)
+      return signalPassFailure();
+    RewritePatternSet patterns(&getContext());
+    populateZenTensorParallelPatterns(patterns, chunksOf);
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingOps;
+    if (failed(applyOpPatternsAndFold(collectives, std::move(patterns), config)))
       signalPassFailure();
   }
 };

@@ -117,12 +117,12 @@ private:
         return failure();
       auto scatter = builder.create<ReduceScatterOp>(
           grad.getLoc(), detail::shardedType(type, *dim, degree), ReductionKind::sum, inputGrad,
-          group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
+          group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false, SyncSchemeAttr());
       replaceAfter(inputGrad, scatter, CollectiveRole::sequence_parallel);
     } else {
       auto reduce = builder.create<AllReduceOp>(
           grad.getLoc(), inputGrad.getType(), ReductionKind::sum, inputGrad, group,
-          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
+          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false, SyncSchemeAttr());
       replaceAfter(inputGrad, reduce, CollectiveRole::tensor_parallel);
     }
     return success();
@@ -140,7 +140,7 @@ private:
     if (!sequence) {
       auto reduce = builder.create<AllReduceOp>(
           gemm.op.getLoc(), output.getType(), ReductionKind::sum, output, group,
-          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
+          CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false, SyncSchemeAttr());
       replaceAfter(output, reduce, CollectiveRole::tensor_parallel);
       return success();
     }
@@ -150,7 +150,7 @@ private:
       return failure();
     auto scatter = builder.create<ReduceScatterOp>(
         gemm.op.getLoc(), detail::shardedType(type, *dim, degree), ReductionKind::sum, output,
-        group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false);
+        group, CollectiveAlgorithmAttr(), 1, ScheduleAttr(), IntegerAttr(), false, SyncSchemeAttr());
     replaceAfter(output, scatter, CollectiveRole::sequence_parallel);
     // Backward, the output gradient arrives as a sequence shard and is gathered.
     ComputeOp grad = gradOps.lookup(gemm.op);
@@ -162,7 +162,7 @@ private:
     builder.setInsertionPoint(grad);
     auto gather = builder.create<AllGatherOp>(grad.getLoc(), type, outputGrad, false, group,
                                               CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                              IntegerAttr(), false);
+                                              IntegerAttr(), false, SyncSchemeAttr());
     detail::setRole(gather, CollectiveRole::sequence_parallel);
     grad->setOperand(0, gather.getResult());
     return success();
@@ -187,7 +187,7 @@ private:
       builder.setInsertionPoint(gemm.op);
       auto gather = builder.create<AllGatherOp>(gemm.op.getLoc(), type, input, false, group,
                                                 CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                                IntegerAttr(), false);
+                                                IntegerAttr(), false, SyncSchemeAttr());
       detail::setRole(gather, CollectiveRole::sequence_parallel);
       gathered = gather.getResult();
       gatheredInputs[input] = gathered;

@@ -20,10 +20,9 @@ namespace {
 BucketChoice withCompression(BucketChoice bucket, const cost::CompressionSpec &spec) {
   bucket.compression = spec;
   bucket.compression.errorFeedback = wantsErrorFeedback(spec.method);
-  if (spec.method != cost::CompressionMethod::None) {
-    bucket.decomposed = false;
+  bucket.scheme = vocab::schemeFor(spec.method, bucket.decomposed());
+  if (spec.method != cost::CompressionMethod::None)
     bucket.chunks = 1;
-  }
   return bucket;
 }
 

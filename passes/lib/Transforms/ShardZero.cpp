@@ -85,7 +85,9 @@ LogicalResult scatterBucket(Operation *collective, int64_t dp) {
       loc, RankedTensorType::get({shardElements}, elementType), reduction, newPack.getResult(),
       bucket.getProcessGroup(), collective->getAttrOfType<CollectiveAlgorithmAttr>("algorithm"),
       bucket.getChunkCount(), bucket.getScheduleOrNull(), bucketAttr,
-      collective->hasAttr("after_backward"));
+      collective->hasAttr("after_backward"),
+      // The all-gather that ends the decomposition gathers the updated parameters.
+      SyncSchemeAttr::get(builder.getContext(), SyncScheme::reduce_scatter_all_gather));
   auto unpack = builder.create<UnpackOp>(loc, shardTypes, scatter.getResult(), bucketAttr);
   if (Attribute stage = collective->getAttr("stage"))
     for (Operation *op : {newPack.getOperation(), scatter.getOperation(), unpack.getOperation()})
@@ -128,7 +130,7 @@ LogicalResult shardParameter(GradientOp gradient, int64_t dp, ProcessGroupAttr g
     builder.setInsertionPoint(firstUser);
     auto gather = builder.create<AllGatherOp>(param.getLoc(), full, param.getResult(), false, group,
                                               CollectiveAlgorithmAttr(), 1, ScheduleAttr(),
-                                              IntegerAttr(), false);
+                                              IntegerAttr(), false, SyncSchemeAttr());
     detail::setRole(gather, CollectiveRole::zero);
     if (IntegerAttr stage = param.getStageAttr())
       gather->setAttr("stage", stage);

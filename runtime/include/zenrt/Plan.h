@@ -10,7 +10,7 @@
 #define ZENRT_PLAN_H
 
 #include "zen/Errors.h"
-#include "zen/Vocabulary.h"
+#include "zen/SyncScheme.h"
 
 #include <cstdint>
 #include <map>
@@ -38,6 +38,7 @@ public:
 // "cpu", "all_reduce"). The format has every collective kind but send_recv.
 using zen::vocab::CollectiveKind;
 using zen::vocab::CompressionMethod;
+using zen::vocab::SyncScheme;
 using zen::vocab::Device;
 using zen::vocab::toString;
 
@@ -124,6 +125,11 @@ struct Bucket {
   /// (every ep-th rank from rank % ep).
   BucketGroup group = BucketGroup::DataParallel;
 };
+
+/// A bucket's synchronisation scheme, which its `collectives` spell
+/// (zen/SyncScheme.h); nullopt when no scheme runs that sequence (the
+/// validator refuses such a plan, and one whose method the scheme cannot carry).
+std::optional<SyncScheme> syncSchemeOf(const Bucket &bucket);
 
 /// One task of the ordered schedule. Collective tasks map 1:1, in order, onto
 /// their bucket's collectives. `produces` lists the gradients a backward

@@ -85,7 +85,8 @@ TEST(Compression, PowerSgdExchangesTwoDependentAllReduces) {
   const int64_t e = 1'000'000;  // a 1000 x 1000 matrix
   CompressionSpec powerSgd = spec(CompressionMethod::PowerSGD, 0, 4);
   CollectiveCost p = model.collective(CollectiveKind::AllReduce, 1000 * 4 * 4, world);
-  CollectiveCost exchange = model.compressedCollective(powerSgd, e, world);
+  CollectiveCost exchange =
+      model.syncCost(powerSgd, SyncScheme::AllReduce, e, 4.0 * e, world).reduction;
   CompressionCost kernels = model.compression(powerSgd, e);
   EXPECT_GT(kernels.betweenUs, 0);
   // P and Q have the same shape here: two equal all-reduces and the work between them.
@@ -98,11 +99,17 @@ TEST(Compression, PowerSgdExchangesTwoDependentAllReduces) {
                 p.latencyUs);
   // The other methods: one all-reduce, or one all-gather of every rank's payload.
   CompressionSpec fp16 = spec(CompressionMethod::FP16);
-  EXPECT_DOUBLE_EQ(model.compressedCollective(fp16, e, world).timeUs,
+  EXPECT_DOUBLE_EQ(model.syncCost(fp16, SyncScheme::AllReduce, e, 4.0 * e, world).reduction.timeUs,
                    model.collective(CollectiveKind::AllReduce, 2e6, world).timeUs);
   CompressionSpec topk = spec(CompressionMethod::TopK, 0.01);
-  EXPECT_DOUBLE_EQ(model.compressedCollective(topk, e, world, 2).timeUs,
-                   model.chunkedCollective(CollectiveKind::AllGather, 8e4 * 64, world, 2).timeUs);
+  EXPECT_DOUBLE_EQ(
+      model.syncCost(topk, SyncScheme::AllGather, e, 4.0 * e, world, 2).reduction.timeUs,
+      model.chunkedCollective(CollectiveKind::AllGather, 8e4 * 64, world, 2).timeUs);
+  // Random-k's ranks draw the same indices: its values alone are all-reduced.
+  CompressionSpec randomk = spec(CompressionMethod::RandomK, 0.01);
+  EXPECT_DOUBLE_EQ(
+      model.syncCost(randomk, SyncScheme::AllReduce, e, 4.0 * e, world).reduction.timeUs,
+      model.collective(CollectiveKind::AllReduce, 4e4, world).timeUs);
 }
 
 TEST(Compression, CostsArePositiveAndScaleWithSize) {

@@ -46,12 +46,12 @@ TEST_F(CompressionAttrTest, PowerSgdSendsTwoFactors) {
 }
 
 TEST_F(CompressionAttrTest, OnlyDenseAndLowRankPayloadsAreAllReducible) {
-  EXPECT_TRUE(make(CompressionMethod::fp16).isAllReducible());
-  EXPECT_TRUE(make(CompressionMethod::int8).isAllReducible());
-  EXPECT_TRUE(make(CompressionMethod::powersgd, 0.0, 2).isAllReducible());
-  EXPECT_FALSE(make(CompressionMethod::topk, 0.1).isAllReducible());
-  EXPECT_FALSE(make(CompressionMethod::randomk, 0.1).isAllReducible());
-  EXPECT_FALSE(make(CompressionMethod::sign).isAllReducible());
+  EXPECT_TRUE(make(CompressionMethod::fp16).supports(SyncScheme::all_reduce));
+  EXPECT_TRUE(make(CompressionMethod::int8).supports(SyncScheme::all_reduce));
+  EXPECT_TRUE(make(CompressionMethod::powersgd, 0.0, 2).supports(SyncScheme::all_reduce));
+  EXPECT_FALSE(make(CompressionMethod::topk, 0.1).supports(SyncScheme::all_reduce));
+  EXPECT_TRUE(make(CompressionMethod::randomk, 0.1).supports(SyncScheme::all_reduce));
+  EXPECT_FALSE(make(CompressionMethod::sign).supports(SyncScheme::all_reduce));
 }
 
 TEST_F(CompressionAttrTest, InvalidParametersAreRejected) {

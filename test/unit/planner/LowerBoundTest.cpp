@@ -128,13 +128,13 @@ std::vector<std::pair<std::string, Evaluation>> everyPlan(const Problem &problem
   bucket.begin = 0;
   bucket.end = static_cast<int>(problem.gradients.size());
   bucket.chunks = 16;
-  bucket.decomposed = true;
+  bucket.scheme = vocab::SyncScheme::ReduceScatterAllGather;
   whole.buckets.push_back(bucket);
   assignSchedule(whole, 2);
   plans.emplace_back("one decomposed bucket", evaluate(problem, whole, model));
   PlanChoice each = *baselineChoice("wfbp", problem, model, {}, error);
   for (BucketChoice &single : each.buckets) {
-    single.decomposed = true;
+    single.scheme = vocab::SyncScheme::ReduceScatterAllGather;
     single.chunks = 4;
   }
   assignSchedule(each, 2);

@@ -161,7 +161,7 @@ TEST(MoePlanning, ExpertParallelSyncSplitsBucketsByGroup) {
   sync.expert.insert(sync.expert.begin(), false);
   sync.plan.buckets = {BucketChoice{0, 3}};
   sync.plan.buckets[0].chunks = 4;
-  sync.plan.buckets[0].decomposed = true;
+  sync.plan.buckets[0].scheme = vocab::SyncScheme::ReduceScatterAllGather;
   const int64_t expertElements = sync.problem.gradients[1].elements;
 
   const ExpertParallelSync same = expertParallelSync(sync, 1, model.worldGroup());
@@ -180,7 +180,7 @@ TEST(MoePlanning, ExpertParallelSyncSplitsBucketsByGroup) {
   EXPECT_TRUE(experts.expertReplicas);
   for (const BucketChoice *bucket : {&dense, &experts}) {
     EXPECT_EQ(bucket->chunks, 4);
-    EXPECT_TRUE(bucket->decomposed);
+    EXPECT_TRUE(bucket->decomposed());
   }
   const std::vector<GradientTensor> &gradients = split.problem.gradients;
   EXPECT_EQ(gradients[0].name, "dense0");

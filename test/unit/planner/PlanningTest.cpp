@@ -129,7 +129,7 @@ TEST(Planning, BaselinesFollowTheirRules) {
   for (const BucketChoice &bucket : baseline("ddp", problem, model, compressed).buckets) {
     EXPECT_EQ(bucket.compression.method, cost::CompressionMethod::TopK);
     EXPECT_TRUE(bucket.compression.errorFeedback);
-    EXPECT_EQ(mainCollective(bucket), cost::CollectiveKind::AllGather);
+    EXPECT_EQ(bucket.scheme, vocab::SyncScheme::AllGather);
   }
 }
 
@@ -225,7 +225,7 @@ TEST(Planning, SimTasksModelDecoupledAllGathers) {
   cost::CostModel model = modelOf("a100x64");
   Problem problem = syntheticProblem(4, 11, model, model.worldGroup());
   PlanChoice choice = bucketsOf({{0, 2}, {2, 4}});
-  choice.buckets[1].decomposed = true;
+  choice.buckets[1].scheme = vocab::SyncScheme::ReduceScatterAllGather;
   choice.buckets[1].chunks = 4;
   std::vector<cost::SimTask> tasks = buildSimTasks(problem, choice, model);
   auto find = [&](const std::string &name) {
@@ -417,7 +417,7 @@ double exhaustiveBestUs(const Problem &problem, const cost::CostModel &model,
       setting.compression = spec(option.compression);
       setting.compression.errorFeedback = wantsErrorFeedback(setting.compression.method);
     }
-    setting.decomposed = option.decomposed;
+    setting.scheme = vocab::schemeFor(setting.compression.method, option.decomposed);
     setting.chunks = option.chunks;
     settings.push_back(setting);
   }
@@ -439,7 +439,7 @@ double exhaustiveBestUs(const Problem &problem, const cost::CostModel &model,
         BucketChoice &bucket = choice.buckets[b];
         const BucketChoice &setting = settings[digits[b]];
         bucket.compression = setting.compression;
-        bucket.decomposed = setting.decomposed;
+        bucket.scheme = setting.scheme;
         bucket.chunks = setting.chunks;
       }
       best = std::min(best, evaluate(problem, choice, model).iterationUs);
@@ -532,7 +532,7 @@ TEST(Autotune, Deterministic) {
   for (size_t b = 0; b < first.best.buckets.size(); ++b) {
     EXPECT_EQ(first.best.buckets[b].end, second.best.buckets[b].end);
     EXPECT_EQ(first.best.buckets[b].compression.method, second.best.buckets[b].compression.method);
-    EXPECT_EQ(first.best.buckets[b].decomposed, second.best.buckets[b].decomposed);
+    EXPECT_EQ(first.best.buckets[b].scheme, second.best.buckets[b].scheme);
     EXPECT_EQ(first.best.buckets[b].chunks, second.best.buckets[b].chunks);
   }
   EXPECT_EQ(first.bestEval.iterationUs, second.bestEval.iterationUs);

@@ -1,5 +1,5 @@
 //===- VocabularyTest.cpp - spellings and traits of the shared enums -------===//
-#include "zen/Vocabulary.h"
+#include "zen/SyncScheme.h"
 
 #include <gtest/gtest.h>
 
@@ -37,10 +37,13 @@ TEST(Vocabulary, PlanFileSpellings) {
 
 TEST(Vocabulary, CompressionTraits) {
   using M = CompressionMethod;
-  for (M method : {M::None, M::FP16, M::BF16, M::Int8, M::PowerSGD})
-    EXPECT_TRUE(isAllReducible(method)) << toString(method);
-  for (M method : {M::TopK, M::RandomK, M::Sign})
-    EXPECT_FALSE(isAllReducible(method)) << toString(method);
+  for (M method : {M::None, M::FP16, M::BF16, M::Int8, M::RandomK, M::PowerSGD})
+    EXPECT_TRUE(supports(method, SyncScheme::AllReduce)) << toString(method);
+  for (M method : {M::TopK, M::Sign})
+    EXPECT_FALSE(supports(method, SyncScheme::AllReduce)) << toString(method);
+  for (const CompressionTraits &entry : kCompressionMethods)
+    EXPECT_EQ(supports(entry.value, SyncScheme::ReduceScatterAllGather), entry.value == M::None)
+        << entry.spelling;
   for (const CompressionTraits &entry : kCompressionMethods) {
     EXPECT_EQ(isLossy(entry.value), entry.value != M::None) << entry.spelling;
     EXPECT_EQ(wantsErrorFeedback(entry.value),

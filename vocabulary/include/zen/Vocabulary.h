@@ -1,6 +1,7 @@
 //===- zen/Vocabulary.h - Enums shared by planner, cost model and runtime -*- C++ -*-===//
 //
 // The one definition of the compression methods, devices and collective kinds,
+// (which collectives carry which method: zen/SyncScheme.h),
 // each with one constexpr traits table: the spelling used in plan files, cluster
 // files and on the command line, and the properties every component asks of a
 // value. The cost model (zen::cost), the planner (zen::plan), codegen and the
@@ -26,9 +27,6 @@ enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broad
 struct CompressionTraits {
   CompressionMethod value;
   const char *spelling;
-  /// Payloads sum element-wise, so an all-reduce can carry them (dense casts and
-  /// PowerSGD's factors); the others are all-gathered and decoded per rank.
-  bool allReducible;
   /// The decoded gradient differs from the input.
   bool lossy;
   /// The planner enables error feedback: the method's error is not negligible
@@ -50,15 +48,15 @@ struct CollectiveTraits {
 
 /// Indexed by the enum value (checked below).
 inline constexpr CompressionTraits kCompressionMethods[] = {
-    // value                       spelling    all-red lossy  EF     ratio  rank
-    {CompressionMethod::None,     "none",     true,   false, false, false, false},
-    {CompressionMethod::FP16,     "fp16",     true,   true,  false, false, false},
-    {CompressionMethod::BF16,     "bf16",     true,   true,  false, false, false},
-    {CompressionMethod::Int8,     "int8",     true,   true,  true,  false, false},
-    {CompressionMethod::TopK,     "topk",     false,  true,  true,  true,  false},
-    {CompressionMethod::RandomK,  "randomk",  false,  true,  true,  true,  false},
-    {CompressionMethod::Sign,     "sign",     false,  true,  true,  false, false},
-    {CompressionMethod::PowerSGD, "powersgd", true,   true,  true,  false, true},
+    // value                       spelling    lossy  EF     ratio  rank
+    {CompressionMethod::None,     "none",     false, false, false, false},
+    {CompressionMethod::FP16,     "fp16",     true,  false, false, false},
+    {CompressionMethod::BF16,     "bf16",     true,  false, false, false},
+    {CompressionMethod::Int8,     "int8",     true,  true,  false, false},
+    {CompressionMethod::TopK,     "topk",     true,  true,  true,  false},
+    {CompressionMethod::RandomK,  "randomk",  true,  true,  true,  false},
+    {CompressionMethod::Sign,     "sign",     true,  true,  false, false},
+    {CompressionMethod::PowerSGD, "powersgd", true,  true,  false, true},
 };
 
 inline constexpr DeviceTraits kDevices[] = {
@@ -99,7 +97,6 @@ static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of
 constexpr const CompressionTraits &traitsOf(CompressionMethod method) {
   return kCompressionMethods[static_cast<size_t>(method)];
 }
-constexpr bool isAllReducible(CompressionMethod method) { return traitsOf(method).allReducible; }
 constexpr bool isLossy(CompressionMethod method) { return traitsOf(method).lossy; }
 constexpr bool wantsErrorFeedback(CompressionMethod method) {
   return traitsOf(method).wantsErrorFeedback;

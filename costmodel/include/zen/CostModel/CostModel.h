@@ -8,6 +8,7 @@
 #define ZEN_COSTMODEL_COSTMODEL_H
 
 #include "zen/CostModel/Cluster.h"
+#include "zen/SyncScheme.h"
 
 #include <optional>
 #include <string>
@@ -59,6 +60,19 @@ struct CompressionCost {
   /// orthogonalise P and form Q = M^T P between all-reducing P and Q).
   double betweenUs = 0;
   double wireBytes = 0;  // payload size per rank
+};
+
+using vocab::SyncScheme;
+
+/// What synchronising one bucket costs (CostModel::syncCost).
+struct SyncCost {
+  /// Encode/decode work; zero for an uncompressed bucket.
+  CompressionCost compression;
+  /// The scheme's first collective (PowerSGD: both of its all-reduces, with
+  /// the work between them in latencyUs).
+  CollectiveCost reduction;
+  /// The all-gather that ends a decomposition; zero for one-step schemes.
+  CollectiveCost gather;
 };
 
 struct CompressionSpec {
@@ -124,15 +138,16 @@ public:
   /// partition is at least this. It is linear or concave in `elements` and 0 at
   /// 0, so it also bounds plans that compress only some buckets.
   static double wireBytesLowerBound(const CompressionSpec &spec, double elements);
-  /// The collective(s) that carry a bucket of `elements` fp32 values compressed
-  /// with `spec` over `group`, each split into `chunks`: one all-reduce of the
-  /// payload (fp16, bf16, int8), one all-gather of every rank's payload (top-k,
-  /// random-k, sign), or PowerSGD as the runtime runs it (runtime/lib/Programs.cpp):
-  /// all-reduce P (rows x r), orthogonalise P and form Q = M^T P, all-reduce Q
-  /// (cols x r): two latencies, and the work between them in latencyUs.
-  /// `spec.method` must not be None.
-  CollectiveCost compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
-                                      int64_t chunks = 1) const;
+  /// The one price of a synchronisation scheme (zen/SyncScheme.h): a bucket of
+  /// `elements` gradients (`bytes` of them uncompressed; fp32 when compressed)
+  /// under `spec` and `scheme` over `group`, each collective in `chunks`
+  /// pieces. An all-reduce carries the payload; SyncScheme::AllGather lands
+  /// every rank's payload everywhere, and decoding works through all of them;
+  /// PowerSGD runs as the runtime does (runtime/lib/Programs.cpp): all-reduce
+  /// P (rows x r), orthogonalise P and form Q = M^T P, all-reduce Q (cols x r).
+  /// The method must support the scheme (vocab::supports).
+  SyncCost syncCost(const CompressionSpec &spec, SyncScheme scheme, int64_t elements,
+                    double bytes, Group group, int64_t chunks = 1) const;
 
   /// Compute runs this many times slower while a collective is in flight.
   double overlapSlowdown() const { return cluster_.overlapSlowdown; }

@@ -49,10 +49,11 @@ struct SimTask {
   /// The algorithm that runs it (an MoE layer's all-to-all: flat or 2D);
   /// nullopt: the cheapest, as NCCL's tuner picks.
   std::optional<Algorithm> algorithm;
-  /// Collective tasks of a compressed bucket: its compressor and fp32 element
-  /// count, for CostModel::compressedCollective (PowerSGD exchanges its payload
-  /// in two dependent all-reduces); `collective` and `bytes` stay the totals.
+  /// Collective tasks of a compressed bucket: its compressor, scheme and fp32
+  /// element count, for CostModel::syncCost (PowerSGD exchanges its payload in
+  /// two dependent all-reduces); `collective` and `bytes` stay the totals.
   CompressionSpec compression;
+  SyncScheme scheme = SyncScheme::AllReduce;
   int64_t elements = 0;
   /// Lower issues first among ready tasks on the same stream.
   int64_t priority = 0;
@@ -87,7 +88,7 @@ struct SimResult {
   std::string error;
 };
 
-/// What a collective task costs alone: CostModel::compressedCollective for a
+/// What a collective task costs alone: CostModel::syncCost's reduction for a
 /// compressed payload, CostModel::chunkedCollective otherwise.
 CollectiveCost collectiveCost(const CostModel &model, const SimTask &task);
 
@@ -108,14 +109,16 @@ public:
   explicit CollectiveCostCache(const CostModel &model, size_t entries = size_t(1) << 14);
   const Times &chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks,
                                  std::optional<Algorithm> algorithm = std::nullopt);
-  const Times &compressedCollective(const CompressionSpec &spec, int64_t elements, Group group,
-                                    int64_t chunks);
+  /// CostModel::syncCost's reduction of a compressed payload.
+  const Times &compressedSync(const CompressionSpec &spec, SyncScheme scheme, int64_t elements,
+                              Group group, int64_t chunks);
   /// collectiveCost(model, task)'s times.
   const Times &collective(const SimTask &task);
 
 private:
   /// Everything the price depends on; an uncompressed key has method None and
-  /// no elements, a compressed one no kind or bytes (they follow from the rest).
+  /// no elements, a compressed one no bytes (they follow from the rest) and
+  /// its scheme's first collective as kind (which tells the schemes apart).
   struct Key {
     CollectiveKind kind = CollectiveKind::AllReduce;
     double bytes = -1;  // no collective has negative bytes: an empty entry

@@ -34,9 +34,9 @@ def Zen_CompressionAttr : Zen_Attr<"Compression", "compression"> {
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// True when the compressed payload can be summed by an all-reduce
-    /// (dense casts and PowerSGD factors); sparse and sign payloads are gathered.
-    bool isAllReducible() const;
+    /// True when the executor can synchronise the method's payload with
+    /// `scheme` (the vocabulary's table, zen/SyncScheme.h).
+    bool supports(::zen::SyncScheme scheme) const;
     /// The kept fraction as a double (0 for methods without a ratio).
     double getRatioValue() const { return getRatio().convertToDouble(); }
 

@@ -111,6 +111,17 @@ def Zen_CollectiveAlgorithm : I32EnumAttr<"CollectiveAlgorithm", "collective alg
 }
 def Zen_CollectiveAlgorithmAttr : EnumAttr<Zen_Dialect, Zen_CollectiveAlgorithm, "algorithm">;
 
+// The vocabulary's SyncScheme (vocabulary/include/zen/SyncScheme.h) under MLIR
+// spellings: which collective sequence synchronises a gradient bucket.
+def Zen_SyncScheme : I32EnumAttr<"SyncScheme", "how a gradient bucket crosses the group", [
+    I32EnumAttrCase<"all_reduce", 0>,
+    I32EnumAttrCase<"reduce_scatter_all_gather", 1>,
+    I32EnumAttrCase<"all_gather", 2>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+def Zen_SyncSchemeAttr : EnumAttr<Zen_Dialect, Zen_SyncScheme, "sync">;
+
 def Zen_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"selective", 1>,

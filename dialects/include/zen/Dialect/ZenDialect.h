@@ -10,7 +10,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include "zen/Vocabulary.h"
+#include "zen/SyncScheme.h"
 
 #include <functional>
 #include <future>
@@ -35,6 +35,11 @@ vocab::CompressionMethod toVocabulary(CompressionMethod method);
 CompressionMethod fromVocabulary(vocab::CompressionMethod method);
 vocab::Device toVocabulary(Device device);
 Device fromVocabulary(vocab::Device device);
+vocab::SyncScheme toVocabulary(SyncScheme scheme);
+SyncScheme fromVocabulary(vocab::SyncScheme scheme);
+
+/// The collective a zen collective op runs; nullopt for any other op.
+std::optional<vocab::CollectiveKind> collectiveKindOf(mlir::Operation *op);
 
 /// Bytes of the payload an op moves: its first operand's (or, with none, its
 /// first result's) tensor bytes, or the wire size of a compressed payload.

@@ -142,7 +142,10 @@ def Zen_UnpackOp : Zen_Op<"unpack", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 // `bucket` names the gradient bucket a collective synchronises; `after_backward`
-// holds it until the whole backward pass is done (the no-overlap baseline).
+// holds it until the whole backward pass is done (the no-overlap baseline);
+// `sync`, on a bucket's first collective, is the planned synchronisation scheme
+// (zen/SyncScheme.h): the op must be the scheme's first step and a compressed
+// payload's method must support it.
 class Zen_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Zen_Op<mnemonic, !listconcat(traits, [Zen_CollectiveOpInterface])> {
   dag collectiveArgs = (ins Zen_ProcessGroupAttr:$group,
@@ -150,7 +153,8 @@ class Zen_CollectiveOp<string mnemonic, list<Trait> traits = []>
                             DefaultValuedAttr<I64Attr, "1">:$chunks,
                             OptionalAttr<Zen_ScheduleAttr>:$schedule,
                             OptionalAttr<I64Attr>:$bucket,
-                            UnitAttr:$after_backward);
+                            UnitAttr:$after_backward,
+                            OptionalAttr<Zen_SyncSchemeAttr>:$sync);
 }
 
 def Zen_AllReduceOp : Zen_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {

@@ -111,6 +111,30 @@ def Decompose : Pass<"zen-decompose", "mlir::ModuleOp"> {
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def ApplySyncPatterns : Pass<"zen-apply-sync-patterns", "mlir::ModuleOp"> {
+  let summary = "Apply the gradient-synchronisation rewrite patterns";
+  let description = [{
+    Runs populateZenSyncPatterns (zen/Passes/Patterns.h) greedily on every
+    bucket's first collective (one carrying `sync`) over a dense payload:
+    `split-all-reduce` turns an all_reduce into a reduce_scatter and a
+    decoupled all_gather, `chunks` sets its pipelined pieces, `compressor`
+    compresses an all_reduce's payload and synchronises it by the method's
+    preferred scheme. Each rewrite is local; the planner's passes decide.
+
+    ```
+    zenopt-opt --zen-apply-sync-patterns="split-all-reduce=true chunks=4" in.mlir
+    ```
+  }];
+  let options = [
+    Option<"splitAllReduce", "split-all-reduce", "bool", "false",
+           "Split dense bucket all-reduces into reduce-scatter + all-gather">,
+    Option<"chunks", "chunks", "int64_t", "0", "Pipelined pieces per bucket collective (0 = keep)">,
+    Option<"compressor", "compressor", "std::string", "\"\"",
+           "Compress bucket all-reduces: fp16, bf16, int8, sign, topk:R, randomk:R, powersgd:K">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 def ScheduleOverlap : Pass<"zen-schedule-overlap", "mlir::ModuleOp"> {
   let summary = "Assign issue order, priority and stream to every collective";
   let description = [{

@@ -15,7 +15,7 @@
 
 #include "zen/CostModel/CostModel.h"
 #include "zen/CostModel/Simulator.h"
-#include "zen/Vocabulary.h"
+#include "zen/SyncScheme.h"
 
 #include <cstdint>
 #include <map>
@@ -84,10 +84,11 @@ struct BucketChoice {
   int begin = 0;           // first gradient (index into Problem::gradients)
   int end = 0;             // one past the last gradient
   cost::CompressionSpec compression;  // method None: dense fp32; carries error feedback
+  /// The collectives that move the payload; the method must support it
+  /// (vocab::supports). ReduceScatterAllGather is DeAR's decomposition: the
+  /// all-gather overlaps the next iteration's forward.
+  vocab::SyncScheme scheme = vocab::SyncScheme::AllReduce;
   int64_t chunks = 1;
-  /// all_reduce split into reduce_scatter (during backward) and a decoupled
-  /// all_gather that overlaps the next iteration's forward (DeAR).
-  bool decomposed = false;
   int stream = 0;          // stream of the all_reduce / reduce_scatter
   int64_t priority = 0;    // lower issues first among ready collectives
   int gatherStream = 0;    // stream of the decoupled all_gather
@@ -97,6 +98,8 @@ struct BucketChoice {
   bool expertReplicas = false;
 
   int size() const { return end - begin; }
+  /// The scheme ends with an all-gather of the reduced shards.
+  bool decomposed() const { return vocab::traitsOf(scheme).gatherAfterReduction; }
 };
 
 struct PlanChoice {
@@ -109,10 +112,7 @@ struct PlanChoice {
   bool fused = true;
 };
 
-/// The collective a bucket's (possibly compressed) payload goes through.
-cost::CollectiveKind mainCollective(const BucketChoice &bucket);
 /// The compression traits (zen/Vocabulary.h) planning decides with.
-using vocab::isAllReducible;
 using vocab::wantsErrorFeedback;
 
 /// Checks that `choice` covers the gradients of `problem` with consecutive,
