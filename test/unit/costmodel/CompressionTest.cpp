@@ -28,7 +28,8 @@ TEST(Compression, WireBytesPerMethod) {
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::BF16), e), 2e6);
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::Int8), e), 1e6 + std::ceil(1e6 / 1024) * 4);
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::TopK, 0.01), e), 8 * 10'000);
-  EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::RandomK, 0.001), e), 8 * 1'000);
+  // Random-k's ranks draw the same indices: only the values travel.
+  EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::RandomK, 0.001), e), 4 * 1'000);
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::Sign), e), 125'000 + 4);
   // 1e6 elements as a 1000 x 1000 matrix, rank 4: 4 * (1000 + 1000) fp32 values.
   EXPECT_EQ(CostModel::wireBytes(spec(CompressionMethod::PowerSGD, 0, 4), e), 4 * 2000 * 4);
