@@ -2,7 +2,7 @@
 #include "zen/Codegen/PlanEmitter.h"
 
 #include "zen/Codegen/PlanSimulation.h"
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 

@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Cluster.h"
 
-#include "zenrt/FileIO.h"
-#include "zenrt/StrictJson.h"
+#include "zen/Support/FileIO.h"
+#include "zen/Support/StrictJson.h"
 
 #include <nlohmann/json.hpp>
 
@@ -373,7 +373,7 @@ const char *toString(Algorithm algorithm) {
 
 Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   json document;
-  zenrt::StrictJsonParse strict([&](const std::string &path, const std::string &what) {
+  zen::StrictJsonParse strict([&](const std::string &path, const std::string &what) {
     SchemaReader(source).fail(path, what);
   });
   try {
@@ -446,8 +446,8 @@ Cluster loadCluster(const std::string &nameOrPath) {
       return parseCluster(preset.text, std::string("preset ") + preset.name);
   std::string text;
   try {
-    text = zenrt::io::readBounded(nameOrPath, kMaxClusterBytes, "cluster file");
-  } catch (const zenrt::io::FileError &error) {
+    text = zen::io::readBounded(nameOrPath, kMaxClusterBytes, "cluster file");
+  } catch (const zen::io::FileError &error) {
     std::string message = error.what();
     if (error.kind == ErrorKind::Unreadable) {
       std::string presets;
@@ -529,8 +529,8 @@ std::string writeCluster(const Cluster &cluster) {
 
 void writeClusterFile(const Cluster &cluster, const std::string &path) {
   try {
-    zenrt::io::writeFile(path, writeCluster(cluster));
-  } catch (const zenrt::io::FileError &error) {
+    zen::io::writeFile(path, writeCluster(cluster));
+  } catch (const zen::io::FileError &error) {
     throw ClusterError(error.kind, error.what());
   }
 }

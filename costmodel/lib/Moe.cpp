@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <stdexcept>
 
 namespace zen::cost {
 namespace {
@@ -54,7 +53,7 @@ std::string checkExpertParallel(const MoeShape &shape, int64_t ep, int64_t dp) {
 
 double busiestExpertRows(const MoeShape &shape, double imbalance) {
   if (!std::isfinite(imbalance) || imbalance < 1)
-    throw std::invalid_argument("the MoE imbalance factor must be finite and at least 1");
+    throw zen::Error(zen::ErrorKind::BadUsage, "the MoE imbalance factor must be finite and at least 1");
   const double mean = double(shape.topK) * double(shape.tokens) / double(shape.experts);
   return std::min(double(shape.capacity()), std::ceil(imbalance * mean));
 }
@@ -80,7 +79,7 @@ double dispatchWireBytes(const MoeShape &shape, DType dtype, CompressionMethod m
   if (method == CompressionMethod::None)
     return dispatchBytes(shape, dtype);
   if (!compressesTokens(method, dtype))
-    throw std::invalid_argument(std::string(toString(method)) +
+    throw zen::Error(zen::ErrorKind::BadInput, std::string(toString(method)) +
                                 " does not compress the dispatched tokens of a " +
                                 toString(dtype) + " model");
   const double rows = double(shape.experts) * double(shape.capacity());
@@ -175,7 +174,7 @@ MoePieces moePhasePieces(const CostModel &model, const MoeShape &shape, int64_t 
     problem = "the pipelining degree " + std::to_string(chunks) + " must divide the " +
               std::to_string(shape.capacity()) + " capacity rows";
   if (!problem.empty())
-    throw std::invalid_argument(problem);
+    throw zen::Error(zen::ErrorKind::BadInput, problem);
   MoePieces pieces;
   pieces.chunks = chunks;
   const int64_t shards = std::max<int64_t>(1, shardGroup.ranks);
@@ -254,9 +253,9 @@ MoePhasesChoice fastestMoePhases(const CostModel &model, const MoeShape &shape, 
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
                           int zero, double microBatchesInFlight, const TrainingSetup &setup) {
   if (std::string problem = checkExpertParallel(shape, ep, dp); !problem.empty())
-    throw std::invalid_argument(problem);
+    throw zen::Error(zen::ErrorKind::BadInput, problem);
   if (moeLayers < 0 || zero < 0 || zero > 3 || !(microBatchesInFlight >= 1))
-    throw std::invalid_argument("MoE memory needs layers >= 0, a ZeRO stage "
+    throw zen::Error(zen::ErrorKind::BadInput, "MoE memory needs layers >= 0, a ZeRO stage "
                                 "0-3 and at least one micro-batch in flight");
   const BytesPerParameter perParam = bytesPerParameter(setup);
   const double params = double(moeLayers) * double(shape.experts / ep) * shape.expertParams();

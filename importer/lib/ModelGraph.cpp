@@ -7,7 +7,7 @@
 #include "OnnxLoader.h"
 
 #include "onnx/defs/schema.h"
-#include "zenrt/FileIO.h"
+#include "zen/Support/FileIO.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -1059,8 +1059,8 @@ ModelGraph importModel(const std::string &path, const ImportOptions &options) {
   constexpr uint64_t kMaxModelBytes = uint64_t(std::numeric_limits<int>::max());
   std::string bytes;
   try {
-    bytes = zenrt::io::readBounded(path, kMaxModelBytes, "model file");
-  } catch (const zenrt::io::FileError &error) {
+    bytes = zen::io::readBounded(path, kMaxModelBytes, "model file");
+  } catch (const zen::io::FileError &error) {
     throw ImportError(error.kind, error.what());
   }
   return importModelFromBytes(bytes, path, options);

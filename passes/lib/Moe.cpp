@@ -1,7 +1,7 @@
 //===- Moe.cpp - the MoE layers of imported IR ----------------------------===//
 #include "zen/Passes/Moe.h"
 
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 #include "zen/Planner/Planning.h"
 
 #include "llvm/ADT/StringSet.h"

@@ -3,7 +3,7 @@
 #define ZEN_PASSES_LIB_PASSSUPPORT_H
 
 #include "zen/Passes/BucketRewrites.h"
-#include "zen/Passes/CostModelAnalysis.h"
+#include "zen/Analysis/CostModelAnalysis.h"
 
 #include <optional>
 

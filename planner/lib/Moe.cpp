@@ -474,15 +474,15 @@ std::string memoryText(const MoeEvaluation &eval, const MoeRequest &request) {
 MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,
                 const MoeRequest &request) {
   if (layers.empty())
-    throw std::invalid_argument("the model has no MoE layers");
+    throw zen::Error(zen::ErrorKind::BadInput, "the model has no MoE layers");
   if (!std::isfinite(request.imbalance) || request.imbalance < 1)
-    throw std::invalid_argument("the MoE imbalance factor must be finite and at least 1");
+    throw zen::Error(zen::ErrorKind::BadUsage, "the MoE imbalance factor must be finite and at least 1");
   if (request.ep) {
     if (std::string problem = checkMoeParallel(layers, *request.ep, request); !problem.empty())
-      throw std::invalid_argument(problem);
+      throw zen::Error(zen::ErrorKind::BadInput, problem);
     const MoeEvaluation memoryOnly = memoryAt(layers, *request.ep, request);
     if (!moeModelMemory(memoryOnly, request).fits())
-      throw std::invalid_argument(memoryText(memoryOnly, request));
+      throw zen::Error(zen::ErrorKind::BadInput, memoryText(memoryOnly, request));
     MoePlan plan{evaluateMoe(layers, *request.ep, model, request), {}, {}};
     plan.searched[*request.ep] = plan.chosen.extraUs(plan.chosen.best);
     return plan;
@@ -529,10 +529,10 @@ MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &mode
       plan = MoePlan{std::move(eval), {}, {}};
   }
   if (!plan && leastMemory)
-    throw std::invalid_argument("no expert-parallel degree fits in memory; the smallest: " +
+    throw zen::Error(zen::ErrorKind::BadInput, "no expert-parallel degree fits in memory; the smallest: " +
                                 memoryText(*leastMemory, request));
   if (!plan) // ep 1 fits every dp group: only a malformed layer gets here
-    throw std::invalid_argument(checkMoeParallel(layers, 1, request));
+    throw zen::Error(zen::ErrorKind::BadInput, checkMoeParallel(layers, 1, request));
   plan->searched = std::move(searched);
   plan->notFitting = std::move(notFitting);
   return *plan;

@@ -1,8 +1,8 @@
 //===- Plan.cpp - Plan file parsing, validation and canonical writing -----===//
 #include "zenrt/Plan.h"
 
-#include "zenrt/FileIO.h"
-#include "zenrt/StrictJson.h"
+#include "zen/Support/FileIO.h"
+#include "zen/Support/StrictJson.h"
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +13,9 @@
 namespace zenrt {
 namespace {
 
+namespace io = zen::io;
+using zen::escapeJsonPointerToken;
+using zen::StrictJsonParse;
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 

@@ -3,7 +3,7 @@
 // Where the recognition cannot read a transformer's attention heads from the
 // shapes that split its projections, the user gives them: `zenopt MODEL` and
 // `zenopt inspect` take --heads and --kv-heads and hand them to the recognition
-// as the module attributes zen.heads and zen.kv_heads (passes/lib/Transformer.cpp).
+// as the module attributes zen.heads and zen.kv_heads (passes/lib/Analysis/Transformer.cpp).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_TOOLS_ZENOPT_HEADOVERRIDES_H

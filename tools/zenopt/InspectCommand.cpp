@@ -12,7 +12,7 @@
 #include "zen/Codegen/Report.h"
 #include "zen/Importer/ModelGraph.h"
 #include "zen/Importer/ZenImporter.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"

@@ -16,13 +16,13 @@
 #include "zen/CostModel/Cluster.h"
 #include "zen/Dialect/ZenDialect.h"
 #include "zen/Importer/ZenImporter.h"
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 #include "zen/Passes/Moe.h"
 #include "zen/Passes/Passes.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 #include "zen/Planner/ParallelSearch.h"
 #include "zen/Planner/Planning.h"
-#include "zenrt/FileIO.h"
+#include "zen/Support/FileIO.h"
 
 #include <fmt/format.h>
 
@@ -224,7 +224,7 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
            const codegen::SummaryContext &context) {
   // All outputs or none: one that cannot be written leaves no other behind.
   try {
-    zenrt::io::OutputFiles outputs;
+    zen::io::OutputFiles outputs;
     if (!options.output.empty())
       outputs.add(options.output, zenrt::writePlan(plan));
     if (!options.trace.empty())
@@ -232,7 +232,7 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
     if (!options.timelineSvg.empty())
       outputs.add(options.timelineSvg, codegen::timelineSvg(plan));
     outputs.commit();
-  } catch (const zenrt::io::FileError &error) {
+  } catch (const zen::io::FileError &error) {
     throw CommandError(exitCodeOf(error.kind), error.what());
   } catch (const zenrt::PlanError &error) {
     throw CommandError(exitCodeOf(error.kind), error.what());
@@ -474,7 +474,9 @@ std::vector<plan::MoeLayer> checkMoeOptions(const PlanOptions &options, mlir::Mo
     if (mlir::failed(request))
       throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
     plan::planMoe(shapes, model, *request);
-  } catch (const std::invalid_argument &problem) {
+  } catch (const zen::Error &problem) {
+    if (problem.kind != zen::ErrorKind::BadInput)
+      throw;
     if (!ep) {
       notFitting = problem.what();
       return shapes;

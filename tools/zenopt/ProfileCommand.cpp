@@ -10,7 +10,7 @@
 #include "Command.h"
 
 #include "zen/CostModel/Profiler.h"
-#include "zenrt/FileIO.h"
+#include "zen/Support/FileIO.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -65,9 +65,9 @@ private:
 /// output is written aside and discarded, as the real write will do and then commit.
 std::string checkWritable(const std::string &path) {
   try {
-    zenrt::io::OutputFiles probe;
+    zen::io::OutputFiles probe;
     probe.add(path, "");
-  } catch (const zenrt::io::FileError &error) {
+  } catch (const zen::io::FileError &error) {
     return error.what();
   }
   return "";

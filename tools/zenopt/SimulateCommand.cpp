@@ -10,7 +10,7 @@
 #include "zen/Codegen/PlanSimulation.h"
 #include "zen/Codegen/Report.h"
 #include "zen/CostModel/Cluster.h"
-#include "zenrt/FileIO.h"
+#include "zen/Support/FileIO.h"
 
 #include <iostream>
 
@@ -42,7 +42,7 @@ int runSimulate(const SimulateOptions &options) {
     cost::CostModel model(std::move(cluster));
     codegen::simulatePlan(plan, model);
     // All outputs or none: one that cannot be written leaves no other behind.
-    zenrt::io::OutputFiles outputs;
+    zen::io::OutputFiles outputs;
     if (!options.tracePath.empty())
       outputs.add(options.tracePath, codegen::chromeTrace(plan));
     if (!options.svgPath.empty())
@@ -61,7 +61,7 @@ int runSimulate(const SimulateOptions &options) {
     return reportError(message, exitCodeOf(error.kind));
   } catch (const cost::ClusterError &error) {
     return reportError(error.what(), exitCodeOf(error.kind));
-  } catch (const zenrt::io::FileError &error) {
+  } catch (const zen::io::FileError &error) {
     return reportError(error.what(), exitCodeOf(error.kind));
   }
 }

@@ -172,9 +172,9 @@ int run(const Options &o, int rank, int size) {
       try {
         std::printf("predicted flat r=%lld on %s: %.1f us\n", static_cast<long long>(chunks),
                     o.predictOn.c_str(), predictedUs(o, size, chunks));
-      } catch (const std::invalid_argument &error) {
+      } catch (const zen::Error &error) {
         std::fprintf(stderr, "zenrt-moe-check: error: --predict-on: %s\n", error.what());
-        return zen::cli::ExitUsage;
+        return zen::cli::ExitUsage; // the layer comes from this tool's flags
       }
     }
   return 0;

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "zen/Passes/Passes.h"
 #include "zen/Passes/Patterns.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"

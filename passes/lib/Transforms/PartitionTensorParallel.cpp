@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "../Partitioning.h"
 #include "zen/Passes/Passes.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"

@@ -60,7 +60,7 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
     plan::MoePlan planned;
     try {
       planned = plan::planMoe(shapes, *state->model, *request);
-    } catch (const std::invalid_argument &problem) {
+    } catch (const zen::Error &problem) {
       module.emitError("zen-plan-moe: ") << problem.what();
       return signalPassFailure();
     }

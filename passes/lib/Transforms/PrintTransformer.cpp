@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zen/Passes/Passes.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "llvm/ADT/StringExtras.h"
 

@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "../Partitioning.h"
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 #include "zen/Passes/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -70,10 +70,10 @@ TEST(Moe, BusiestExpertGetsImbalanceTimesTheMeanLoadUpToItsCapacity) {
   EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 1.0), 256);
   EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 1.2), 308); // ceil(307.2)
   EXPECT_DOUBLE_EQ(busiestExpertRows(shape, 2.0), 320); // the rest is dropped
-  EXPECT_THROW(busiestExpertRows(shape, 0.5), std::invalid_argument);
-  EXPECT_THROW(busiestExpertRows(shape, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(busiestExpertRows(shape, 0.5), zen::Error);
+  EXPECT_THROW(busiestExpertRows(shape, std::nan("")), zen::Error);
   EXPECT_THROW(busiestExpertRows(shape, std::numeric_limits<double>::infinity()),
-               std::invalid_argument);
+               zen::Error);
 }
 
 TEST(Moe, DispatchBuffersAreCapacityPadded) {
@@ -247,9 +247,9 @@ TEST(Moe, ExpertMemoryUnderExpertParallelismAndZero) {
                                             inFlight.activationsBytes + inFlight.buffersBytes);
   EXPECT_DOUBLE_EQ(total.weightsBytes, 1e9 + inFlight.weightsBytes);
 
-  EXPECT_THROW(moeMemoryPerGpu(shape, layers, 3, dp, 0, 1, bf16Adam()), std::invalid_argument);
-  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 4, 1, bf16Adam()), std::invalid_argument);
-  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 0, 0.5, bf16Adam()), std::invalid_argument);
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, 3, dp, 0, 1, bf16Adam()), zen::Error);
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 4, 1, bf16Adam()), zen::Error);
+  EXPECT_THROW(moeMemoryPerGpu(shape, layers, ep, dp, 0, 0.5, bf16Adam()), zen::Error);
   EXPECT_DOUBLE_EQ(moeMemoryPerGpu(shape, 0, ep, dp, 0, 1, bf16Adam()).buffersBytes, 0);
 }
 
@@ -307,13 +307,13 @@ TEST(Moe, PhasePipelinesPiecesOfExpertsAndAllToAlls) {
       expertForwardUs(model, shape, 256, 8, DType::BF16));
   EXPECT_THROW(moePhaseUs(model, shape, 8, dp, 0, AllToAllAlgorithm::Flat, false, 1.0,
                           DType::BF16),
-               std::invalid_argument);
+               zen::Error);
   EXPECT_THROW(moePhaseUs(model, shape, 8, dp, 3, AllToAllAlgorithm::Flat, false, 1.0,
                           DType::BF16),
-               std::invalid_argument); // 3 does not divide the 320 capacity rows
+               zen::Error); // 3 does not divide the 320 capacity rows
   EXPECT_THROW(moePhaseUs(model, shape, 3, dp, 1, AllToAllAlgorithm::Flat, false, 1.0,
                           DType::BF16),
-               std::invalid_argument);
+               zen::Error);
 }
 
 // Token compression (ScheMoE): only casts narrower than the activations shrink
@@ -337,7 +337,7 @@ TEST(Moe, TokenCompressionShrinksOnlyWiderActivations) {
   EXPECT_DOUBLE_EQ(dispatchWireBytes(shape, DType::F32, CompressionMethod::FP16),
                    dispatchBytes(shape, DType::F32) / 2);
   EXPECT_THROW(dispatchWireBytes(shape, DType::BF16, CompressionMethod::FP16),
-               std::invalid_argument);
+               zen::Error);
 }
 
 // A compressed piece moves fewer bytes and its compute stage encodes and
@@ -370,5 +370,5 @@ TEST(Moe, CompressedPhaseTradesKernelsForBytes) {
   EXPECT_GT(phase(8, CompressionMethod::Int8), phase(8, CompressionMethod::None));
   // Without an all-to-all there is nothing to compress.
   EXPECT_DOUBLE_EQ(phase(1, CompressionMethod::Int8), phase(1, CompressionMethod::None));
-  EXPECT_THROW(phase(64, CompressionMethod::FP16), std::invalid_argument);
+  EXPECT_THROW(phase(64, CompressionMethod::FP16), zen::Error);
 }

@@ -1,6 +1,6 @@
 //===- IRPlanTest.cpp - problem extraction: mixed-precision compute pricing -===//
 #include "zen/Passes/BucketRewrites.h"
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Passes/BucketRewrites.h"
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"

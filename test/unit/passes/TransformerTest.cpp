@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "zen/Importer/ModelGraph.h"
 #include "zen/Importer/ZenImporter.h"
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -355,8 +355,9 @@ TEST(MoePlanning, ForcedDegreeMustDivideExpertsAndDataParallelGroupAndBePlaceabl
   try {
     planMoe(layers, model, request);
     FAIL() << "ep 3 accepted";
-  } catch (const std::invalid_argument &error) {
+  } catch (const zen::Error &error) {
     EXPECT_STREQ(error.what(), "blocks.1.moe: ep 3 does not divide the 64 experts");
+    EXPECT_EQ(error.kind, zen::ErrorKind::BadInput);
   }
   request.ep = 4;
   request.dp = cost::Group{12, 2}; // 6 ranks per node: 4 neither divides nor fills them
@@ -366,8 +367,13 @@ TEST(MoePlanning, ForcedDegreeMustDivideExpertsAndDataParallelGroupAndBePlaceabl
   request.ep = 16;
   EXPECT_EQ(planMoe(layers, model, request).chosen.ep, 16);
   request.imbalance = 0.5;
-  EXPECT_THROW(planMoe(layers, model, request), std::invalid_argument);
-  EXPECT_THROW(planMoe({}, model, requestOn(model)), std::invalid_argument);
+  try {
+    planMoe(layers, model, request);
+    FAIL() << "imbalance 0.5 accepted";
+  } catch (const zen::Error &error) {
+    EXPECT_EQ(error.kind, zen::ErrorKind::BadUsage);
+  }
+  EXPECT_THROW(planMoe({}, model, requestOn(model)), zen::Error);
 }
 
 TEST(MoePlanning, ImbalanceSlowsTheExperts) {
@@ -461,7 +467,7 @@ TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
   try {
     planMoe(layers, model, request);
     FAIL() << "ep 1 does not fit";
-  } catch (const std::invalid_argument &error) {
+  } catch (const zen::Error &error) {
     EXPECT_NE(std::string(error.what()).find("ep 1 needs"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("of 80.0 GB"), std::string::npos) << error.what();
   }
@@ -471,7 +477,7 @@ TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
   try {
     planMoe(layers, model, request);
     FAIL() << "nothing fits";
-  } catch (const std::invalid_argument &error) {
+  } catch (const zen::Error &error) {
     EXPECT_NE(std::string(error.what()).find("no expert-parallel degree fits in memory"),
               std::string::npos)
         << error.what();

@@ -13,6 +13,7 @@
 
 #include "zen/CostModel/MoeShape.h"
 #include "zen/CostModel/Transformer.h"
+#include "zen/Errors.h"
 
 #include <cstdint>
 #include <string>
@@ -28,7 +29,7 @@ std::string checkExpertParallel(const MoeShape &shape, int64_t ep, int64_t dp);
 /// times the mean load topK x tokens / experts, at most its capacity (tokens
 /// past it are dropped). The experts compute the rows they get (Tutel's
 /// adaptive capacity, MegaBlocks), so the busiest one sets the layer's time.
-/// Throws std::invalid_argument unless imbalance is finite and at least 1.
+/// Throws zen::Error (BadUsage) unless imbalance is finite and at least 1.
 double busiestExpertRows(const MoeShape &shape, double imbalance);
 
 /// Bytes one rank sends in one all-to-all of a layer: a capacity-padded buffer
@@ -110,7 +111,7 @@ std::vector<int64_t> moeDegrees(const MoeShape &shape);
 /// `tokens` compression each all-to-all moves dispatchWireBytes / chunks, and
 /// the compute stage also encodes what a piece sends and decodes what it
 /// receives, in dispatch and in combine (CostModel::compression's kernels over
-/// the activations' width). Throws std::invalid_argument when the degree does
+/// the activations' width). Throws zen::Error (BadInput) when the degree does
 /// not divide the capacity (libzenrt's pieces are equal), `tokens` compresses
 /// nothing at `dtype`, or checkExpertParallel, checkExpertPlacement or
 /// busiestExpertRows fails.
@@ -168,7 +169,7 @@ struct MoeMemory {
 /// experts x capacity rows a rank receives, the dispatched input, the first
 /// GEMM's output, the activation's output and the experts' output. Buffers: a
 /// send and a receive buffer of dispatchBytes (combine reuses them).
-/// Throws std::invalid_argument when checkExpertParallel fails, a count is
+/// Throws zen::Error (BadInput) when checkExpertParallel fails, a count is
 /// negative, zero is outside 0-3 or fewer than one micro-batch is in flight.
 MoeMemory moeMemoryPerGpu(const MoeShape &shape, int64_t moeLayers, int64_t ep, int64_t dp,
                           int zero, double microBatchesInFlight, const TrainingSetup &setup);

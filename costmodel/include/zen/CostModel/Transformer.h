@@ -36,7 +36,7 @@ struct MoeBlocks {
 };
 
 /// A stack of transformer blocks between an embedding and a head, as
-/// the recognition in passes/lib/Transformer.cpp reads it from imported IR.
+/// the recognition in passes/lib/Analysis/Transformer.cpp reads it from imported IR.
 /// Parameter counts are exact (summed from the IR's parameters), the shape
 /// fields drive the per-layer FLOP, activation and collective formulas. The
 /// dense blocks are alike; with `moe`, its blocks are alike too.

@@ -12,7 +12,7 @@
 #ifndef ZEN_PASSES_BUCKETREWRITES_H
 #define ZEN_PASSES_BUCKETREWRITES_H
 
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 
 namespace zen::plan {
 

@@ -192,7 +192,7 @@ def PrintTimeline : Pass<"zen-print-timeline", "mlir::ModuleOp"> {
 def PrintTransformer : Pass<"zen-print-transformer", "mlir::ModuleOp"> {
   let summary = "Report the transformer recognised in the IR as a remark";
   let description = [{
-    Runs the structural recognition (passes/lib/Transformer.cpp) and emits a
+    Runs the structural recognition (passes/lib/Analysis/Transformer.cpp) and emits a
     remark on the module: family, layers, hidden, heads (and whether read
     from the head-split Reshape or taken as hidden / 64), ffn, seq, vocab,
     batch, the parameters per block, of the embedding and of the head, and

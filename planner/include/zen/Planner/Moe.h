@@ -117,7 +117,7 @@ struct MoeStrategy {
 /// gradient sync's first stream ahead of its waiting collectives (Serial).
 /// Names: "moe.<layer>.{fwd,bwd}.{dispatch,experts,combine}<piece>".
 /// Throws std::logic_error when the sites do not parallel the layers or name
-/// no segment, std::invalid_argument as cost::moePhasePieces.
+/// no segment, zen::Error as cost::moePhasePieces.
 std::vector<cost::SimTask> moeScheduleTasks(const GradientSync &sync,
                                             const std::vector<MoeLayer> &layers,
                                             const std::vector<MoeLayerTime> &choices, int64_t ep,
@@ -199,7 +199,7 @@ MoeEvaluation evaluateMoe(const std::vector<MoeLayer> &layers, int64_t ep,
 
 /// The forced ep, or the one with the least extraUs among the divisors of the
 /// experts that checkMoeParallel accepts and whose moeModelMemory fits (the
-/// smaller on ties). Throws std::invalid_argument naming the reason for no
+/// smaller on ties). Throws zen::Error naming the reason for no
 /// layers, a bad imbalance, a forced ep that checkMoeParallel refuses or that
 /// does not fit, or no ep fitting.
 MoePlan planMoe(const std::vector<MoeLayer> &layers, const cost::CostModel &model,

@@ -7,8 +7,8 @@
 // ops of bucket N carry `bucket = N`. BucketRewrites.h edits that IR.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZEN_PASSES_IRPLAN_H
-#define ZEN_PASSES_IRPLAN_H
+#ifndef ZEN_ANALYSIS_IRPLAN_H
+#define ZEN_ANALYSIS_IRPLAN_H
 
 #include "zen/Dialect/ZenDialect.h"
 #include "zen/Planner/Planning.h"
@@ -81,4 +81,4 @@ mlir::FailureOr<std::optional<PlanChoice>> readPlan(const TrainingFunction &trai
 
 } // namespace zen::plan
 
-#endif // ZEN_PASSES_IRPLAN_H
+#endif // ZEN_ANALYSIS_IRPLAN_H

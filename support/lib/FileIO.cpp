@@ -1,5 +1,5 @@
 //===- FileIO.cpp - Bounded input reads and all-or-nothing outputs --------===//
-#include "zenrt/FileIO.h"
+#include "zen/Support/FileIO.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace zenrt::io {
+namespace zen::io {
 namespace {
 
 using zen::ErrorKind;
@@ -210,4 +210,4 @@ void writeFile(const std::string &path, const std::string &contents) {
   outputs.commit();
 }
 
-} // namespace zenrt::io
+} // namespace zen::io

@@ -6,8 +6,8 @@
 // module: loaded once, kept across passes while both attributes stay the same.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZEN_PASSES_COSTMODELANALYSIS_H
-#define ZEN_PASSES_COSTMODELANALYSIS_H
+#ifndef ZEN_ANALYSIS_COSTMODELANALYSIS_H
+#define ZEN_ANALYSIS_COSTMODELANALYSIS_H
 
 #include "zen/CostModel/CostModel.h"
 
@@ -49,4 +49,4 @@ private:
 
 } // namespace zen
 
-#endif // ZEN_PASSES_COSTMODELANALYSIS_H
+#endif // ZEN_ANALYSIS_COSTMODELANALYSIS_H

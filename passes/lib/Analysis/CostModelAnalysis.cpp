@@ -1,5 +1,5 @@
 //===- CostModelAnalysis.cpp - the cost model as a cached analysis --------===//
-#include "zen/Passes/CostModelAnalysis.h"
+#include "zen/Analysis/CostModelAnalysis.h"
 
 #include "zen/Dialect/ZenDialect.h"
 

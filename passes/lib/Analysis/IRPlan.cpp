@@ -1,5 +1,5 @@
-//===- IRPlan.cpp - problem extraction, plan reading and materialisation ---===//
-#include "zen/Passes/IRPlan.h"
+//===- IRPlan.cpp - problem extraction and plan reading (never rewrites) ===//
+#include "zen/Analysis/IRPlan.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"

@@ -1,4 +1,4 @@
-//===- zenrt/StrictJson.h - JSON input: duplicate keys, nesting limit -----===//
+//===- zen/Support/StrictJson.h - JSON input: duplicate keys, nesting limit ===//
 //
 // The plan file and the cluster description are parsed with nlohmann::json through
 // this callback, so both reject a duplicate key and nesting deeper than
@@ -6,8 +6,8 @@
 // costmodel/README.md) with the JSON pointer of the offending value.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZENRT_STRICTJSON_H
-#define ZENRT_STRICTJSON_H
+#ifndef ZEN_SUPPORT_STRICTJSON_H
+#define ZEN_SUPPORT_STRICTJSON_H
 
 #include <nlohmann/json.hpp>
 
@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace zenrt {
+namespace zen {
 
 /// Deeper than any file of ours (plans and clusters nest 6 levels) and shallow enough that
 /// a hostile file costs little.
@@ -114,6 +114,6 @@ private:
   std::vector<Frame> frames;
 };
 
-}  // namespace zenrt
+}  // namespace zen
 
-#endif  // ZENRT_STRICTJSON_H
+#endif  // ZEN_SUPPORT_STRICTJSON_H

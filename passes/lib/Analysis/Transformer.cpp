@@ -1,7 +1,7 @@
 //===- Transformer.cpp - recognising transformer blocks in imported IR ----===//
-#include "zen/Passes/Transformer.h"
+#include "zen/Analysis/Transformer.h"
 
-#include "zen/Passes/IRPlan.h"
+#include "zen/Analysis/IRPlan.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"

@@ -14,8 +14,8 @@
 // override them. docs/design.md "Partitioning passes" describes the rules.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZEN_PASSES_TRANSFORMER_H
-#define ZEN_PASSES_TRANSFORMER_H
+#ifndef ZEN_ANALYSIS_TRANSFORMER_H
+#define ZEN_ANALYSIS_TRANSFORMER_H
 
 #include "zen/CostModel/Transformer.h"
 #include "zen/Dialect/ZenDialect.h"
@@ -88,4 +88,4 @@ std::optional<cost::TransformerShape> recognizeTransformer(mlir::ModuleOp module
 
 } // namespace zen
 
-#endif // ZEN_PASSES_TRANSFORMER_H
+#endif // ZEN_ANALYSIS_TRANSFORMER_H

@@ -1,15 +1,16 @@
-//===- zenrt/FileIO.h - Bounded input reads and all-or-nothing outputs ----===//
+//===- zen/Support/FileIO.h - Bounded input reads, all-or-nothing outputs -===//
 //
 // Every file zenopt reads or writes goes through here, so that the exit-code
 // contract of docs/design.md holds for each of them alike: an input larger than its
 // limit is bad data (65) found before it is read into memory, a missing,
 // unreadable or directory input is 66, and the outputs of one run appear
-// together or not at all (73 when one cannot be written). Free of LLVM/MLIR and
-// of MPI, so the runtime, the cost model and the importer all share it.
+// together or not at all (73 when one cannot be written). Part of the ground-floor
+// support library (support/): free of LLVM/MLIR and of MPI, so the runtime, the cost
+// model and the importer share it without any of them depending on another.
 //
 //===----------------------------------------------------------------------===//
-#ifndef ZENRT_FILEIO_H
-#define ZENRT_FILEIO_H
+#ifndef ZEN_SUPPORT_FILEIO_H
+#define ZEN_SUPPORT_FILEIO_H
 
 #include "zen/Errors.h"
 
@@ -18,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace zenrt::io {
+namespace zen::io {
 
 /// A file that cannot be read (Unreadable), is too large (BadInput) or cannot
 /// be written (Unwritable); the message names the file.
@@ -68,6 +69,6 @@ private:
 /// Writes one file as an OutputFiles of one entry. Throws FileError(Unwritable).
 void writeFile(const std::string &path, const std::string &contents);
 
-} // namespace zenrt::io
+} // namespace zen::io
 
-#endif // ZENRT_FILEIO_H
+#endif // ZEN_SUPPORT_FILEIO_H
