@@ -39,6 +39,35 @@ constexpr uint64_t kMaxClusterBytes = uint64_t(16) << 20;
 // The plan format's largest world size: every product of ranks stays far inside int64.
 constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 
+/// A physical quantity's accepted range (costmodel/README.md "Physical ranges"):
+/// wide enough for any real device, narrow enough that every time the cost
+/// model predicts stays finite: 2^62 bytes over the slowest link at the lowest
+/// efficiency, or 2^61 FLOPs on the slowest GPU, take less than 1e24 us.
+/// `low` 0: any positive value.
+struct PhysicalRange {
+  double low, high;
+  const char *unit;
+};
+// 1 GFLOP/s (below one CPU core) to 100 PFLOP/s (20x a B200's dense fp8 peak).
+constexpr PhysicalRange kPeakRange{1e-3, 1e5, "TFLOP/s"};
+// 1 KB/s (a 9600-baud modem; `zenopt profile` measured MPI on two busy cores at
+// 0.4 MB/s) to 100 TB/s (12x HBM3e, 55x NVLink 5).
+constexpr PhysicalRange kBandwidthRange{1e-6, 1e5, "GB/s"};
+// Below 1% of a peak, nothing runs at the rated speed the field scales.
+constexpr PhysicalRange kEfficiencyRange{0.01, 1, ""};
+// One second per hop: ten times a transcontinental round trip.
+constexpr PhysicalRange kLatencyRange{0, 1e6, "us"};
+// 1 PB of device memory.
+constexpr PhysicalRange kMemoryRange{0, 1e6, "GB"};
+// Compute under a collective: published 1.1-1.4x (README "Overlap slowdown"), cpu-local 2.
+constexpr PhysicalRange kSlowdownRange{1, 10, ""};
+// A profiled fit's start-up (alpha) at most the latency bound; its per-byte
+// time (beta) at most the slowest bandwidth's, 1000 us per byte.
+constexpr PhysicalRange kAlphaRange{0, 1e6, "us"};
+constexpr PhysicalRange kBetaRange{0, 1e3, "us per byte"};
+// Streaming multiprocessors: B200 148, MI300X 304 compute units.
+constexpr int64_t kMaxSms = 100000;
+
 const char *const kIntraKinds[] = {"nvlink", "pcie", "shm"};
 const char *const kInterKinds[] = {"infiniband", "ethernet"};
 
@@ -98,11 +127,23 @@ public:
     return value.get<double>();
   }
 
-  double fraction(const json &value, const std::string &path) const {
+  /// An achievable fraction of a peak: in (0, 1], and not below kEfficiencyRange.
+  double efficiency(const json &value, const std::string &path) const {
     double number = positive(value, path);
     if (number > 1)
       fail(path, "must be in (0, 1]");
-    return number;
+    return inRange(number, path, kEfficiencyRange);
+  }
+
+  /// A positive number within `range`.
+  double within(const json &value, const std::string &path, const PhysicalRange &range) const {
+    return inRange(positive(value, path), path, range);
+  }
+
+  /// A non-negative number within `range`.
+  double nonNegativeWithin(const json &value, const std::string &path, const PhysicalRange &range) const {
+    double number = nonNegative(value, path);
+    return number == 0 ? 0 : inRange(number, path, range);
   }
 
   int64_t positiveInteger(const json &value, const std::string &path) const {
@@ -130,6 +171,19 @@ public:
   }
 
 private:
+  double inRange(double number, const std::string &path, const PhysicalRange &range) const {
+    if (number >= range.low && number <= range.high)
+      return number;
+    const std::string unit = *range.unit ? std::string(" ") + range.unit : "";
+    std::ostringstream text;
+    if (range.low > 0)
+      text << "must be from " << range.low << " to " << range.high << unit;
+    else
+      text << "must be at most " << range.high << unit;
+    text << " (got " << number << "; costmodel/README.md \"Physical ranges\")";
+    fail(path, text.str());
+  }
+
   std::string source_;
 };
 
@@ -201,27 +255,30 @@ GpuSpec readGpu(const SchemaReader &reader, const json &value, const std::string
   reader.object(peak, peakPath, {"fp32", "tf32", "fp16", "bf16", "int8"});
   reader.required(peak, peakPath, "fp32");
   for (auto it = peak.begin(); it != peak.end(); ++it)
-    gpu.peakTflops[*parseDType(it.key())] = reader.positive(*it, peakPath + "/" + it.key());
-  gpu.hbmBandwidthGBps =
-      reader.positive(reader.required(value, path, "hbm_bandwidth_gbps"), path + "/hbm_bandwidth_gbps");
+    gpu.peakTflops[*parseDType(it.key())] = reader.within(*it, peakPath + "/" + it.key(), kPeakRange);
+  gpu.hbmBandwidthGBps = reader.within(reader.required(value, path, "hbm_bandwidth_gbps"),
+                                       path + "/hbm_bandwidth_gbps", kBandwidthRange);
   if (const json *memory = reader.optional(value, "memory_gb"))
-    gpu.memoryGB = reader.positive(*memory, path + "/memory_gb");
-  if (const json *sms = reader.optional(value, "sms"))
+    gpu.memoryGB = reader.within(*memory, path + "/memory_gb", kMemoryRange);
+  if (const json *sms = reader.optional(value, "sms")) {
     gpu.sms = reader.positiveInteger(*sms, path + "/sms");
+    if (gpu.sms > kMaxSms)
+      reader.fail(path + "/sms", "must be at most " + std::to_string(kMaxSms));
+  }
   if (const json *efficiencies = reader.optional(value, "efficiencies")) {
     const std::string effPath = path + "/efficiencies";
     reader.object(*efficiencies, effPath, {"compute", "gemm", "memory"});
     if (const json *compute = reader.optional(*efficiencies, "compute"))
-      gpu.computeEfficiency = reader.fraction(*compute, effPath + "/compute");
+      gpu.computeEfficiency = reader.efficiency(*compute, effPath + "/compute");
     if (const json *gemm = reader.optional(*efficiencies, "gemm"))
-      gpu.gemmEfficiency = reader.fraction(*gemm, effPath + "/gemm");
+      gpu.gemmEfficiency = reader.efficiency(*gemm, effPath + "/gemm");
     if (const json *memory = reader.optional(*efficiencies, "memory"))
-      gpu.memoryEfficiency = reader.fraction(*memory, effPath + "/memory");
+      gpu.memoryEfficiency = reader.efficiency(*memory, effPath + "/memory");
   }
   if (const json *pcie = reader.optional(value, "pcie_bandwidth_gbps"))
-    gpu.pcieBandwidthGBps = reader.positive(*pcie, path + "/pcie_bandwidth_gbps");
+    gpu.pcieBandwidthGBps = reader.within(*pcie, path + "/pcie_bandwidth_gbps", kBandwidthRange);
   if (const json *cpu = reader.optional(value, "cpu_compress_gbps"))
-    gpu.cpuCompressGBps = reader.positive(*cpu, path + "/cpu_compress_gbps");
+    gpu.cpuCompressGBps = reader.within(*cpu, path + "/cpu_compress_gbps", kBandwidthRange);
   return gpu;
 }
 
@@ -238,11 +295,12 @@ LinkSpec readLink(const SchemaReader &reader, const json &value, const std::stri
   if (withNics)
     *nicsPerNode = reader.positiveInteger(reader.required(value, path, "nics_per_node"),
                                           path + "/nics_per_node");
-  link.bandwidthGBps =
-      reader.positive(reader.required(value, path, "bandwidth_gbps"), path + "/bandwidth_gbps");
-  link.latencyUs = reader.positive(reader.required(value, path, "latency_us"), path + "/latency_us");
+  link.bandwidthGBps = reader.within(reader.required(value, path, "bandwidth_gbps"),
+                                     path + "/bandwidth_gbps", kBandwidthRange);
+  link.latencyUs =
+      reader.within(reader.required(value, path, "latency_us"), path + "/latency_us", kLatencyRange);
   if (const json *efficiency = reader.optional(value, "efficiency"))
-    link.efficiency = reader.fraction(*efficiency, path + "/efficiency");
+    link.efficiency = reader.efficiency(*efficiency, path + "/efficiency");
   return link;
 }
 
@@ -286,9 +344,10 @@ void readProfiled(const SchemaReader &reader, const json &value, const std::stri
       if (fit.maxBytes < fit.minBytes)
         reader.fail(at + "/max_bytes", "must not be less than min_bytes");
       // A least-squares fit may legitimately put either term at zero.
-      fit.alphaUs = reader.nonNegative(reader.required(entry, at, "alpha_us"), at + "/alpha_us");
-      fit.betaUsPerByte = reader.nonNegative(reader.required(entry, at, "beta_us_per_byte"),
-                                             at + "/beta_us_per_byte");
+      fit.alphaUs =
+          reader.nonNegativeWithin(reader.required(entry, at, "alpha_us"), at + "/alpha_us", kAlphaRange);
+      fit.betaUsPerByte = reader.nonNegativeWithin(reader.required(entry, at, "beta_us_per_byte"),
+                                                   at + "/beta_us_per_byte", kBetaRange);
       if (fit.alphaUs == 0 && fit.betaUsPerByte == 0)
         reader.fail(at, "alpha_us and beta_us_per_byte cannot both be zero");
       // R^2 is negative for a fit worse than the mean: allowed, but never above 1.
@@ -328,7 +387,7 @@ void readProfiled(const SchemaReader &reader, const json &value, const std::stri
       std::optional<CompressionMethod> method = parseCompressionMethod(it.key());
       if (!method || *method == CompressionMethod::None)
         reader.fail(mapPath + "/" + it.key(), "unknown field (not a compression method)");
-      cluster.profiledCompressionGBps[*method] = reader.positive(*it, mapPath + "/" + it.key());
+      cluster.profiledCompressionGBps[*method] = reader.within(*it, mapPath + "/" + it.key(), kBandwidthRange);
     }
   }
 }
@@ -421,6 +480,7 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source) {
     cluster.overlapSlowdown = reader.positive(*slowdown, "/overlap_slowdown");
     if (cluster.overlapSlowdown < 1)
       reader.fail("/overlap_slowdown", "must be at least 1 (overlap never speeds compute up)");
+    reader.within(*slowdown, "/overlap_slowdown", kSlowdownRange);
   }
   if (const json *profiled = reader.optional(document, "profiled"))
     readProfiled(reader, *profiled, "/profiled", cluster);

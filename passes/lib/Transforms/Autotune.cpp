@@ -10,6 +10,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <map>
 
 namespace zen {
@@ -74,6 +75,26 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
         module, builder.getStringAttr(CostModelAnalysis::clusterOf(module)));
     ZenDialect::WorldSizeAttrHelper(context).setAttr(module, builder.getI64IntegerAttr(first->ranks));
     const Evaluation &evaluation = first->evaluation;
+    // The cluster file's physical ranges keep every prediction finite; one that is not
+    // is an error here, never an attribute that fails its verifier.
+    for (auto [name, us] : {std::pair{"iteration", evaluation.iterationUs},
+                            {"compute", evaluation.computeUs},
+                            {"exposed communication", evaluation.exposedCommUs},
+                            {"lower bound", first->lowerBoundUs}})
+      if (!std::isfinite(us) || us < 0) {
+        module.emitError("zen-autotune: the predicted ")
+            << name << " time on cluster '" << CostModelAnalysis::clusterOf(module)
+            << "' is not a finite, non-negative number of microseconds";
+        return signalPassFailure();
+      }
+    for (const auto *baselines : {&first->baselineUs, &first->baselineUncompressedUs})
+      for (const auto &[name, us] : *baselines)
+        if (!std::isfinite(us)) {
+          module.emitError("zen-autotune: the ")
+              << name << " baseline's time on cluster '" << CostModelAnalysis::clusterOf(module)
+              << "' is not finite";
+          return signalPassFailure();
+        }
     ZenDialect::PredictedAttrHelper(context).setAttr(
         module, PredictionAttr::get(context, evaluation.iterationUs, evaluation.computeUs,
                                     evaluation.exposedCommUs, first->lowerBoundUs));
