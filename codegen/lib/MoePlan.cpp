@@ -24,9 +24,11 @@ ordered_json choiceJson(const plan::MoeLayerTime &time) {
           {"backward_us", time.backwardUs}};
 }
 
-/// auto's co-scheduled iteration as the simulator runs it: per task its name,
-/// kind, track ("compute", "host cpu", "comm stream K", or "moe all-to-all"
-/// for a stream only MoE layers use), start and duration.
+/// auto's co-scheduled iteration as the simulator runs it: per task its name
+/// (shown, never read), kind, phase, track ("compute", "host cpu", "comm stream K",
+/// or "moe all-to-all" for a stream only MoE layers use), a compression's device, a
+/// collective's stream, an MoE piece's layer or another task's index in the
+/// schedule, start and duration (docs/plan-format.md "moe").
 ordered_json coScheduledTimeline(const std::vector<plan::MoeLayer> &layers,
                                  const plan::MoeEvaluation &eval,
                                  const plan::MoeRequest &request, const cost::CostModel &model) {
@@ -51,11 +53,22 @@ ordered_json coScheduledTimeline(const std::vector<plan::MoeLayer> &layers,
       kind = "compression";
       track = task.device == cost::Device::CPU ? "host cpu" : "compute";
     }
-    timeline.push_back({{"name", task.name},
-                        {"kind", kind},
-                        {"track", track},
-                        {"start_us", result.startUs[t]},
-                        {"duration_us", result.endUs[t] - result.startUs[t]}});
+    ordered_json entry = {{"name", task.name},
+                          {"kind", kind},
+                          {"phase", cost::toString(task.phase)},
+                          {"track", track}};
+    // The MoE pieces follow the plan's schedule, whose tasks come first, in its order.
+    if (task.moeLayer >= 0)
+      entry["moe_layer"] = task.moeLayer;
+    else
+      entry["schedule_task"] = int64_t(t);
+    if (task.kind == cost::TaskKind::Collective)
+      entry["stream"] = task.stream;
+    if (task.kind == cost::TaskKind::Compression)
+      entry["device"] = cost::toString(task.device);
+    entry["start_us"] = result.startUs[t];
+    entry["duration_us"] = result.endUs[t] - result.startUs[t];
+    timeline.push_back(std::move(entry));
   }
   return timeline;
 }

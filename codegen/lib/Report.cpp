@@ -466,26 +466,22 @@ struct Bar {
 
 /// One bar per MoE layer and phase on `row`, with the degree and all-to-all
 /// the plan chose (docs/plan-format.md "moe"): forward from the start of the
-/// layer's forward task, backward ending with the task that completes its
-/// experts' gradients. A layer whose tasks the schedule does not name gets none.
+/// layer's forward task, backward ending with its backward task (the layer's
+/// forward_task and backward_task). A layer without them (plans before them) gets none.
 void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vector<Bar> &bars) {
   for (const json &layer : moe["layers"]) {
     const std::string name = layer["name"].get<std::string>();
-    const auto parameters = layer["parameters"].get<std::vector<std::string>>();
-    const zenrt::Task *forward = nullptr, *backward = nullptr;
-    for (const zenrt::Task &task : plan.schedule) {
-      if (!forward && task.phase == zenrt::Phase::Forward && task.name == "fwd." + name)
-        forward = &task;
-      if (!backward && task.phase == zenrt::Phase::Backward &&
-          std::any_of(task.produces.begin(), task.produces.end(), [&](const std::string &t) {
-            return std::find(parameters.begin(), parameters.end(), t) != parameters.end();
-          }))
-        backward = &task;
-    }
+    if (!layer.contains("forward_task") || !layer.contains("backward_task"))
+      continue;
+    auto taskWithId = [&](const json &id) {
+      return &*std::find_if(plan.schedule.begin(), plan.schedule.end(),
+                            [&](const zenrt::Task &task) { return task.id == id.get<int64_t>(); });
+    };
+    // The plan's validator found both among the schedule's compute tasks.
+    const zenrt::Task *forward = taskWithId(layer["forward_task"]);
+    const zenrt::Task *backward = taskWithId(layer["backward_task"]);
     for (const char *phase : {"forward", "backward"}) {
       const zenrt::Task *task = phase == std::string("forward") ? forward : backward;
-      if (!task)
-        continue;
       Bar bar;
       bar.row = row;
       bar.name = std::string("moe.") + (task == forward ? "fwd." : "bwd.") + name;
@@ -506,61 +502,57 @@ void addMoeBars(const zenrt::Plan &plan, const json &moe, int64_t row, std::vect
 
 /// An MoE plan's co-scheduled iteration (the moe section's timeline): its tasks
 /// on the compute, host, gradient-sync and MoE all-to-all tracks as the
-/// simulator ran them; the MoE layers' pieces in category "moe" with their
-/// layer's decisions; the gradient sync's tasks with their schedule task (the
-/// simulator's names are the schedule's, bucket numbers included).
+/// simulator ran them; the MoE layers' pieces (the entries with a moe_layer) in
+/// category "moe" with their layer's decisions; the gradient sync's tasks with
+/// their bucket's schedule task. Names are shown, never read.
 void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<std::string> &rows,
                         std::vector<Bar> &bars, std::vector<Interval> &exposed) {
-  std::map<std::string, const zenrt::Task *> bucketTasks;
-  for (const zenrt::Task &task : plan.schedule)
-    if (task.bucket >= 0)
-      bucketTasks.emplace(task.name, &task);
-  // Tracks in a fixed order: compute, host cpu, comm streams by number, MoE all-to-alls.
-  auto rank = [](const std::string &track) -> std::pair<int, std::string> {
-    if (track == "compute")
-      return {0, ""};
-    if (track == "host cpu")
-      return {1, ""};
-    if (track.rfind("comm stream ", 0) == 0)
-      return {2, fmt::format("{:>20}", track.substr(12))};
-    return {3, track};
-  };
-  std::vector<std::string> tracks;
+  // Tracks in a fixed order: compute, host cpu, gradient-sync streams by number, the
+  // stream only MoE all-to-alls use; an entry's track name is only shown.
+  std::set<int64_t> gradientStreams;
   for (const json &task : moe["timeline"])
-    if (std::find(tracks.begin(), tracks.end(), task["track"]) == tracks.end())
-      tracks.push_back(task["track"].get<std::string>());
-  std::sort(tracks.begin(), tracks.end(),
-            [&](const std::string &a, const std::string &b) { return rank(a) < rank(b); });
+    if (task["kind"] == "collective" && !task.contains("moe_layer"))
+      gradientStreams.insert(task["stream"].get<int64_t>());
+  auto rank = [&](const json &task) -> std::pair<int, int64_t> {
+    if (task["kind"] == "collective") {
+      const int64_t stream = task["stream"].get<int64_t>();
+      return gradientStreams.count(stream) ? std::pair<int, int64_t>{2, stream}
+                                           : std::pair<int, int64_t>{3, 0};
+    }
+    return {task["kind"] == "compression" && task["device"] == "cpu" ? 1 : 0, 0};
+  };
+  std::map<std::pair<int, int64_t>, std::string> tracks;
+  for (const json &task : moe["timeline"])
+    tracks.emplace(rank(task), task["track"].get<std::string>());
   const int64_t firstRow = int64_t(rows.size());
-  rows.insert(rows.end(), tracks.begin(), tracks.end());
-  std::map<std::string, const json *> layers;
-  for (const json &layer : moe["layers"])
-    layers[layer["name"].get<std::string>()] = &layer;
+  std::map<std::pair<int, int64_t>, int64_t> rowOf;
+  for (const auto &[key, track] : tracks) {
+    rowOf[key] = firstRow + int64_t(rowOf.size());
+    rows.push_back(track);
+  }
   std::vector<Interval> compute, comm;
   for (const json &task : moe["timeline"]) {
     Bar bar;
     bar.name = task["name"].get<std::string>();
-    const std::string kind = task["kind"].get<std::string>(), track = task["track"];
-    bar.row = firstRow + (std::find(tracks.begin(), tracks.end(), track) - tracks.begin());
+    const std::string kind = task["kind"].get<std::string>();
+    const vocab::TaskPhase phase = *vocab::parseTaskPhase(task["phase"].get<std::string>());
+    bar.row = rowOf.at(rank(task));
     bar.startUs = task["start_us"].get<double>();
     bar.durationUs = task["duration_us"].get<double>();
     bar.category = kind;
-    if (auto found = bucketTasks.find(bar.name); found != bucketTasks.end())
-      bar.task = found->second;
     bar.color = kind == "collective"                    ? "#e8833a"
                 : kind == "compression"                 ? "#8e6cc0"
-                : bar.name.rfind("bwd.", 0) == 0        ? "#55a868"
-                : bar.name.rfind("optimizer.", 0) == 0 ? "#8c8c8c"
+                : phase == vocab::TaskPhase::Backward   ? "#55a868"
+                : phase == vocab::TaskPhase::Optimizer ? "#8c8c8c"
                                                         : "#4c86c6";
-    // "moe.<layer>.fwd.<what><piece>": the layer's name may hold dots itself.
-    const size_t forwardAt = bar.name.rfind(".fwd."), backwardAt = bar.name.rfind(".bwd.");
-    const size_t phase = forwardAt == std::string::npos   ? backwardAt
-                         : backwardAt == std::string::npos ? forwardAt
-                                                           : std::max(forwardAt, backwardAt);
-    if (bar.name.rfind("moe.", 0) == 0 && phase != std::string::npos &&
-        layers.count(bar.name.substr(4, phase - 4))) {
-      const json &layer = *layers[bar.name.substr(4, phase - 4)];
-      const bool forward = bar.name.compare(phase, 5, ".fwd.") == 0;
+    if (task.contains("schedule_task")) {
+      const zenrt::Task &scheduled = plan.schedule[task["schedule_task"].get<size_t>()];
+      if (scheduled.bucket >= 0)
+        bar.task = &scheduled;
+    }
+    if (task.contains("moe_layer")) {
+      const json &layer = moe["layers"][task["moe_layer"].get<size_t>()];
+      const bool forward = phase == vocab::TaskPhase::Forward;
       bar.category = "moe";
       bar.color = kind == "collective" ? "#c44e52" : "#dd8452";
       bar.moe = {{"layer", layer["name"]},

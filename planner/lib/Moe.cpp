@@ -173,7 +173,8 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
         if (named)
           task.name = prefix + what + std::to_string(i);
         task.kind = cost::TaskKind::Collective;
-        task.phase = cost::TaskPhase::Communicate;
+        task.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
+        task.moeLayer = int64_t(l);
         task.collective = cost::CollectiveKind::AllToAll;
         task.bytes = pieces.bytes;
         task.group = pieces.group;
@@ -191,6 +192,7 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
         if (named)
           experts.name = prefix + "experts" + std::to_string(i);
         experts.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
+        experts.moeLayer = int64_t(l);
         experts.durationUs = pieces.computeUs;
         experts.priority = computePriority;
         experts.deps = {dispatch};

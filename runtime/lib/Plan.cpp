@@ -651,6 +651,38 @@ private:
         const json &kind = field(timeline[t], at, "kind");
         if (kind != "compute" && kind != "compression" && kind != "collective")
           error(at + "/kind", "must be \"compute\", \"compression\" or \"collective\"");
+        const json &phase = field(timeline[t], at, "phase");
+        if (!phase.is_string() || !zen::vocab::parseTaskPhase(phase.get<std::string>()))
+          error(at + "/phase", "must be \"forward\", \"backward\", \"optimizer\", \"compress\", "
+                               "\"communicate\" or \"decompress\"");
+        // Each task is an MoE layer's piece or one of the plan's schedule tasks.
+        if (timeline[t].contains("moe_layer") == timeline[t].contains("schedule_task"))
+          error(at, "must have one of moe_layer and schedule_task");
+        if (timeline[t].contains("moe_layer")) {
+          const json &layer = timeline[t]["moe_layer"];
+          if (!layer.is_number_integer() || layer.get<int64_t>() < 0 ||
+              layer.get<int64_t>() >= int64_t(layers.size()))
+            error(at + "/moe_layer", "must index the moe layers (0 to " +
+                                         std::to_string(layers.size() - 1) + ")");
+        } else {
+          const json &task = timeline[t]["schedule_task"];
+          if (!task.is_number_integer() || task.get<int64_t>() < 0 ||
+              task.get<int64_t>() >= int64_t(plan.schedule.size()))
+            error(at + "/schedule_task", "must index the schedule (0 to " +
+                                             std::to_string(plan.schedule.size()) + " - 1)");
+        }
+        if (timeline[t].contains("device") != (kind == "compression"))
+          error(at + "/device", "compressions, and only they, have a device");
+        if (kind == "compression" && timeline[t]["device"] != "gpu" &&
+            timeline[t]["device"] != "cpu")
+          error(at + "/device", "must be \"gpu\" or \"cpu\"");
+        if (timeline[t].contains("stream") != (kind == "collective"))
+          error(at + "/stream", "collectives, and only they, have a stream");
+        if (kind == "collective") {
+          const json &stream = timeline[t]["stream"];
+          if (!stream.is_number_integer() || stream.get<int64_t>() < 0)
+            error(at + "/stream", "must be an integer >= 0");
+        }
         for (const char *key : {"start_us", "duration_us"})
           amount(timeline[t], at, key);
       }

@@ -73,6 +73,21 @@ elif mutation == "moe_schedule_us":
     plan["moe"]["schedule_us"] = -1.0
 elif mutation == "moe_timeline":
     plan["moe"]["timeline"][3]["kind"] = "sleep"
+elif mutation == "moe_no_timeline":
+    del plan["moe"]["timeline"]
+elif mutation == "moe_timeline_names":
+    for i, task in enumerate(plan["moe"]["timeline"]):
+        task["name"] = "task{}".format(len(plan["moe"]["timeline"]) - i)
+elif mutation == "moe_timeline_phase":
+    plan["moe"]["timeline"][3]["phase"] = "sleeping"
+elif mutation == "moe_timeline_layer":
+    task = plan["moe"]["timeline"][-1]
+    task["moe_layer"] = len(plan["moe"]["layers"])
+elif mutation == "moe_timeline_schedule_task":
+    task = plan["moe"]["timeline"][0]
+    task["schedule_task"] = len(plan["schedule"])
+elif mutation == "moe_timeline_both":
+    plan["moe"]["timeline"][0]["moe_layer"] = 0
 elif mutation == "moe_imbalance":
     plan["moe"]["imbalance"] = 0.5
 elif mutation == "moe_unknown":

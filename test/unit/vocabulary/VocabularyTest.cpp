@@ -16,6 +16,9 @@ TEST(Vocabulary, SpellingsRoundTrip) {
     EXPECT_EQ(parseDevice(toString(entry.value)), entry.value) << entry.spelling;
   for (const CollectiveTraits &entry : kCollectiveKinds)
     EXPECT_EQ(parseCollectiveKind(toString(entry.value)), entry.value) << entry.spelling;
+  for (const TaskPhaseTraits &entry : kTaskPhases)
+    EXPECT_EQ(parseTaskPhase(toString(entry.value)), entry.value) << entry.spelling;
+  EXPECT_EQ(parseTaskPhase("next_forward"), std::nullopt);
   EXPECT_EQ(parseCompressionMethod("FP16"), std::nullopt);
   EXPECT_EQ(parseCollectiveKind("allreduce"), std::nullopt);
   EXPECT_EQ(parseDeviceWithoutExceptions("cpu"), Device::CPU);
@@ -24,13 +27,16 @@ TEST(Vocabulary, SpellingsRoundTrip) {
 
 TEST(Vocabulary, PlanFileSpellings) {
   // What plan files, cluster files and the command line spell (docs/plan-format.md).
-  std::string methods, collectives;
+  std::string methods, collectives, phases;
   for (const CompressionTraits &entry : kCompressionMethods)
     methods += std::string(entry.spelling) + " ";
   for (const CollectiveTraits &entry : kCollectiveKinds)
     collectives += std::string(entry.spelling) + " ";
+  for (const TaskPhaseTraits &entry : kTaskPhases)
+    phases += std::string(entry.spelling) + " ";
   EXPECT_EQ(methods, "none fp16 bf16 int8 topk randomk sign powersgd ");
   EXPECT_EQ(collectives, "all_reduce reduce_scatter all_gather all_to_all broadcast send_recv ");
+  EXPECT_EQ(phases, "forward backward optimizer compress communicate decompress ");
   EXPECT_STREQ(toString(Device::GPU), "gpu");
   EXPECT_STREQ(toString(Device::CPU), "cpu");
 }

@@ -23,6 +23,10 @@ namespace zen::vocab {
 enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
 enum class Device { GPU, CPU };
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
+/// What a task does in the training iteration (the simulator's tasks, the plan's MoE
+/// timeline). An MoE layer's dispatch/combine all-to-alls move activations: they take the
+/// phase of the pass they serve (Forward or Backward); Communicate is gradient sync's.
+enum class TaskPhase { Forward, Backward, Optimizer, Compress, Communicate, Decompress };
 
 struct CompressionTraits {
   CompressionMethod value;
@@ -43,6 +47,11 @@ struct DeviceTraits {
 
 struct CollectiveTraits {
   CollectiveKind value;
+  const char *spelling;
+};
+
+struct TaskPhaseTraits {
+  TaskPhase value;
   const char *spelling;
 };
 
@@ -73,6 +82,12 @@ inline constexpr CollectiveTraits kCollectiveKinds[] = {
     {CollectiveKind::SendRecv, "send_recv"},
 };
 
+inline constexpr TaskPhaseTraits kTaskPhases[] = {
+    {TaskPhase::Forward, "forward"},     {TaskPhase::Backward, "backward"},
+    {TaskPhase::Optimizer, "optimizer"}, {TaskPhase::Compress, "compress"},
+    {TaskPhase::Communicate, "communicate"}, {TaskPhase::Decompress, "decompress"},
+};
+
 namespace detail {
 template <typename Traits, size_t N> constexpr bool indexedByValue(const Traits (&table)[N]) {
   for (size_t i = 0; i < N; ++i)
@@ -93,6 +108,7 @@ std::optional<decltype(Traits::value)> parse(const Traits (&table)[N], std::stri
 static_assert(detail::indexedByValue(kCompressionMethods), "kCompressionMethods out of order");
 static_assert(detail::indexedByValue(kDevices), "kDevices out of order");
 static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of order");
+static_assert(detail::indexedByValue(kTaskPhases), "kTaskPhases out of order");
 
 constexpr const CompressionTraits &traitsOf(CompressionMethod method) {
   return kCompressionMethods[static_cast<size_t>(method)];
@@ -111,6 +127,9 @@ constexpr const char *toString(Device device) {
 constexpr const char *toString(CollectiveKind kind) {
   return kCollectiveKinds[static_cast<size_t>(kind)].spelling;
 }
+constexpr const char *toString(TaskPhase phase) {
+  return kTaskPhases[static_cast<size_t>(phase)].spelling;
+}
 
 inline std::optional<CompressionMethod> parseCompressionMethod(std::string_view text) {
   return detail::parse(kCompressionMethods, text);
@@ -120,6 +139,9 @@ inline std::optional<Device> parseDevice(std::string_view text) {
 }
 inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view text) {
   return detail::parse(kCollectiveKinds, text);
+}
+inline std::optional<TaskPhase> parseTaskPhase(std::string_view text) {
+  return detail::parse(kTaskPhases, text);
 }
 
 } // namespace zen::vocab

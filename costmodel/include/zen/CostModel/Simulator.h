@@ -20,9 +20,9 @@
 namespace zen::cost {
 
 enum class TaskKind { Compute, Collective, Compression };
-/// What a task does in the training iteration, for those that lower or report
-/// a task graph (codegen): the simulator itself schedules by kind alone.
-enum class TaskPhase { Forward, Backward, Optimizer, Compress, Communicate, Decompress };
+/// What a task does in the training iteration (zen/Vocabulary.h), for those that lower
+/// or report a task graph (codegen): the simulator itself schedules by kind alone.
+using vocab::TaskPhase;
 
 struct SimTask {
   std::string name;
@@ -30,6 +30,9 @@ struct SimTask {
   TaskPhase phase = TaskPhase::Forward;
   /// The gradient bucket a compression, collective or optimizer task serves; -1 for none.
   int64_t bucket = -1;
+  /// An MoE layer's dispatch, experts and combine pieces: the layer's index (the
+  /// plan's moe.layers order); -1 for every other task.
+  int64_t moeLayer = -1;
   /// Compute tasks and GPU compression tasks run on the compute stream;
   /// collectives on communication stream `stream` (0-based).
   int stream = 0;
