@@ -230,6 +230,9 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
   if (config.tp < 1 || config.pp < 1 || config.dp < 1 || config.microBatch < 1 ||
       config.microBatches < 1 || config.virtualStages < 1 || config.zero < 0 || config.zero > 3)
     return "tp, pp, dp, micro-batch, micro-batches and virtual stages must be positive, zero 0-3";
+  if (setup.globalBatch < 1 || setup.globalBatch > kMaxGlobalBatch)
+    return "the global batch " + std::to_string(setup.globalBatch) + " is not from 1 to the limit of " +
+           std::to_string(kMaxGlobalBatch) + " samples";
   if (config.gpus() != gpus)
     return "tp * pp * dp = " + std::to_string(config.gpus()) + " but the cluster has " +
            std::to_string(gpus) + " GPUs";
@@ -276,10 +279,18 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
     if (chunks < 1 || tokens % chunks != 0)
       return "decomposition into " + std::to_string(chunks) + " chunks does not divide the " +
              std::to_string(tokens) + " tokens of a micro-batch";
-  if (config.dp * config.microBatch * config.microBatches != setup.globalBatch)
+  if (double(config.dp) * double(config.microBatch) * double(config.microBatches) !=
+      double(setup.globalBatch))
     return "dp " + std::to_string(config.dp) + " x micro-batch " + std::to_string(config.microBatch) +
            " x micro-batches " + std::to_string(config.microBatches) + " is not the global batch " +
            std::to_string(setup.globalBatch);
+  // pp x V <= layers here, and micro-batches <= the global batch: no overflow.
+  if (const int64_t steps = config.pp * config.virtualStages * config.microBatches; steps > kMaxPipelineSteps)
+    return "pp " + std::to_string(config.pp) + " x " + std::to_string(config.virtualStages) +
+           " virtual stages x " + std::to_string(config.microBatches) + " micro-batches (global batch " +
+           std::to_string(setup.globalBatch) + " over dp " + std::to_string(config.dp) + " x micro-batch " +
+           std::to_string(config.microBatch) + ") = " + std::to_string(steps) +
+           " pipeline steps, more than the limit of " + std::to_string(kMaxPipelineSteps);
   if (!shape.moe)
     return config.ep == 1 && !config.expertTensorParallel
                ? ""

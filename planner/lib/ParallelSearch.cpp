@@ -272,17 +272,67 @@ std::optional<ParallelConfig> firstThatFits(std::vector<ParallelConfig> candidat
                                             const cost::CostModel &model,
                                             const cost::TrainingSetup &setup, std::string &whyNot) {
   std::optional<cost::MemoryBreakdown> least;
+  std::string firstInvalid;
   for (ParallelConfig &candidate : candidates) {
     candidate = withSeedExperts(std::move(candidate), shape, model, setup);
     const ParallelConfig &config = candidate;
+    if (std::string why = cost::checkConfig(shape, config, setup, config.gpus()); !why.empty()) {
+      if (firstInvalid.empty())
+        firstInvalid = why;
+      continue;
+    }
     cost::MemoryBreakdown memory = cost::memoryPerGpu(shape, config, setup, model);
-    if (cost::checkConfig(shape, config, setup, config.gpus()).empty() && memory.fits())
+    if (memory.fits())
       return config;
     if (!least || memory.perGpuBytes() < least->perGpuBytes())
       least = memory;
   }
-  whyNot = "does not fit: " + requirementText(*least);
+  whyNot = least ? "does not fit: " + requirementText(*least) : firstInvalid;
   return std::nullopt;
+}
+
+/// The micro-batch sizes the search tries: the forced one, else those up to
+/// 16 that divide the samples per pipeline.
+std::vector<int64_t> microBatchCandidates(int64_t perPipeline, std::optional<int64_t> forced) {
+  if (forced)
+    return {*forced};
+  std::vector<int64_t> sizes;
+  for (int64_t micro = 1; micro <= std::min<int64_t>(16, perPipeline); ++micro)
+    if (perPipeline % micro == 0)
+      sizes.push_back(micro);
+  return sizes;
+}
+
+/// The first constraint the forced tp, pp and dp break on `gpus` GPUs,
+/// `perNode` to a node; "" when none. Each must divide the GPUs, together they
+/// must multiply to them, and tensor-parallel groups stay inside a node or
+/// take whole nodes (Megatron-LM's placement puts tp innermost: a tp that
+/// neither divides nor is a multiple of the GPUs per node would put some
+/// groups across two nodes, their collectives on the network).
+std::string forcedDegreesProblem(const ParallelRequest &request, int64_t gpus, int64_t perNode) {
+  const std::pair<const char *, std::optional<int64_t>> degrees[] = {
+      {"tp", request.tp}, {"pp", request.pp}, {"dp", request.dp}};
+  std::string product;
+  int64_t forcedGpus = 1;
+  for (const auto &[name, degree] : degrees) {
+    if (!degree)
+      continue;
+    if (gpus % *degree != 0)
+      return std::string(name) + " " + std::to_string(*degree) + " does not divide the " +
+             std::to_string(gpus) + " GPUs";
+    product += (product.empty() ? "" : " x ") + std::string(name) + " " + std::to_string(*degree);
+    forcedGpus *= *degree;  // each divides gpus <= 2^20: no overflow before the check
+    if (gpus % forcedGpus != 0)
+      return product + " = " + std::to_string(forcedGpus) + " does not divide the " +
+             std::to_string(gpus) + " GPUs";
+  }
+  if (request.tp && request.pp && request.dp && forcedGpus != gpus)
+    return product + " = " + std::to_string(forcedGpus) + " GPUs, but the cluster has " +
+           std::to_string(gpus);
+  if (request.tp && perNode % *request.tp != 0 && *request.tp % perNode != 0)
+    return "tp " + std::to_string(*request.tp) + " neither divides nor is a multiple of the " +
+           std::to_string(perNode) + " GPUs per node: tensor-parallel groups would straddle nodes";
+  return "";
 }
 
 bool consistent(const ParallelConfig &c, const ParallelRequest &r) {
@@ -368,6 +418,16 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
   const int64_t gpus = worldGpus(model);
   const int64_t perNode = model.cluster().gpusPerNode;
 
+  if (setup.globalBatch < 1 || setup.globalBatch > cost::kMaxGlobalBatch) {
+    result.invalid = "the global batch " + std::to_string(setup.globalBatch) +
+                     " is not from 1 to the limit of " + std::to_string(cost::kMaxGlobalBatch) + " samples";
+    return result;
+  }
+  if (std::string why = forcedDegreesProblem(request, gpus, perNode); !why.empty()) {
+    result.invalid = why;
+    return result;
+  }
+
   // A fully forced configuration that cannot run is reported as such.
   if (request.tp && request.pp && request.dp && request.microBatch) {
     ParallelConfig forced;
@@ -386,21 +446,25 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
     }
   }
 
-  // A forced degree that cannot divide the GPUs or the model is named as such.
-  auto refuse = [&](const char *what, int64_t value, int64_t total, const std::string &of) {
-    if (total % value == 0)
-      return false;
-    result.invalid = std::string(what) + " " + std::to_string(value) + " does not divide the " +
-                     std::to_string(total) + " " + of;
-    return true;
-  };
-  if (request.tp && (refuse("tp", *request.tp, gpus, "GPUs") || refuse("tp", *request.tp, shape.heads, "attention heads") ||
-                     refuse("tp", *request.tp, shape.ffn, "MLP features")))
+  // A forced tp that cannot divide the model is named as such.
+  if (request.tp) {
+    for (auto [total, of] : {std::pair{shape.heads, "attention heads"}, {shape.ffn, "MLP features"}})
+      if (total % *request.tp != 0) {
+        result.invalid = "tp " + std::to_string(*request.tp) + " does not divide the " +
+                         std::to_string(total) + " " + of;
+        return result;
+      }
+  }
+  // So is a forced schedule no pipeline depth fits in the layers.
+  if (request.virtualStages && request.pp.value_or(1) * *request.virtualStages > shape.layers) {
+    result.invalid = "pp " + std::to_string(request.pp.value_or(1)) + " x " +
+                     std::to_string(*request.virtualStages) + " virtual stages exceeds the " +
+                     std::to_string(shape.layers) + " layers";
     return result;
-  if (request.pp && refuse("pp", *request.pp, gpus / (request.tp ? *request.tp : 1), "GPUs left after tp"))
-    return result;
-  if (request.dp && refuse("dp", *request.dp, gpus, "GPUs"))
-    return result;
+  }
+  const std::vector<int64_t> virtualStageCounts =
+      request.virtualStages ? std::vector<int64_t>{*request.virtualStages}
+                            : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8};
 
   std::vector<ParallelEvaluation> feasible;
   std::map<std::tuple<int64_t, int64_t, bool>, cost::Decomposition> decompositions;
@@ -413,7 +477,8 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
   std::optional<std::pair<ParallelConfig, double>> leastMemory;
   std::string firstInvalid;
   for (int64_t tp : divisors(gpus)) {
-    if (request.tp ? tp != *request.tp : (tp > perNode || shape.heads % tp || shape.ffn % tp))
+    // Unforced, tensor parallelism stays inside a node (forced, within or over whole nodes).
+    if (request.tp ? tp != *request.tp : (perNode % tp || shape.heads % tp || shape.ffn % tp))
       continue;
     for (int64_t pp : divisors(gpus / tp)) {
       if (request.pp ? pp != *request.pp : pp > shape.layers)
@@ -450,9 +515,14 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
         for (bool etp : {false, true})
           if (!etp || (shape.moe && tp > 1))
             expertLayouts.emplace_back(ep, etp);
-      for (int64_t micro : divisors(perPipeline)) {
-        if (request.microBatch ? micro != *request.microBatch : micro > 16)
-          continue;
+      if (request.microBatch && perPipeline % *request.microBatch != 0) {
+        if (firstInvalid.empty())
+          firstInvalid = "micro-batch " + std::to_string(*request.microBatch) + " does not divide the " +
+                         std::to_string(perPipeline) + " samples per pipeline (global batch " +
+                         std::to_string(setup.globalBatch) + " over dp " + std::to_string(dp) + ")";
+        continue;
+      }
+      for (int64_t micro : microBatchCandidates(perPipeline, request.microBatch)) {
         const int64_t microBatches = perPipeline / micro;
         for (int zero = 0; zero <= 3; ++zero) {
           if (request.zero ? zero != *request.zero : (dp == 1 && zero > 0))
@@ -463,9 +533,8 @@ ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::C
             for (Recompute recompute : {Recompute::None, Recompute::Selective, Recompute::Full}) {
               if (request.recompute && recompute != *request.recompute)
                 continue;
-              for (int64_t virtualStages = 1; virtualStages <= 8; ++virtualStages) {
-                if (request.virtualStages ? virtualStages != *request.virtualStages
-                                          : (virtualStages > 1 && pp == 1))
+              for (int64_t virtualStages : virtualStageCounts) {
+                if (!request.virtualStages && virtualStages > 1 && pp == 1)
                   continue;
                 for (auto [ep, etp] : expertLayouts) {
                   ParallelConfig config{tp, pp, dp, zero, sp, recompute, micro, microBatches, virtualStages};

@@ -92,6 +92,32 @@ TEST(TransformerCost, TensorParallelismMustDivideTheKeyValueHeads) {
   EXPECT_EQ(checkConfig(shape, config(8, 1), setup, 8), "");
 }
 
+TEST(TransformerCost, TheGlobalBatchAndThePipelineStepsAreBounded) {
+  // 4 blocks, pp 2: pp x V x micro-batches steps, each simulated and named in the plan.
+  TransformerShape shape = decoder();
+  ParallelConfig c = config(1, 2);
+  TrainingSetup setup;
+  c.microBatches = setup.globalBatch = kMaxPipelineSteps / 2;
+  EXPECT_EQ(checkConfig(shape, c, setup, 2), "");
+  c.microBatches = setup.globalBatch = kMaxPipelineSteps / 2 + 1;
+  EXPECT_EQ(checkConfig(shape, c, setup, 2),
+            "pp 2 x 1 virtual stages x 131073 micro-batches (global batch 131073 over dp 1 x micro-batch 1)"
+            " = 262146 pipeline steps, more than the limit of 262144");
+  // Interleaving multiplies the steps too.
+  c.virtualStages = 2;
+  c.microBatches = setup.globalBatch = kMaxPipelineSteps / 4;
+  EXPECT_EQ(checkConfig(shape, c, setup, 2), "");
+  c.microBatches = setup.globalBatch = kMaxPipelineSteps / 2;
+  EXPECT_NE(checkConfig(shape, c, setup, 2).find("= 524288 pipeline steps"), std::string::npos);
+  // The global batch itself, whatever divides it.
+  c = config(1, 1);
+  c.dp = 2;
+  c.microBatch = kMaxGlobalBatch;
+  setup.globalBatch = 2 * kMaxGlobalBatch;
+  EXPECT_EQ(checkConfig(shape, c, setup, 2),
+            "the global batch 2147483648 is not from 1 to the limit of 1073741824 samples");
+}
+
 TEST(TransformerCost, GatedMlpRunsThreeGemmsAndKeepsThreeFfnWideActivations) {
   TransformerShape gelu = decoder(), swiglu = decoder();
   swiglu.mlp = "swiglu";

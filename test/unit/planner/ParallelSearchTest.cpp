@@ -418,6 +418,46 @@ TEST(ParallelSearchTest, ForcedConfigurationsAreKeptOrRefusedWithTheReason) {
   EXPECT_FALSE(invalid.invalid.empty());
 }
 
+TEST(ParallelSearchTest, ForcedDegreesAreRefusedByTheFirstConstraintTheyBreak) {
+  cost::TransformerShape shape = megatronGpt(12, 768, 12);  // 12 heads: tp 3 and 6 divide them
+  auto refusal = [&](const cost::CostModel &model, auto force) {
+    ParallelRequest request;
+    request.setup = bf16Adam(96);  // every dp of 24 or 64 GPUs divides it but 64
+    force(request);
+    ParallelResult result = searchParallel(shape, model, request);
+    EXPECT_FALSE(result.best);
+    return result.invalid;
+  };
+  const cost::CostModel a100x64 = a100Nodes(8), a100x24 = a100Nodes(3);
+  EXPECT_EQ(refusal(a100x64, [](ParallelRequest &r) { r.tp = 2, r.pp = 2, r.dp = 8; }),
+            "tp 2 x pp 2 x dp 8 = 32 GPUs, but the cluster has 64");
+  EXPECT_EQ(refusal(a100x64, [](ParallelRequest &r) { r.tp = 4, r.dp = 32; }),
+            "tp 4 x dp 32 = 128 does not divide the 64 GPUs");
+  EXPECT_EQ(refusal(a100x64, [](ParallelRequest &r) { r.virtualStages = 1000; }),
+            "pp 1 x 1000 virtual stages exceeds the 12 layers");
+  EXPECT_EQ(refusal(a100x64, [](ParallelRequest &r) { r.pp = 4, r.virtualStages = 4; }),
+            "pp 4 x 4 virtual stages exceeds the 12 layers");
+  // Megatron-LM places tp innermost: tp 3 on 8-GPU nodes puts ranks 6, 7, 8 in one group.
+  EXPECT_EQ(refusal(a100x24, [](ParallelRequest &r) { r.tp = 3; }),
+            "tp 3 neither divides nor is a multiple of the 8 GPUs per node: tensor-parallel groups "
+            "would straddle nodes");
+  // Searched, tp stays inside a node.
+  ParallelRequest searched;
+  searched.setup = bf16Adam(96);
+  searched.pp = 1;
+  ParallelResult result = searchParallel(shape, a100x24, searched);
+  ASSERT_TRUE(result.best);
+  EXPECT_EQ(8 % result.best->config.tp, 0);
+  // A pipeline of more steps than the simulation allows is refused, naming them.
+  EXPECT_NE(refusal(a100x64,
+                    [](ParallelRequest &r) {
+                      r.tp = 2, r.pp = 2, r.dp = 16, r.microBatch = 1;
+                      r.setup.globalBatch = 16 * (cost::kMaxPipelineSteps / 2 + 1);
+                    })
+                .find("pipeline steps, more than the limit of " + std::to_string(cost::kMaxPipelineSteps)),
+            std::string::npos);
+}
+
 
 /// Mixtral 8x7B's shape (Jiang et al. 2024): 32 blocks of hidden 4096 and 32
 /// heads, every MLP 8 experts of ffn 14336 (SwiGLU: fc1 holds 2 x ffn rows, no

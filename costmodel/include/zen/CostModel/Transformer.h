@@ -135,6 +135,21 @@ struct ParallelConfig {
 /// Parses "1f1b" or "interleaved:V" (V >= 2) into the number of virtual stages.
 std::optional<int64_t> parseSchedule(const std::string &text);
 
+/// The largest global batch (samples per iteration) a setup may have: 2^30,
+/// 2^14 times the largest published ones (65 536, LAMB's BERT). The search
+/// enumerates the divisors of the samples per pipeline (sqrt(B) steps per tp x pp)
+/// and multiplies counts under it, which stay far inside int64.
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+
+/// The most pipeline steps (pp x virtual stages x micro-batches per pipeline)
+/// a configuration may have: the schedule's event simulation keeps about 144
+/// bytes per step and runs for every finalist, and the plan file names every
+/// step of every stage's program. At 2^20 steps planning GPT-2 took 21 s and
+/// 0.45 GB (a 44 MB plan file); 2^18 keeps it near 5 s. Megatron-LM's largest
+/// published run (SC21, 1T parameters: pp 64 x 512 micro-batches) has 2^15.
+/// zenopt-run's plan reader accepts up to 2^22.
+constexpr int64_t kMaxPipelineSteps = int64_t{1} << 18;
+
 /// What a training iteration runs besides the configuration.
 struct TrainingSetup {
   int64_t globalBatch = 1;          // samples per iteration over all data-parallel ranks
@@ -182,8 +197,9 @@ struct MemoryBreakdown {
 /// dividing a micro-batch's tokens; MoE blocks: ep dividing dp and the experts
 /// and placeable on the dp group's nodes, tp dividing a micro-batch's tokens
 /// (each tensor-parallel rank routes its share), the MoE degrees dividing
-/// moeLayerShape's capacity; without MoE blocks ep 1); "" when it can. Memory
-/// is not checked here.
+/// moeLayerShape's capacity; without MoE blocks ep 1; at most kMaxGlobalBatch
+/// samples and kMaxPipelineSteps pipeline steps); "" when it can. Memory is not
+/// checked here.
 std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
                         const TrainingSetup &setup, int64_t gpus);
 
