@@ -84,14 +84,32 @@ public:
   [[noreturn]] virtual void abortJob(int exitCode) = 0;
 };
 
-/// How long a rank that timed out waits for the other ranks' answers to its position
-/// query: long enough for a loaded machine, short enough that it still exits within
-/// timeout + 5 s.
+/// How long a rank whose wait is running out waits for the other ranks' answers to its
+/// position query: long enough for a loaded machine, short enough that it still exits
+/// within timeout + 5 s.
 inline std::chrono::steady_clock::duration peerQueryGrace(double timeoutSeconds) {
   double seconds = std::min(2.0, std::max(0.5, timeoutSeconds / 4));
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(seconds));
 }
+
+/// How far into a wait of `timeoutSeconds` that has not completed the rank asks the others
+/// where they are: one grace before the timeout (not before half of it), so that the query
+/// runs inside the wait and the report comes at the timeout, not a grace after it (under
+/// a second's timeout, at most half a second after it).
+inline std::chrono::steady_clock::duration peerQueryStart(double timeoutSeconds) {
+  const double grace = std::chrono::duration<double>(peerQueryGrace(timeoutSeconds)).count();
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::max(timeoutSeconds / 2, timeoutSeconds - grace)));
+}
+
+/// The ranks of `answers` but `self` that did not answer a query allowed `grace`, as a
+/// timed-out rank reports them: "rank 1 (no answer within 0.5 s: dead or hung)"; "" when
+/// every one answered. `names[r]` is how rank r is called (its rank in MPI_COMM_WORLD
+/// where the query ran in a group of it); empty: r itself.
+std::string silentRanksText(const std::vector<std::optional<Backend::Position>> &answers, int self,
+                            std::chrono::steady_clock::duration grace,
+                            const std::vector<int> &names = {});
 
 /// MPI backend on `comm` (an MPI_Comm*, NULL = MPI_COMM_WORLD); streams are
 /// duplicated communicators. Initialises MPI (THREAD_MULTIPLE) if needed.

@@ -29,18 +29,10 @@ std::string secondsText(double seconds) {
 std::string waitedForText(std::string behind,
                           const std::vector<std::optional<Backend::Position>> &answers,
                           int self, std::chrono::steady_clock::duration grace) {
-  std::vector<size_t> silent;
-  for (size_t r = 0; r < answers.size(); ++r)
-    if (int(r) != self && !answers[r])
-      silent.push_back(r);
+  const std::string silent = silentRanksText(answers, self, grace);
   if (silent.empty())
     return behind;
-  std::string text = behind + (behind.empty() ? "" : ", ") +
-                     (silent.size() == 1 ? "rank " : "ranks ");
-  for (size_t i = 0; i < silent.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(silent[i]);
-  return text + " (no answer within " +
-         secondsText(std::chrono::duration<double>(grace).count()) + " s: dead or hung)";
+  return behind + (behind.empty() ? "" : ", ") + silent;
 }
 
 std::string hex(uint64_t value) {
@@ -382,19 +374,30 @@ void Executor::waitFor(std::unique_lock<std::mutex> &lock, const char *call,
     workReady.notify_all();
   if (done)
     return throwIfFailed();
+  // The other ranks are asked where they are in the wait's last grace, so that a timeout
+  // is reported at the deadline with what they said.
+  const auto askAt = now + peerQueryStart(options.timeoutSeconds);
+  std::optional<PeerAnswers> answers;
   for (size_t waiting = firstWaiting(); waiting != SIZE_MAX; waiting = firstWaiting()) {
     throwIfFailed();
-    if (progressMade.wait_until(lock, deadline) == std::cv_status::timeout) {
-      waiting = firstWaiting();
-      if (waiting == SIZE_MAX)
-        break;
+    const auto current = std::chrono::steady_clock::now();
+    const bool inFlight = buckets[waiting].stageInFlight;
+    if (current >= deadline) {
       std::string message = "rank " + std::to_string(backend->rank()) + ": timeout after " +
                             secondsText(options.timeoutSeconds) + " s in " + call +
                             " (iteration " + std::to_string(iteration) + "): " + describe(waiting);
-      if (buckets[waiting].stageInFlight)
-        message += ": " + waitedFor(waiting);
+      if (inFlight) {
+        if (!answers)  // in flight only since the query's time
+          answers = askPeers(lock);
+        message += ": " + waitedFor(waiting, *answers);
+      }
       failWith(ZENRT_ERR_TIMEOUT, message);
     }
+    if (inFlight && !answers && current >= askAt) {
+      answers = askPeers(lock);
+      continue;
+    }
+    progressMade.wait_until(lock, inFlight && !answers ? askAt : deadline);
   }
   throwIfFailed();
 }
@@ -443,14 +446,21 @@ Backend::Position Executor::position() const {
   return words;
 }
 
-std::string Executor::waitedFor(size_t b) {
+Executor::PeerAnswers Executor::askPeers(std::unique_lock<std::mutex> &lock) {
+  const Backend::Position own = position();
+  const auto grace = peerQueryGrace(options.timeoutSeconds);
+  lock.unlock();
+  PeerAnswers answers = backend->askPeers(own, std::chrono::steady_clock::now() + grace);
+  lock.lock();
+  return answers;
+}
+
+std::string Executor::waitedFor(size_t b, const PeerAnswers &answers) const {
   const BucketRun &run = buckets[b];
   int stream = int(thePlan.buckets[b].collectives[run.program->stageCollective(run.nextStage)].stream);
   size_t queue = 0;
   while (streams[queue].stream != stream)
     ++queue;
-  auto grace = peerQueryGrace(options.timeoutSeconds);
-  auto answers = backend->askPeers(position(), std::chrono::steady_clock::now() + grace);
   std::string behind;
   for (size_t r = 0; r < answers.size(); ++r) {
     if (!answers[r])
@@ -462,21 +472,27 @@ std::string Executor::waitedFor(size_t b) {
                 " (at sequence " + std::to_string(issued) + " on stream " +
                 std::to_string(stream) + ": it has not reached this collective)";
   }
-  std::string text = waitedForText(behind, answers, backend->rank(), grace);
+  std::string text = waitedForText(behind, answers, backend->rank(),
+                                   peerQueryGrace(options.timeoutSeconds));
   return text.empty() ? "every rank has reached it; the backend did not complete it"
                       : "waiting for " + text;
 }
 
 void Executor::await(const std::function<bool()> &done, const std::string &what) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(options.timeoutSeconds));
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(options.timeoutSeconds));
+  // As waitFor: the other ranks are asked in the wait's last grace.
+  const auto askAt = start + peerQueryStart(options.timeoutSeconds);
+  std::optional<PeerAnswers> answers;
   // Polled without sleeping: MPI progresses a non-blocking collective only inside MPI
   // calls, and a blocking one would spin the same way.
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mutex);
+      std::unique_lock<std::mutex> lock(mutex);
       throwIfFailed();
+      if (!answers && std::chrono::steady_clock::now() >= askAt)
+        answers = askPeers(lock);
     }
     if (done())
       return;
@@ -485,14 +501,15 @@ void Executor::await(const std::function<bool()> &done, const std::string &what)
     std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(mutex);
-  auto grace = peerQueryGrace(options.timeoutSeconds);
-  auto answers = backend->askPeers(position(), std::chrono::steady_clock::now() + grace);
+  if (!answers)  // done() itself outlasted the query's time
+    answers = askPeers(lock);
   std::string behind;
-  for (size_t r = 0; r < answers.size(); ++r)
-    if (answers[r] && !answers[r]->empty() && (*answers[r])[0] < uint64_t(iteration))
+  for (size_t r = 0; r < answers->size(); ++r)
+    if ((*answers)[r] && !(*answers)[r]->empty() && (*(*answers)[r])[0] < uint64_t(iteration))
       behind += std::string(behind.empty() ? "" : ", ") + "rank " + std::to_string(r) +
-                " (in iteration " + std::to_string((*answers[r])[0]) + ")";
-  std::string text = waitedForText(behind, answers, backend->rank(), grace);
+                " (in iteration " + std::to_string((*(*answers)[r])[0]) + ")";
+  std::string text = waitedForText(behind, *answers, backend->rank(),
+                                   peerQueryGrace(options.timeoutSeconds));
   failWith(ZENRT_ERR_TIMEOUT,
            "rank " + std::to_string(backend->rank()) + ": timeout after " +
                secondsText(options.timeoutSeconds) + " s in " + what + " (iteration " +

@@ -106,9 +106,14 @@ private:
   void waitFor(std::unique_lock<std::mutex> &lock, const char *call,
                const std::vector<size_t> &bucketList, Ready ready);
   std::string describe(size_t bucket) const;
-  /// What this rank waits for in bucket b's collective in flight: asks the other ranks
-  /// where they are and names those behind it or silent (mutex held).
-  std::string waitedFor(size_t bucket);
+  /// The other ranks' positions (empty entries: no answer within the grace), asked with
+  /// the mutex released so that the progress thread keeps going (held via `lock` on entry
+  /// and on return).
+  using PeerAnswers = std::vector<std::optional<Backend::Position>>;
+  PeerAnswers askPeers(std::unique_lock<std::mutex> &lock);
+  /// What this rank waits for in bucket b's collective in flight, from the positions
+  /// `answers`: the ranks behind it or silent (mutex held).
+  std::string waitedFor(size_t bucket, const PeerAnswers &answers) const;
   /// This rank's position for the other ranks: the iteration, then the sequence number
   /// last issued on each stream queue (mutex held).
   Backend::Position position() const;

@@ -7,6 +7,7 @@
 
 #include "zenrt/Hybrid.h"
 
+#include "CpuMemory.h"
 #include "MpiSupport.h"
 #include "Mutation.h"
 #include "RowProduct.h"
@@ -365,6 +366,8 @@ struct Executor::Impl {
   std::map<std::pair<int64_t, int64_t>, Saved> saved;  // (micro-batch, layer)
   std::map<int64_t, HeadSaved> headSaved;               // micro-batch
   std::deque<std::pair<std::vector<float>, MPI_Request>> sends;
+  /// Answers the other ranks for this one and names those lost when a wait times out.
+  std::unique_ptr<detail::PeerWatch> watch;
   double loss = 0;
   int64_t steps = 0, messagesChecked = 0;
 
@@ -378,6 +381,8 @@ struct Executor::Impl {
                                           " x " + std::to_string(c.pp) + " x " +
                                           std::to_string(c.dp) + " ranks, but the run has " +
                                           std::to_string(size));
+    if (size > 1)
+      watch = std::make_unique<detail::PeerWatch>(&base, o.timeoutSeconds);
     int *tagUpperBound = nullptr, found = 0;
     MPI_Comm_get_attr(base, MPI_TAG_UB, &tagUpperBound, &found);
     if (found && 2 * c.pp * c.virtualStages + 1 > int64_t(*tagUpperBound))
@@ -429,14 +434,11 @@ struct Executor::Impl {
     const double inFlight = double(std::min(config.microBatches, 2 * config.pp));
     const double floats = 5 * weights + inFlight * double(layout.layers) * perMicroBatchLayer +
                           (layout.head ? 3.0 * double(tokens * m.vocab) : 0.0);
-    constexpr double kMostBytes = 8.0 * (1 << 30);
     // The plan is valid but this machine cannot run its model: the data, not the call.
-    if (floats * 4 > kMostBytes)
-      throw Error(ZENRT_ERR_PLAN,
-                  "hybrid plan: stage " + std::to_string(stage) + " needs about " +
-                      std::to_string(int64_t(floats * 4 / 1e9)) +
-                      " GB per rank to execute on the CPU (at most 8 GiB): execute a plan for a "
-                      "smaller model");
+    const std::string excess = detail::cpuMemoryExcess(floats);
+    if (!excess.empty())
+      throw Error(ZENRT_ERR_PLAN, "hybrid plan: stage " + std::to_string(stage) + " " + excess +
+                                      ": execute a plan for a smaller model");
   }
 
   void addSlice(Unit &unit, const std::string &name, int64_t rows, int64_t cols,
@@ -532,7 +534,7 @@ struct Executor::Impl {
   int64_t heldFirst(const Unit &unit) const { return sharded() ? dpRank * heldElements(unit) : 0; }
 
   void wait(MPI_Request &request, const std::string &what) {
-    detail::waitBounded(request, options.timeoutSeconds, rank, [&] { return what; });
+    detail::waitBounded(request, options.timeoutSeconds, rank, [&] { return what; }, watch.get());
   }
 
   /// ZeRO-3 gathers a unit's weights before each use and frees them after.
@@ -901,7 +903,8 @@ struct Executor::Impl {
     const std::string what = std::string(forward ? "activations" : "gradients") +
                              " of micro-batch " + std::to_string(microBatch) +
                              " for virtual stage " + std::to_string(virtualStage);
-    wait(request, "receiving the " + what);
+    wait(request, "receiving the " + what + " from rank " +
+                      std::to_string(peerOf(fromVirtual % config.pp)));
     Mat x = ConstMap(message.data(), localTokens, H);
     uint32_t header[5];
     std::memcpy(header, message.data() + x.size(), sizeof header);
@@ -999,6 +1002,8 @@ struct Executor::Impl {
     MPI_Request barrier;
     detail::checkMpi(MPI_Ibarrier(world, &barrier), "MPI_Ibarrier");
     wait(barrier, "the barrier before step " + std::to_string(steps));
+    if (options.programStarts)
+      options.programStarts();
     const auto start = std::chrono::steady_clock::now();
     ++steps;
     loss = 0;

@@ -15,6 +15,7 @@
 #include "Backend.h"
 #include "MoeMath.h"
 #include "Mutation.h"
+#include "PeerWatch.h"
 #include "RowProduct.h"
 
 #include <Eigen/Core>
@@ -162,6 +163,8 @@ struct Communicator::State {
   /// local index (split on first use: every rank runs the same layers).
   std::map<int64_t, std::pair<std::unique_ptr<Backend>, std::unique_ptr<Backend>>> levels;
   std::unique_ptr<MoeMath> math;
+  /// Answers the other ranks for this one and names those lost when an exchange times out.
+  std::unique_ptr<detail::PeerWatch> watch;
 };
 
 namespace {
@@ -205,6 +208,8 @@ Communicator::Communicator(const void *comm, Memory memory, double timeoutSecond
     }
     state_->flat->openStreams({0});
   });
+  if (state_->flat->size() > 1)
+    state_->watch = std::make_unique<detail::PeerWatch>(comm, timeoutSeconds);
 }
 
 Communicator::~Communicator() = default;
@@ -235,7 +240,7 @@ public:
   Exchange(Communicator::State &ranks, const Schedule &schedule, int64_t width, size_t blockRows,
            size_t slots)
       : math(*ranks.math), timeout(schedule.timeoutSeconds), format(schedule.tokens),
-        width(size_t(width)), blockRows(blockRows), flat(*ranks.flat) {
+        width(size_t(width)), blockRows(blockRows), flat(*ranks.flat), watch(ranks.watch.get()) {
     rank = flat.rank();
     size = flat.size();
     block = blockRows * rowBytes();
@@ -334,18 +339,14 @@ private:
   }
 
   /// Waits for the pending all-to-all, failing with ZENRT_ERR_TIMEOUT once the schedule's
-  /// timeout has passed, so that no exchange hangs forever.
+  /// timeout has passed, so that no exchange hangs forever; the report names the lost ranks.
   void wait(Pending &pending, const char *what, int64_t chunk) {
-    using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(timeout));
-    while (!pending.backend->test(pending.request)) {
-      if (Clock::now() > deadline)
-        throw Error(ZENRT_ERR_TIMEOUT, "rank " + std::to_string(rank) + ": MoE " + what +
-                                           " all-to-all of chunk " + std::to_string(chunk) +
-                                           " timed out after " + std::to_string(timeout) + " s");
-      std::this_thread::yield();
-    }
+    detail::waitWatched([&] { return pending.backend->test(pending.request); }, timeout, rank,
+                        [&] {
+                          return std::string("MoE ") + what + " all-to-all of chunk " +
+                                 std::to_string(chunk);
+                        },
+                        watch);
   }
 
   MoeMath &math;
@@ -353,6 +354,7 @@ private:
   TokenFormat format;
   size_t width, blockRows, block = 0; // floats per row; rows and bytes per peer
   Backend &flat;
+  detail::PeerWatch *watch;
   Backend *node = nullptr, *peers = nullptr;
   int rank = 0, size = 1;
   bool hierarchical = false;

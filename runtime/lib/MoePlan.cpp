@@ -1,6 +1,8 @@
 //===- MoePlan.cpp - a plan's MoE section as the runtime executes it ------===//
 #include "zenrt/Moe.h"
 
+#include "CpuMemory.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -52,6 +54,7 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
   for (const TensorInfo &tensor : plan.tensors)
     elements[tensor.name] = tensor.elements * tensor.expertParallel;
   const json &layers = moe.at("layers");
+  double allLayersFloats = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     const std::string at = "/moe/layers/" + std::to_string(l);
     const json &layer = layers[l];
@@ -130,6 +133,27 @@ PlannedMoe plannedMoe(const Plan &plan, const std::string &source) {
     }
     out.shape.hidden = hidden;
     out.shape.ffn = ffn;
+    // What zenopt-run holds for the layer on one rank, checked before anything is allocated:
+    // every rank of its group's inputs and output gradients, [experts][capacity][hidden]
+    // each, and as many again for the reference; about 16 more such buffers (staged inputs,
+    // outputs and gradients of the planned and the flat run, the reference's outputs); the
+    // activations kept for backward, [experts][capacity][ffn] twice; every expert's weights
+    // with their gradients and the reference's sums in double.
+    const double buffer = double(experts) * double(out.shape.capacity) * double(hidden);
+    const double floats = (4 * double(ep) + 16) * buffer +
+                          2 * double(experts) * double(out.shape.capacity) * double(ffn) +
+                          6 * double(experts) * double(ffn) * double(hidden);
+    const std::string excess = detail::cpuMemoryExcess(floats);
+    if (!excess.empty())
+      throw fail(at + "/capacity",
+                 "capacity " + std::to_string(out.shape.capacity) + " of " +
+                     std::to_string(experts) + " experts of hidden " + std::to_string(hidden) +
+                     " and ffn " + std::to_string(ffn) + " " + excess +
+                     ": execute a plan for a smaller model");
+    allLayersFloats += floats;
+    if (const std::string all = detail::cpuMemoryExcess(allLayersFloats); !all.empty())
+      throw fail("/moe/layers", "the first " + std::to_string(l + 1) + " MoE layers together " +
+                                    all + ": execute a plan for a smaller model");
     for (const json &parameter : parameters)
       out.parameters.push_back(parameter.get<std::string>());
     planned.layers.push_back(out);

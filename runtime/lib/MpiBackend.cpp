@@ -54,6 +54,22 @@ std::string rankList(const std::vector<int> &ranks) {
   return text;
 }
 
+}  // namespace
+
+std::string silentRanksText(const std::vector<std::optional<Backend::Position>> &answers, int self,
+                            Clock::duration grace, const std::vector<int> &names) {
+  std::vector<int> silent;
+  for (size_t r = 0; r < answers.size(); ++r)
+    if (int(r) != self && !answers[r])
+      silent.push_back(names.empty() ? int(r) : names[r]);
+  if (silent.empty())
+    return "";
+  return rankList(silent) + " (no answer within " +
+         secondsText(std::chrono::duration<double>(grace).count()) + " s: dead or hung)";
+}
+
+namespace {
+
 void halfSumOp(void *in, void *inout, int *count, MPI_Datatype *) {
   kernels::halfSum(static_cast<const uint16_t *>(in), static_cast<uint16_t *>(inout),
                    size_t(*count));

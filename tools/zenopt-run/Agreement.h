@@ -34,6 +34,10 @@ struct RunnerOptions {
   /// With `json`: the report of the plan's gradient sync run before (main.cpp), which
   /// the runner's JSON object carries as `gradient_sync`; null otherwise.
   nlohmann::ordered_json gradientSync;
+  /// The test hook (--fault-kill-rank, --fault-stall-rank): called when the runner reaches
+  /// `phase` ("collectives": its first step is about to communicate); kills or stalls this
+  /// rank when it is the one asked for.
+  std::function<void(const std::string &phase)> fault = [](const std::string &) {};
 };
 
 /// Reductions of one value over MPI_COMM_WORLD.

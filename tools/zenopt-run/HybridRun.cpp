@@ -87,7 +87,9 @@ int runHybrid(const RunnerOptions &options, const zenrt::Plan &plan, int rank, i
   run.seed = options.seed;
   run.timeoutSeconds = options.timeoutSeconds;
 
-  Executor executor(config, run);
+  zenrt::hybrid::Options faulty = run;
+  faulty.programStarts = [&options] { options.fault("collectives"); };
+  Executor executor(config, faulty);
   std::vector<double> elapsed;
   const zenrt::hybrid::StepResult first = executor.step();
   elapsed.push_back(first.elapsedUs);

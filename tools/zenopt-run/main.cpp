@@ -205,7 +205,7 @@ double timeoutOf(const Options &options) {
   return seconds;
 }
 
-zen::run::RunnerOptions runnerOptions(const Options &options) {
+zen::run::RunnerOptions runnerOptions(const Options &options, int rank) {
   zen::run::RunnerOptions runner;
   runner.planPath = options.planPath;
   runner.iterations = options.iterations;
@@ -213,18 +213,27 @@ zen::run::RunnerOptions runnerOptions(const Options &options) {
   runner.timeoutSeconds = timeoutOf(options);
   runner.seed = options.seed;
   runner.device = options.device;
+  runner.fault = [options, rank](const std::string &phase) {
+    if (phase == options.faultPhase)
+      injectFault(options, rank);
+  };
   return runner;
 }
 
 /// Large-model plans execute every rank's stage program (HybridRun.h); the options that
-/// shape the data-parallel runner's simulated compute and gradients do not apply.
+/// shape the data-parallel runner's simulated compute and gradients do not apply, nor a
+/// fault in its numerics check (the stage programs' check has no collectives of its own).
 int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int ranks,
                   const std::vector<std::string> &explicitOptions) {
   if (!explicitOptions.empty())
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
                        explicitOptions.front() + " does not apply to " + options.planPath +
                            ": a large-model plan runs its model's real compute and data");
-  return zen::run::runHybrid(runnerOptions(options), plan, rank, ranks);
+  if ((options.killRank >= 0 || options.stallRank >= 0) && options.faultPhase == "check")
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       "--fault-phase check does not apply to " + options.planPath +
+                           ": a large-model plan's faults are injected in its collectives");
+  return zen::run::runHybrid(runnerOptions(options, rank), plan, rank, ranks);
 }
 
 int run(const Options &options, int rank, int ranks,
@@ -313,7 +322,7 @@ int run(const Options &options, int rank, int ranks,
   const bool moe = !plan.moe.empty();
   std::optional<zen::run::MoeStep> moeStep;
   if (moe)
-    moeStep.emplace(runnerOptions(options), plan, rank,
+    moeStep.emplace(runnerOptions(options, rank), plan, rank,
                     [&](bool hold) { runtime.holdCollectives(hold); });
   std::string moeInStep = moe ? "not run (a plan without the layers' tasks)" : "";
   auto deliverExpertGradient = [&](const std::string &name, const std::vector<float> &values) {
@@ -517,7 +526,7 @@ int run(const Options &options, int rank, int ranks,
   const int syncStatus = allOk ? 0 : 1;
   if (!moe)
     return syncStatus;
-  zen::run::RunnerOptions runner = runnerOptions(options);
+  zen::run::RunnerOptions runner = runnerOptions(options, rank);
   runner.gradientSync = std::move(syncJson);
   return std::max(syncStatus, zen::run::runMoe(runner, plan, rank, ranks));
 }
@@ -578,8 +587,7 @@ int main(int argc, char **argv) {
     return zen::cli::ExitUsage;
   }
   std::vector<std::string> dataParallelOnly;
-  for (const char *flag : {"--time-scale", "--compute", "--gradients", "--device",
-                           "--fault-stall-rank", "--fault-kill-rank", "--fault-phase"})
+  for (const char *flag : {"--time-scale", "--compute", "--gradients", "--device"})
     if (app.count(flag) > 0)
       dataParallelOnly.push_back(flag);
   options.gradients = gradients == "tied"       ? GradientMode::Tied

@@ -73,6 +73,10 @@ struct Options {
   uint64_t seed = 1;            // weights and tokens
   double timeoutSeconds = 300;  // every wait fails after this (ZENRT_ERR_TIMEOUT)
   double learningRate = 1e-3;
+  /// Called when every rank has passed a step's opening barrier, before the stage's
+  /// program runs (zenopt-run's fault injection loses a rank there, in the middle of a
+  /// step); may be empty.
+  std::function<void()> programStarts;
 };
 
 struct StepResult {
@@ -82,7 +86,9 @@ struct StepResult {
 };
 
 /// One rank's part of the run. Collective over `comm` (an MPI_Comm*, null: MPI_COMM_WORLD;
-/// MPI must be initialised); its size must be tp x pp x dp. Ranks are placed as Megatron
+/// MPI must be initialised with MPI_THREAD_MULTIPLE: over more than one rank a thread answers
+/// the other ranks' queries, so that a wait that times out names the ranks lost, by their
+/// rank in MPI_COMM_WORLD); its size must be tp x pp x dp. Ranks are placed as Megatron
 /// places them: tensor parallel innermost, then data parallel, then pipeline stages.
 /// Throws zenrt::Error (ZENRT_ERR_MISMATCH for a wrong world size, ZENRT_ERR_TIMEOUT,
 /// ZENRT_ERR_BACKEND, ZENRT_ERR_INTERNAL for a damaged pipeline message).

@@ -62,9 +62,11 @@ enum class Memory {
 };
 
 /// The ranks a layer runs over, made collectively over `comm` (an MPI_Comm*, null:
-/// MPI_COMM_WORLD; MPI must be initialised) once for any number of layers and steps (a Device
-/// communicator initialises NCCL, which takes a while); start-up waits are bounded by
-/// `timeoutSeconds`. Throws zenrt::Error: ZENRT_ERR_BACKEND when MPI, CUDA or NCCL fail, and
+/// MPI_COMM_WORLD; MPI must be initialised with MPI_THREAD_MULTIPLE) once for any number of
+/// layers and steps (a Device communicator initialises NCCL, which takes a while); start-up
+/// waits are bounded by `timeoutSeconds`. Over more than one rank, a thread answers the other
+/// ranks' queries for as long as it lives, so that an exchange that times out names the ranks
+/// lost, by their rank in MPI_COMM_WORLD. Throws zenrt::Error: ZENRT_ERR_BACKEND when MPI, CUDA or NCCL fail, and
 /// for Device when libzenrt was built without CUDA or the rank sees no CUDA device;
 /// ZENRT_ERR_TIMEOUT when a rank does not join in time.
 class Communicator {
@@ -111,7 +113,8 @@ struct Gradients {
 /// shape or schedule that does not fit (null weights, the ranks not dividing the experts, r not
 /// dividing the capacity, ranksPerNode not dividing the ranks, a buffer or weight in other
 /// memory than the communicator's), ZENRT_ERR_TIMEOUT naming the
-/// rank, the exchange and the chunk for a wait that exceeded the timeout, ZENRT_ERR_BACKEND
+/// rank, the exchange and the chunk for a wait that exceeded the timeout and the ranks that
+/// did not answer (dead or hung), ZENRT_ERR_BACKEND
 /// for an MPI, NCCL or CUDA error.
 void forward(const Layer &layer, const Schedule &schedule, const float *dispatched, float *combined,
              Communicator &ranks, Activations *kept = nullptr);
