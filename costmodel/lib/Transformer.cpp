@@ -13,25 +13,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 namespace zen::cost {
 
-const char *toString(Recompute recompute) {
-  switch (recompute) {
-  case Recompute::None: return "none";
-  case Recompute::Selective: return "selective";
-  case Recompute::Full: return "full";
-  }
-  return "none";
-}
-
-std::optional<Recompute> parseRecompute(const std::string &text) {
-  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-    if (text == toString(r))
-      return r;
-  return std::nullopt;
-}
 
 const char *toString(Optimizer optimizer) {
   return optimizer == Optimizer::Adam ? "adam" : "sgd";
@@ -385,7 +371,13 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
     return Group{ranks, std::min(nodes, ranks)};
   };
   ParallelGroups groups;
-  groups.tensor = span(config.tp, 1);
+  // A tensor-parallel group is tp consecutive ranks starting at a multiple of tp, so at
+  // some multiple of gcd(tp, GPUs per node) within a node: the group starting latest in its
+  // node touches the most nodes, and its collectives pace every block. A tp that neither
+  // divides nor is a multiple of the GPUs per node has groups across part of two nodes
+  // (the search never chooses one; a plan file may carry it).
+  const int64_t latestStart = perNode - std::gcd(config.tp, perNode);
+  groups.tensor = Group{config.tp, std::min(config.tp, (latestStart + config.tp + perNode - 1) / perNode)};
   groups.data = span(config.dp, config.tp);
   // Stages are tp * dp ranks apart; once they span more than a node, the
   // slowest hop (which paces the pipeline) crosses the network.

@@ -118,6 +118,25 @@ TEST(TransformerCost, TheGlobalBatchAndThePipelineStepsAreBounded) {
             "the global batch 2147483648 is not from 1 to the limit of 1073741824 samples");
 }
 
+TEST(TransformerCost, TensorGroupsAcrossNodesArePricedOnTheNetwork) {
+  // 3 nodes of 8: tp innermost, so tp 3 puts ranks 6, 7, 8 in one group over two nodes.
+  const Cluster cluster = withNodes(loadCluster("a100x64"), 3);
+  auto tensor = [&](int64_t tp) {
+    ParallelConfig c = config(tp, 1);
+    c.dp = 24 / tp;
+    return parallelGroups(c, cluster).tensor;
+  };
+  for (auto [tp, nodes] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {3, 2}, {4, 1}, {6, 2}, {8, 1},
+                           {12, 2}, {24, 3}}) {
+    EXPECT_EQ(tensor(tp).ranks, tp);
+    EXPECT_EQ(tensor(tp).nodes, nodes) << "tp " << tp;
+  }
+  // Its all-reduce then runs at the network's rate, not NVLink's.
+  const CostModel model(cluster);
+  EXPECT_GT(model.collective(CollectiveKind::AllReduce, 64e6, tensor(3)).timeUs,
+            2 * model.collective(CollectiveKind::AllReduce, 64e6, Group{3, 1}).timeUs);
+}
+
 TEST(TransformerCost, GatedMlpRunsThreeGemmsAndKeepsThreeFfnWideActivations) {
   TransformerShape gelu = decoder(), swiglu = decoder();
   swiglu.mlp = "swiglu";

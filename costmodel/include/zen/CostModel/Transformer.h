@@ -83,9 +83,8 @@ struct TransformerShape {
   }
 };
 
-enum class Recompute { None, Selective, Full };
-const char *toString(Recompute recompute);  // "none", "selective", "full"
-std::optional<Recompute> parseRecompute(const std::string &text);
+using vocab::parseRecompute;
+using vocab::Recompute;
 
 enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"
@@ -228,7 +227,7 @@ double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks
 /// Where the GPUs of a configuration sit (Megatron's rank order: tensor
 /// parallel innermost, then data parallel, then pipeline stages).
 struct ParallelGroups {
-  Group tensor;      // one tensor-parallel group
+  Group tensor;      // the tensor-parallel group touching the most nodes
   Group data;        // one data-parallel group
   Group pipelineHop; // two neighbouring stages (2 ranks; 2 nodes when they differ)
 };
