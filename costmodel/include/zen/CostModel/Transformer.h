@@ -83,8 +83,9 @@ struct TransformerShape {
   }
 };
 
-using vocab::parseRecompute;
-using vocab::Recompute;
+enum class Recompute { None, Selective, Full };
+const char *toString(Recompute recompute);  // "none", "selective", "full"
+std::optional<Recompute> parseRecompute(const std::string &text);
 
 enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"
