@@ -420,16 +420,6 @@ std::optional<DType> parseDType(const std::string &name) {
   return std::nullopt;
 }
 
-const char *toString(Algorithm algorithm) {
-  switch (algorithm) {
-  case Algorithm::Ring: return "ring";
-  case Algorithm::Tree: return "tree";
-  case Algorithm::Hierarchical: return "hierarchical";
-  case Algorithm::Direct: return "direct";
-  }
-  return "ring";
-}
-
 Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   json document;
   zen::StrictJsonParse strict([&](const std::string &path, const std::string &what) {

@@ -18,21 +18,6 @@
 
 namespace zen::cost {
 
-const char *toString(Recompute recompute) {
-  switch (recompute) {
-  case Recompute::None: return "none";
-  case Recompute::Selective: return "selective";
-  case Recompute::Full: return "full";
-  }
-  return "none";
-}
-
-std::optional<Recompute> parseRecompute(const std::string &text) {
-  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
-    if (text == toString(r))
-      return r;
-  return std::nullopt;
-}
 
 const char *toString(Optimizer optimizer) {
   return optimizer == Optimizer::Adam ? "adam" : "sgd";

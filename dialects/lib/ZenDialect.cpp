@@ -37,9 +37,17 @@ ZEN_SAME_ENUMERATOR(Device::cpu, vocab::Device::CPU);
 ZEN_SAME_ENUMERATOR(SyncScheme::all_reduce, vocab::SyncScheme::AllReduce);
 ZEN_SAME_ENUMERATOR(SyncScheme::reduce_scatter_all_gather, vocab::SyncScheme::ReduceScatterAllGather);
 ZEN_SAME_ENUMERATOR(SyncScheme::all_gather, vocab::SyncScheme::AllGather);
+ZEN_SAME_ENUMERATOR(CollectiveAlgorithm::ring, vocab::Algorithm::Ring);
+ZEN_SAME_ENUMERATOR(CollectiveAlgorithm::tree, vocab::Algorithm::Tree);
+ZEN_SAME_ENUMERATOR(CollectiveAlgorithm::hierarchical, vocab::Algorithm::Hierarchical);
+ZEN_SAME_ENUMERATOR(CollectiveAlgorithm::direct, vocab::Algorithm::Direct);
+ZEN_SAME_ENUMERATOR(Recompute::none, vocab::Recompute::None);
+ZEN_SAME_ENUMERATOR(Recompute::selective, vocab::Recompute::Selective);
+ZEN_SAME_ENUMERATOR(Recompute::full, vocab::Recompute::Full);
 #undef ZEN_SAME_ENUMERATOR
 static_assert(std::size(vocab::kCompressionMethods) == 8 && std::size(vocab::kDevices) == 2 &&
-                  std::size(vocab::kSyncSchemes) == 3,
+                  std::size(vocab::kSyncSchemes) == 3 && std::size(vocab::kAlgorithms) == 4 &&
+                  std::size(vocab::kRecomputes) == 3,
               "the vocabulary gained a case the dialect lacks");
 
 vocab::CompressionMethod zen::toVocabulary(CompressionMethod method) {
@@ -54,6 +62,16 @@ vocab::SyncScheme zen::toVocabulary(SyncScheme scheme) {
   return static_cast<vocab::SyncScheme>(scheme);
 }
 SyncScheme zen::fromVocabulary(vocab::SyncScheme scheme) { return static_cast<SyncScheme>(scheme); }
+vocab::Algorithm zen::toVocabulary(CollectiveAlgorithm algorithm) {
+  return static_cast<vocab::Algorithm>(algorithm);
+}
+CollectiveAlgorithm zen::fromVocabulary(vocab::Algorithm algorithm) {
+  return static_cast<CollectiveAlgorithm>(algorithm);
+}
+vocab::Recompute zen::toVocabulary(Recompute recompute) {
+  return static_cast<vocab::Recompute>(recompute);
+}
+Recompute zen::fromVocabulary(vocab::Recompute recompute) { return static_cast<Recompute>(recompute); }
 
 std::optional<vocab::CollectiveKind> zen::collectiveKindOf(mlir::Operation *op) {
   using Kind = vocab::CollectiveKind;

@@ -431,9 +431,8 @@ private:
       error("/parallel/zero", "must be 0, 1, 2 or 3");
     if (!field(parallel, "/parallel", "sequence_parallel").is_boolean())
       error("/parallel/sequence_parallel", "must be true or false");
-    static const std::set<std::string> recomputes = {"none", "selective", "full"};
     const json &recompute = field(parallel, "/parallel", "recompute");
-    if (!recompute.is_string() || !recomputes.count(recompute.get<std::string>()))
+    if (!recompute.is_string() || !zen::vocab::parseRecompute(recompute.get<std::string>()))
       error("/parallel/recompute", "must be none, selective or full");
     const json &schedule = field(parallel, "/parallel", "schedule");
     int64_t virtualStages = schedule.is_string() ? virtualStagesOf(schedule.get<std::string>()) : 0;
@@ -821,8 +820,7 @@ private:
     for (size_t c = 0; c < bucket.collectives.size(); ++c) {
       const Collective &collective = bucket.collectives[c];
       std::string cpath = path + "/collectives/" + std::to_string(c);
-      static const std::set<std::string> algorithms = {"ring", "tree", "hierarchical", "direct"};
-      if (!algorithms.count(collective.algorithm))
+      if (!zen::vocab::parseAlgorithm(collective.algorithm))
         error(cpath + "/algorithm", "unknown algorithm '" + collective.algorithm +
                                         "' (expected ring|tree|hierarchical|direct)");
       inRange(cpath + "/chunks", collective.chunks, 1, kMaxChunks);

@@ -19,6 +19,12 @@ TEST(Vocabulary, SpellingsRoundTrip) {
   for (const TaskPhaseTraits &entry : kTaskPhases)
     EXPECT_EQ(parseTaskPhase(toString(entry.value)), entry.value) << entry.spelling;
   EXPECT_EQ(parseTaskPhase("next_forward"), std::nullopt);
+  for (const AlgorithmTraits &entry : kAlgorithms)
+    EXPECT_EQ(parseAlgorithm(toString(entry.value)), entry.value) << entry.spelling;
+  for (const RecomputeTraits &entry : kRecomputes)
+    EXPECT_EQ(parseRecompute(toString(entry.value)), entry.value) << entry.spelling;
+  EXPECT_EQ(parseAlgorithm("nvls"), std::nullopt);
+  EXPECT_EQ(parseRecompute("partial"), std::nullopt);
   EXPECT_EQ(parseCompressionMethod("FP16"), std::nullopt);
   EXPECT_EQ(parseCollectiveKind("allreduce"), std::nullopt);
   EXPECT_EQ(parseDeviceWithoutExceptions("cpu"), Device::CPU);
@@ -37,6 +43,13 @@ TEST(Vocabulary, PlanFileSpellings) {
   EXPECT_EQ(methods, "none fp16 bf16 int8 topk randomk sign powersgd ");
   EXPECT_EQ(collectives, "all_reduce reduce_scatter all_gather all_to_all broadcast send_recv ");
   EXPECT_EQ(phases, "forward backward optimizer compress communicate decompress ");
+  std::string algorithms, recomputes;
+  for (const AlgorithmTraits &entry : kAlgorithms)
+    algorithms += std::string(entry.spelling) + " ";
+  for (const RecomputeTraits &entry : kRecomputes)
+    recomputes += std::string(entry.spelling) + " ";
+  EXPECT_EQ(algorithms, "ring tree hierarchical direct ");
+  EXPECT_EQ(recomputes, "none selective full ");
   EXPECT_STREQ(toString(Device::GPU), "gpu");
   EXPECT_STREQ(toString(Device::CPU), "cpu");
 }

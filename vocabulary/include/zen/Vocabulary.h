@@ -27,6 +27,12 @@ enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broad
 /// timeline). An MoE layer's dispatch/combine all-to-alls move activations: they take the
 /// phase of the pass they serve (Forward or Backward); Communicate is gradient sync's.
 enum class TaskPhase { Forward, Backward, Optimizer, Compress, Communicate, Decompress };
+/// How a collective moves its bytes (NCCL's ring and tree; hierarchical: inside each node,
+/// then across; direct: every pair at once, as all-to-all and point-to-point do).
+enum class Algorithm { Ring, Tree, Hierarchical, Direct };
+/// Activation recomputation in the backward (Korthikanti et al.): none, the attention's
+/// core only (selective), or each block's whole forward (full).
+enum class Recompute { None, Selective, Full };
 
 struct CompressionTraits {
   CompressionMethod value;
@@ -52,6 +58,16 @@ struct CollectiveTraits {
 
 struct TaskPhaseTraits {
   TaskPhase value;
+  const char *spelling;
+};
+
+struct AlgorithmTraits {
+  Algorithm value;
+  const char *spelling;
+};
+
+struct RecomputeTraits {
+  Recompute value;
   const char *spelling;
 };
 
@@ -88,6 +104,19 @@ inline constexpr TaskPhaseTraits kTaskPhases[] = {
     {TaskPhase::Communicate, "communicate"}, {TaskPhase::Decompress, "decompress"},
 };
 
+inline constexpr AlgorithmTraits kAlgorithms[] = {
+    {Algorithm::Ring, "ring"},
+    {Algorithm::Tree, "tree"},
+    {Algorithm::Hierarchical, "hierarchical"},
+    {Algorithm::Direct, "direct"},
+};
+
+inline constexpr RecomputeTraits kRecomputes[] = {
+    {Recompute::None, "none"},
+    {Recompute::Selective, "selective"},
+    {Recompute::Full, "full"},
+};
+
 namespace detail {
 template <typename Traits, size_t N> constexpr bool indexedByValue(const Traits (&table)[N]) {
   for (size_t i = 0; i < N; ++i)
@@ -109,6 +138,8 @@ static_assert(detail::indexedByValue(kCompressionMethods), "kCompressionMethods 
 static_assert(detail::indexedByValue(kDevices), "kDevices out of order");
 static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of order");
 static_assert(detail::indexedByValue(kTaskPhases), "kTaskPhases out of order");
+static_assert(detail::indexedByValue(kAlgorithms), "kAlgorithms out of order");
+static_assert(detail::indexedByValue(kRecomputes), "kRecomputes out of order");
 
 constexpr const CompressionTraits &traitsOf(CompressionMethod method) {
   return kCompressionMethods[static_cast<size_t>(method)];
@@ -130,6 +161,12 @@ constexpr const char *toString(CollectiveKind kind) {
 constexpr const char *toString(TaskPhase phase) {
   return kTaskPhases[static_cast<size_t>(phase)].spelling;
 }
+constexpr const char *toString(Algorithm algorithm) {
+  return kAlgorithms[static_cast<size_t>(algorithm)].spelling;
+}
+constexpr const char *toString(Recompute recompute) {
+  return kRecomputes[static_cast<size_t>(recompute)].spelling;
+}
 
 inline std::optional<CompressionMethod> parseCompressionMethod(std::string_view text) {
   return detail::parse(kCompressionMethods, text);
@@ -142,6 +179,12 @@ inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view text) 
 }
 inline std::optional<TaskPhase> parseTaskPhase(std::string_view text) {
   return detail::parse(kTaskPhases, text);
+}
+inline std::optional<Algorithm> parseAlgorithm(std::string_view text) {
+  return detail::parse(kAlgorithms, text);
+}
+inline std::optional<Recompute> parseRecompute(std::string_view text) {
+  return detail::parse(kRecomputes, text);
 }
 
 } // namespace zen::vocab

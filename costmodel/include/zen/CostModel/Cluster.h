@@ -40,9 +40,7 @@ using vocab::Device;
 using vocab::parseCollectiveKind;
 using vocab::parseCompressionMethod;
 using vocab::toString;
-
-enum class Algorithm { Ring, Tree, Hierarchical, Direct };
-const char *toString(Algorithm algorithm);  // "ring", "tree", "hierarchical", "direct"
+using vocab::Algorithm;
 
 struct LinkSpec {
   std::string kind;          // intra: "nvlink", "pcie", "shm"; inter: "infiniband", "ethernet"

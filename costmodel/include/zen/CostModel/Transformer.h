@@ -83,9 +83,8 @@ struct TransformerShape {
   }
 };
 
-enum class Recompute { None, Selective, Full };
-const char *toString(Recompute recompute);  // "none", "selective", "full"
-std::optional<Recompute> parseRecompute(const std::string &text);
+using vocab::parseRecompute;
+using vocab::Recompute;
 
 enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"

@@ -28,7 +28,7 @@
 #include "zen/Dialect/ZenTypes.h.inc"
 
 namespace zen {
-/// The dialect's compression and device enums are the vocabulary's
+/// The dialect's compression, device, sync-scheme, algorithm and recompute enums are the vocabulary's
 /// (vocabulary/include/zen/Vocabulary.h) under MLIR spellings; these are the
 /// only conversions, checked case by case in ZenDialect.cpp.
 vocab::CompressionMethod toVocabulary(CompressionMethod method);
@@ -37,6 +37,10 @@ vocab::Device toVocabulary(Device device);
 Device fromVocabulary(vocab::Device device);
 vocab::SyncScheme toVocabulary(SyncScheme scheme);
 SyncScheme fromVocabulary(vocab::SyncScheme scheme);
+vocab::Algorithm toVocabulary(CollectiveAlgorithm algorithm);
+CollectiveAlgorithm fromVocabulary(vocab::Algorithm algorithm);
+vocab::Recompute toVocabulary(Recompute recompute);
+Recompute fromVocabulary(vocab::Recompute recompute);
 
 /// The collective a zen collective op runs; nullopt for any other op.
 std::optional<vocab::CollectiveKind> collectiveKindOf(mlir::Operation *op);
