@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,7 +75,49 @@ std::string finalTarget(const std::string &path) {
   cannotWrite(path, "too many levels of symbolic links");
 }
 
+/// `path` absolute, its symbolic links resolved, even those to files still to be created.
+std::string resolvedPath(const std::string &path) {
+  std::error_code failed;
+  const std::filesystem::path absolute = std::filesystem::absolute(finalTarget(path), failed);
+  if (failed)
+    return path;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(absolute, failed);
+  return (failed ? absolute : resolved).string();
+}
+
+/// What tells two outputs apart: an existing regular file by its device and inode, a
+/// file still to be created by its absolute path with every link resolved; nullopt for
+/// an output written in place (a character device or FIFO), which may repeat.
+std::optional<std::string> identityOf(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0) {
+    if (!S_ISREG(info.st_mode))
+      return std::nullopt;
+    return "inode " + std::to_string(info.st_dev) + ":" + std::to_string(info.st_ino);
+  }
+  return resolvedPath(path);
+}
+
 } // namespace
+
+void requireDistinctOutputs(const std::vector<NamedOutput> &outputs) {
+  std::vector<std::pair<const NamedOutput *, std::string>> seen;
+  for (const NamedOutput &output : outputs) {
+    if (output.path.empty())
+      continue;
+    std::optional<std::string> identity = identityOf(output.path);
+    if (!identity)
+      continue;
+    for (const auto &[earlier, other] : seen)
+      if (other == *identity) {
+        throw FileError(ErrorKind::BadUsage,
+                        earlier->name + " and " + output.name + " are the same file (" +
+                            resolvedPath(output.path) +
+                            "): the second would replace the first; give each its own file");
+      }
+    seen.emplace_back(&output, *identity);
+  }
+}
 
 std::string readBounded(const std::string &path, uint64_t maxBytes, const std::string &what) {
   struct stat info;
@@ -159,6 +203,12 @@ void OutputFiles::add(const std::string &path, const std::string &contents) {
     pending.push_back(std::move(output));
     return;
   }
+  // The rename below would replace a read-only file whatever its mode: the user's mark
+  // is kept (the superuser passes every access check, so a file without any write
+  // permission bit is read-only for it too).
+  if (exists && ((info.st_mode & 0222) == 0 ||
+                 ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0))
+    cannotWrite(path, "it is read-only; refusing to replace it");
   output.target = finalTarget(path);
   // Same directory as the target, so the final rename is atomic.
   output.temporary = output.target + ".tmp." + std::to_string(::getpid()) + "." +

@@ -27,6 +27,9 @@ struct SimulateOptions {
 
 int runSimulate(const SimulateOptions &options) {
   try {
+    zen::io::requireDistinctOutputs({{"--trace", options.tracePath},
+                                     {"--timeline-svg", options.svgPath},
+                                     {"standard output", "/dev/stdout"}});
     zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
     // A plan carries its cluster's description, so it re-scores exactly without --cluster.
     cost::Cluster own = cost::parseCluster(plan.cluster.spec, options.planPath + ": /cluster/spec");

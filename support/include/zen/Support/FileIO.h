@@ -35,11 +35,29 @@ public:
 /// directory; 65 when the input is larger than `maxBytes`.
 std::string readBounded(const std::string &path, uint64_t maxBytes, const std::string &what);
 
+/// One output of a run and what names it in messages: its flag ("--trace"), or
+/// "standard output" for what the run prints.
+struct NamedOutput {
+  std::string name;
+  std::string path;  // empty: not asked for
+};
+
+/// Throws FileError(BadUsage), naming both outputs and the file, when two of `outputs`
+/// are one file: the same path after symbolic links for a file that does not exist yet,
+/// the same file (device and inode, hard links too) for one that does. Outputs written
+/// in place (character devices and FIFOs: /dev/null, a terminal, a pipe) may repeat:
+/// each output is written to them in turn. Standard output belongs in `outputs` as
+/// {"standard output", "/dev/stdout"}: redirected to a file, it is that file.
+void requireDistinctOutputs(const std::vector<NamedOutput> &outputs);
+
 /// The output files of one run, written all together or not at all. add() checks
 /// a path and writes its contents aside (a temporary file next to the target);
 /// commit() then puts every file in place. A path that is a symbolic link updates
 /// the link's target (the link stays); a character device or FIFO with a reader is
-/// written in place, never replaced; a directory, block device or socket is refused.
+/// written in place, never replaced; a directory, block device or socket is refused,
+/// and so is an existing file that is read-only (no write permission for this user,
+/// or none for anyone, which the superuser would otherwise override): it is kept as
+/// it is, as vi and cp -i keep one, not silently replaced by the rename.
 /// Until commit() succeeds nothing the run wrote is visible, and the destructor
 /// removes what was written aside, so a failure anywhere leaves no output behind.
 class OutputFiles {
