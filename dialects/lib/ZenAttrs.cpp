@@ -203,21 +203,18 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, Sh
 //===----------------------------------------------------------------------===//
 
 LogicalResult MoeScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t ep,
-                                      int64_t forward, int64_t backward, StringRef allToAll,
-                                      StringRef tokens, StringRef gradientSync) {
+                                      int64_t forward, int64_t backward, MoeAllToAll,
+                                      CompressionMethod tokens, MoeGradientSync) {
   for (auto [name, degree] :
        {std::pair{"ep", ep}, {"forward", forward}, {"backward", backward}})
     if (degree < 1)
       return emitError() << "moe_schedule " << name << " must be at least 1, got " << degree;
-  if (allToAll != "flat" && allToAll != "2d")
-    return emitError() << "moe_schedule all_to_all must be \"flat\" or \"2d\", got \""
-                       << allToAll << "\"";
-  if (!llvm::is_contained({"none", "fp16", "bf16", "int8"}, tokens))
+  // The casts the all-to-alls can carry the tokens in (cost::compressesTokens).
+  if (!llvm::is_contained({CompressionMethod::none, CompressionMethod::fp16, CompressionMethod::bf16,
+                           CompressionMethod::int8},
+                          tokens))
     return emitError() << "moe_schedule tokens must be \"none\", \"fp16\", \"bf16\" or "
                           "\"int8\", got \""
-                       << tokens << "\"";
-  if (gradientSync != "concurrent" && gradientSync != "serial")
-    return emitError() << "moe_schedule gradient_sync must be \"concurrent\" or \"serial\", got \""
-                       << gradientSync << "\"";
+                       << stringifyEnum(tokens) << "\"";
   return success();
 }

@@ -8,7 +8,25 @@
 
 using namespace mlir;
 
+// The planner's MoE enums and the dialect's: same enumerators in the same order.
+static_assert(int(zen::cost::AllToAllAlgorithm::Flat) == int(zen::MoeAllToAll::flat) &&
+                  int(zen::cost::AllToAllAlgorithm::Hierarchical) ==
+                      int(zen::MoeAllToAll::hierarchical),
+              "cost::AllToAllAlgorithm and zen::MoeAllToAll differ");
+static_assert(int(zen::cost::GradientSyncMode::Concurrent) == int(zen::MoeGradientSync::concurrent) &&
+                  int(zen::cost::GradientSyncMode::Serial) == int(zen::MoeGradientSync::serial),
+              "cost::GradientSyncMode and zen::MoeGradientSync differ");
+
 namespace zen {
+
+MoeScheduleAttr moeScheduleAttr(MLIRContext *context, int64_t ep,
+                                const cost::MoeLayerChoice &choice) {
+  return MoeScheduleAttr::get(context, ep, choice.forward, choice.backward,
+                              static_cast<MoeAllToAll>(choice.algorithm),
+                              fromVocabulary(choice.tokens),
+                              static_cast<MoeGradientSync>(choice.sync));
+}
+
 namespace {
 
 /// The only user of `value` when it is an `Op`, else null.

@@ -828,7 +828,8 @@ func.func @f() {
 // -----
 
 func.func @f() {
-  // expected-error @+1 {{moe_schedule all_to_all must be "flat" or "2d", got "ring"}}
+  // expected-error @+2 {{invalid MoE all-to-all "ring"}}
+  // expected-error @+1 {{failed to parse Zen_MoeScheduleAttr parameter 'all_to_all'}}
   %0 = zen.param "w" {s = #zen.moe_schedule<ep = 1, forward = 1, backward = 1, all_to_all = "ring">} : tensor<4xf32>
   return
 }
@@ -844,7 +845,8 @@ func.func @f() {
 // -----
 
 func.func @f() {
-  // expected-error @+1 {{moe_schedule gradient_sync must be "concurrent" or "serial", got "later"}}
+  // expected-error @+2 {{invalid MoE gradient sync mode "later"}}
+  // expected-error @+1 {{failed to parse Zen_MoeScheduleAttr parameter 'gradient_sync'}}
   %0 = zen.param "w" {s = #zen.moe_schedule<ep = 2, forward = 1, backward = 1, all_to_all = "flat", gradient_sync = "later">} : tensor<4xf32>
   return
 }

@@ -271,9 +271,7 @@ void recordMoeSchedule(mlir::ModuleOp module, const cost::ParallelConfig &config
   if (!layers)
     return;
   const cost::MoeLayerChoice &choice = config.experts;
-  auto schedule = MoeScheduleAttr::get(module.getContext(), config.ep, choice.forward, choice.backward,
-                                       cost::toString(choice.algorithm), cost::toString(choice.tokens),
-                                       cost::toString(choice.sync));
+  const MoeScheduleAttr schedule = moeScheduleAttr(module.getContext(), config.ep, choice);
   for (MoeLayerOps &ops : *layers) {
     const int64_t capacity = ops.layer.shape.capacity();
     if (capacity % choice.forward != 0 || capacity % choice.backward != 0)

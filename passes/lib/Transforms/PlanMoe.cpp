@@ -67,10 +67,7 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
     MLIRContext *context = &getContext();
     for (size_t i = 0; i < layers->size(); ++i) {
       const cost::MoeLayerChoice &choice = planned.chosen.best.layers[i].choice;
-      auto schedule =
-          MoeScheduleAttr::get(context, planned.chosen.ep, choice.forward, choice.backward,
-                               cost::toString(choice.algorithm), cost::toString(choice.tokens),
-                               cost::toString(choice.sync));
+      auto schedule = moeScheduleAttr(context, planned.chosen.ep, choice);
       MoeLayerOps &ops = (*layers)[i];
       for (Operation *op : {ops.dispatch.getOperation(), ops.experts.getOperation(),
                             ops.combine.getOperation()})

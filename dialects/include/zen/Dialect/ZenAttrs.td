@@ -180,6 +180,23 @@ def Zen_ShardAttr : Zen_Attr<"Shard", "shard"> {
   let genVerifyDecl = 1;
 }
 
+// An enum parameter spelled as a string, so that spellings that are no bare identifier
+// ("2d") print as they parse; parsing takes a string or a keyword.
+class Zen_QuotedEnumParameter<EnumAttrInfo enumInfo, string default = "">
+    : EnumParameter<enumInfo> {
+  let parser = [{[&]() -> ::mlir::FailureOr<}] # cppType # [{> {
+    auto loc = $_parser.getCurrentLocation();
+    std::string spelling;
+    if (::mlir::failed($_parser.parseKeywordOrString(&spelling)))
+      return ::mlir::failure();
+    if (auto value = ::zen::symbolizeEnum<}] # cppType # [{>(spelling))
+      return *value;
+    return $_parser.emitError(loc) << "invalid }] # enumInfo.summary # [{ \"" << spelling << "\"";
+  }()}];
+  let printer = [{ $_printer << '"' << ::zen::stringifyEnum($_self) << '"' }];
+  let defaultValue = default;
+}
+
 def Zen_MoeScheduleAttr : Zen_Attr<"MoeSchedule", "moe_schedule"> {
   let summary = "How a Mixture-of-Experts layer runs under expert parallelism";
   let description = [{
@@ -206,9 +223,9 @@ def Zen_MoeScheduleAttr : Zen_Attr<"MoeSchedule", "moe_schedule"> {
     ```
   }];
   let parameters = (ins "int64_t":$ep, "int64_t":$forward, "int64_t":$backward,
-                        StringRefParameter<"flat or 2d">:$all_to_all,
-                        StringRefParameter<"none, fp16, bf16 or int8", "\"none\"">:$tokens,
-                        StringRefParameter<"concurrent or serial", "\"concurrent\"">:$gradient_sync);
+                        Zen_QuotedEnumParameter<Zen_MoeAllToAll>:$all_to_all,
+                        Zen_QuotedEnumParameter<Zen_CompressionMethod, "::zen::CompressionMethod::none">:$tokens,
+                        Zen_QuotedEnumParameter<Zen_MoeGradientSync, "::zen::MoeGradientSync::concurrent">:$gradient_sync);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -122,6 +122,23 @@ def Zen_SyncScheme : I32EnumAttr<"SyncScheme", "how a gradient bucket crosses th
 }
 def Zen_SyncSchemeAttr : EnumAttr<Zen_Dialect, Zen_SyncScheme, "sync">;
 
+// How an MoE layer's all-to-alls run (#zen.moe_schedule): one exchange among the ep
+// ranks, or Tutel's hierarchical one (spelled "2d", as the plan file does).
+def Zen_MoeAllToAll : I32EnumAttr<"MoeAllToAll", "MoE all-to-all", [
+    I32EnumAttrCase<"flat", 0>,
+    I32EnumAttrCase<"hierarchical", 1, "2d">]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+
+// How an MoE layer's all-to-alls meet the data-parallel gradient sync (#zen.moe_schedule).
+def Zen_MoeGradientSync : I32EnumAttr<"MoeGradientSync", "MoE gradient sync mode", [
+    I32EnumAttrCase<"concurrent", 0>,
+    I32EnumAttrCase<"serial", 1>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+
 def Zen_Recompute : I32EnumAttr<"Recompute", "activation recomputation", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"selective", 1>,

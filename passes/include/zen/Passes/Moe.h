@@ -34,6 +34,11 @@ struct MoeLayerOps {
 std::optional<std::vector<MoeLayerOps>> collectMoeLayers(mlir::ModuleOp module,
                                                          std::string &error);
 
+/// The #zen.moe_schedule of a layer run with `choice` at expert parallelism `ep`:
+/// the planner's enums as the dialect's (the only conversion, checked case by case).
+MoeScheduleAttr moeScheduleAttr(mlir::MLIRContext *context, int64_t ep,
+                                const cost::MoeLayerChoice &choice);
+
 /// What zen-plan-moe plans `layers` with on the data-parallel group `dp`: the
 /// module's compute precision (zen.compute_dtype, fp32 when absent), its
 /// gradient sync when it has one (with the layers' expert gradients marked),
