@@ -34,14 +34,6 @@ struct CostOptions {
 constexpr cost::Algorithm kAlgorithms[] = {cost::Algorithm::Ring, cost::Algorithm::Tree,
                                            cost::Algorithm::Hierarchical, cost::Algorithm::Direct};
 
-/// The --op choices: the shared vocabulary's collective spellings.
-std::vector<std::string> collectiveSpellings() {
-  std::vector<std::string> spellings;
-  for (const vocab::CollectiveTraits &entry : vocab::kCollectiveKinds)
-    spellings.push_back(entry.spelling);
-  return spellings;
-}
-
 int runCost(const CostOptions &options) {
   cost::Cluster cluster;
   try {
@@ -121,7 +113,7 @@ CommandRegistration registration(
           ->check(wholeNumber(1));
       app.add_option("--op", options->op, "Collective")
           ->required()
-          ->check(CLI::IsMember(collectiveSpellings()));
+          ->check(CLI::IsMember(vocab::spellingsOf(vocab::kCollectiveKinds)));
       app.add_option("--bytes", options->bytes,
                      "Message size in bytes (nccl-tests convention; suffixes KB, MB, GB = 2^10.. accepted)")
           ->required()

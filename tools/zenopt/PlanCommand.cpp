@@ -33,13 +33,16 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -298,7 +301,11 @@ cost::TrainingSetup trainingSetup(const PlanOptions &options, int64_t perGpuBatc
   setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
   setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
                                               : *cost::parseOptimizer(options.optimizer);
-  setup.globalBatch = options.globalBatch > 0 ? options.globalBatch : perGpuBatch * gpus;
+  // Saturated: planLargeModel refuses a default global batch beyond the limit by name.
+  if (options.globalBatch > 0)
+    setup.globalBatch = options.globalBatch;
+  else if (__builtin_mul_overflow(perGpuBatch, gpus, &setup.globalBatch))
+    setup.globalBatch = std::numeric_limits<int64_t>::max();
   setup.moeImbalance = moeImbalanceOf(options);
   return setup;
 }
@@ -350,6 +357,30 @@ cost::MemoryBreakdown dataParallelMemory(const PlanOptions &options, const impor
   return memory;
 }
 
+/// The cluster file's physical ranges (costmodel/lib/Cluster.cpp) keep every
+/// prediction finite; one that is not is refused, naming the cluster, before it
+/// reaches the plan file or the summary.
+void checkFinite(const plan::ParallelResult &result, const PlanOptions &options) {
+  auto finite = [](const plan::ParallelEvaluation &eval) {
+    std::vector<double> values = {eval.iterationUs,  eval.pipeline.totalUs, eval.pipeline.bubbleUs,
+                                  eval.tensorCommUs, eval.pipelineCommUs,   eval.dataCommUs,
+                                  eval.optimizerUs,  eval.tflopsPerGpu,     eval.mfu,
+                                  eval.memory.perGpuBytes()};
+    for (const cost::StageCost &stage : eval.stages)
+      values.insert(values.end(), {stage.perMicroBatchUs(), stage.optimizerUs, stage.embeddingSyncUs});
+    return std::all_of(values.begin(), values.end(), [](double value) { return std::isfinite(value); });
+  };
+  std::vector<std::pair<std::string, const plan::ParallelEvaluation *>> scored = {{"chosen", &*result.best}};
+  for (const auto &[name, eval] : result.baselines)
+    scored.emplace_back(name + " baseline", &eval);
+  for (const auto &[what, eval] : scored)
+    if (!finite(*eval))
+      throw CommandError(ExitDataError, options.cluster + ": the " + what + " configuration (" +
+                                            configText(eval->config) +
+                                            ") has a predicted time or size that is not finite; "
+                                            "check the cluster's bandwidths, peaks and efficiencies");
+}
+
 /// Large-model planning of a recognised transformer: the tp/pp/dp/ZeRO (and ep)
 /// search under the large-model flags, the plan lowered from its choice.
 zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
@@ -357,6 +388,16 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
                            const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
                            const DiagnosticCollector &diagnostics, BackgroundVerification &verification) {
   const int64_t gpus = model.cluster().worldSize();
+  if (setup.globalBatch > cost::kMaxGlobalBatch) {
+    // Only the default (--batch or the model's batch, on every GPU) can be this large.
+    const std::string perGpu = options.batch > 0 ? "--batch " + std::to_string(options.batch)
+                                                 : options.model + "'s batch " +
+                                                       std::to_string(perGpuBatchOf(options, graph, shape));
+    throw CommandError(options.batch > 0 ? ExitUsage : ExitDataError,
+                       perGpu + " on each of " + std::to_string(gpus) + " GPUs exceeds the limit of " +
+                           std::to_string(cost::kMaxGlobalBatch) +
+                           " samples per iteration; give a smaller --global-batch");
+  }
   plan::ParallelRequest request;
   request.setup = setup;
   if (options.tp) request.tp = options.tp;
@@ -386,6 +427,7 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
                            (request.forcesAny() ? "the forced configuration " : "the smallest requirement found, ") +
                            configText(least.config) + ", needs " + memoryText(least.memory));
   }
+  checkFinite(result, options);
   const plan::ParallelEvaluation &best = *result.best;
   plan::ExpertParallelSync sync;
   try {
@@ -415,7 +457,7 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
   const cost::ParallelConfig &c = best.config;
   verification.requireVerified();
   module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
-                                                    c.sequenceParallel, static_cast<Recompute>(c.recompute),
+                                                    c.sequenceParallel, fromVocabulary(c.recompute),
                                                     c.microBatch, c.microBatches, c.virtualStages,
                                                     c.ep, c.expertTensorParallel));
   if (shape.moe)
@@ -587,6 +629,15 @@ int runPlan(const PlanOptions &options) {
   if (options.model.empty())
     throw CommandError(ExitUsage, "no model given; run zenopt --help for usage");
   options.heads.check();
+  // Before planning: two outputs in one file would leave only the last one written.
+  try {
+    zen::io::requireDistinctOutputs({{"-o", options.output},
+                                     {"--trace", options.trace},
+                                     {"--timeline-svg", options.timelineSvg},
+                                     {"standard output (--emit " + options.emit + ")", "/dev/stdout"}});
+  } catch (const zen::io::FileError &error) {
+    throw CommandError(exitCodeOf(error.kind), error.what());
+  }
 
   importer::ImportOptions importOptions;
   if (options.batch > 0)
@@ -778,16 +829,16 @@ CommandRegistration registration(
       app.add_flag("--json", options->json, "Print the summary as one JSON object (times in us)");
       app.add_option("--global-batch", options->globalBatch,
                      "Samples per iteration over all data-parallel ranks (default: --batch x GPUs)")
-          ->check(wholeNumber(1));
+          ->check(wholeNumber(1, cost::kMaxGlobalBatch));
       app.add_option("--micro-batch", options->microBatch, "Samples per micro-batch (default: searched)")
-          ->check(wholeNumber(1));
+          ->check(wholeNumber(1, cost::kMaxGlobalBatch));
       app.add_option("--tp", options->tp, "Tensor-parallel ranks (default: searched)")->check(wholeNumber(1));
       app.add_option("--pp", options->pp, "Pipeline stages (default: searched)")->check(wholeNumber(1));
       app.add_option("--zero", options->zero, "ZeRO stage over the data-parallel group: 0, 1, 2, 3 (default: searched)")
           ->check(wholeNumber(0, 3));
       app.add_option("--recompute", options->recompute,
                      "Activation recomputation: none, selective, full (default: searched)")
-          ->check(CLI::IsMember({"none", "selective", "full"}));
+          ->check(CLI::IsMember(vocab::spellingsOf(vocab::kRecomputes)));
       CLI::Option *sequenceParallel =
           app.add_flag("--sequence-parallel", options->sequenceParallel,
                        "Megatron sequence parallelism in the tensor-parallel regions (default: searched)");

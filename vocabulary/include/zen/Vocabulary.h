@@ -16,7 +16,9 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace zen::vocab {
 
@@ -166,6 +168,15 @@ constexpr const char *toString(Algorithm algorithm) {
 }
 constexpr const char *toString(Recompute recompute) {
   return kRecomputes[static_cast<size_t>(recompute)].spelling;
+}
+
+/// A table's spellings in its order (a command line's choices).
+template <typename Traits, size_t N>
+std::vector<std::string> spellingsOf(const Traits (&table)[N]) {
+  std::vector<std::string> spellings;
+  for (const Traits &entry : table)
+    spellings.push_back(entry.spelling);
+  return spellings;
 }
 
 inline std::optional<CompressionMethod> parseCompressionMethod(std::string_view text) {
