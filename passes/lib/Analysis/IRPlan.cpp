@@ -157,19 +157,19 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
     chain.settings.scheme = toVocabulary(planned.getValue());
   const vocab::SyncScheme plannedScheme = chain.settings.scheme;
   const bool saysScheme = op && op->hasAttr("sync");
+  // What a chain's first collective says, whichever op it is.
+  auto readFirst = [&](auto collective, vocab::SyncScheme scheme) {
+    chain.settings.scheme = scheme;
+    chain.settings.chunks = collective.getChunks();
+    readSchedule(collective, chain.settings.stream, chain.settings.priority);
+    chain.afterBackward = collective.getAfterBackward();
+    noteGroup(collective.getGroup());
+  };
   if (auto allReduce = dyn_cast_or_null<AllReduceOp>(op)) {
-    chain.settings.scheme = vocab::SyncScheme::AllReduce;
-    chain.settings.chunks = allReduce.getChunks();
-    readSchedule(allReduce, chain.settings.stream, chain.settings.priority);
-    chain.afterBackward = allReduce.getAfterBackward();
-    noteGroup(allReduce.getGroup());
+    readFirst(allReduce, vocab::SyncScheme::AllReduce);
     value = allReduce.getResult();
   } else if (auto scatter = dyn_cast_or_null<ReduceScatterOp>(op)) {
-    chain.settings.scheme = vocab::SyncScheme::ReduceScatterAllGather;
-    chain.settings.chunks = scatter.getChunks();
-    readSchedule(scatter, chain.settings.stream, chain.settings.priority);
-    chain.afterBackward = scatter.getAfterBackward();
-    noteGroup(scatter.getGroup());
+    readFirst(scatter, vocab::SyncScheme::ReduceScatterAllGather);
     op = soleUser(scatter.getResult());
     if (isa_and_nonnull<UnpackOp>(op) && chain.packed) {
       // ZeRO (zen-shard-zero): the unpack yields each member's shard; the
@@ -188,11 +188,7 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
   } else if (auto gather = dyn_cast_or_null<AllGatherOp>(op)) {
     if (chain.settings.compression.method == cost::CompressionMethod::None)
       return expect("a compressed payload before a zen.all_gather");
-    chain.settings.scheme = vocab::SyncScheme::AllGather;
-    chain.settings.chunks = gather.getChunks();
-    readSchedule(gather, chain.settings.stream, chain.settings.priority);
-    chain.afterBackward = gather.getAfterBackward();
-    noteGroup(gather.getGroup());
+    readFirst(gather, vocab::SyncScheme::AllGather);
     value = gather.getResult();
   } else {
     return expect("a collective");
