@@ -62,8 +62,13 @@ std::string finalTarget(const std::string &path) {
     struct stat info;
     if (::lstat(current.c_str(), &info) != 0 || !S_ISLNK(info.st_mode))
       return current;
-    std::vector<char> link(size_t(info.st_size > 0 ? info.st_size : PATH_MAX) + 1);
-    ssize_t length = ::readlink(current.c_str(), link.data(), link.size());
+    // A link's st_size is not its length everywhere (procfs reports 64 for
+    // /proc/self/fd/N): read until the buffer has room to spare.
+    std::vector<char> link(size_t(std::max<off_t>(info.st_size, 64)) + 1);
+    ssize_t length;
+    while ((length = ::readlink(current.c_str(), link.data(), link.size())) >= 0 &&
+           size_t(length) >= link.size() && link.size() <= PATH_MAX)
+      link.resize(link.size() * 2);
     if (length < 0 || size_t(length) >= link.size())
       cannotWrite(path, "cannot read the symbolic link " + current);
     std::string next(link.data(), size_t(length));
