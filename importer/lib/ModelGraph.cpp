@@ -5,6 +5,7 @@
 #include "Moe.h"
 #include "NameTable.h"
 #include "OnnxLoader.h"
+#include "SparseGradients.h"
 
 #include "onnx/defs/schema.h"
 #include "zen/Support/FileIO.h"
@@ -1047,6 +1048,7 @@ ModelGraph importModelFromBytes(const std::string &bytes, const std::string &pat
   graph.batchMode = loaded.batchMode;
   graph.warnings = std::move(loaded.warnings);
   GraphBuilder(loaded, graph, options.frozen).build();
+  detail::findSparseGradients(loaded.model->graph(), graph);
   return graph;
 }
 

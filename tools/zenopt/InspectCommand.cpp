@@ -92,11 +92,43 @@ nlohmann::ordered_json toJson(const ModelGraph &graph, const nlohmann::ordered_j
   for (const auto &constant : graph.constants)
     constants.push_back({{"name", constant.name}, {"rule", constant.rule}});
   json["constants"] = std::move(constants);
+  nlohmann::ordered_json sparse = nlohmann::ordered_json::array();
+  for (const auto &table : graph.sparseGradients)
+    sparse.push_back({{"name", graph.parameters[table.parameter].name},
+                      {"rows", table.rows},
+                      {"row_elements", table.rowElements},
+                      {"lookups_per_sample", table.lookupsPerSample}});
+  json["sparse_gradients"] = std::move(sparse);
+  nlohmann::ordered_json dense = nlohmann::ordered_json::array();
+  for (const auto &table : graph.denselyUsedTables)
+    dense.push_back({{"name", graph.parameters[table.parameter].name},
+                     {"dense_use", table.node},
+                     {"op", table.opType}});
+  json["gathered_dense_gradients"] = std::move(dense);
   return json;
 }
 
 std::string flopsText(int64_t flops) {
   return fmt::format("{:.3f} GFLOP", static_cast<double>(flops) / 1e9);
+}
+
+/// The row-sparse gradients, and the gathered tables whose gradient stays dense, with why.
+void printSparseGradients(const ModelGraph &graph) {
+  if (!graph.sparseGradients.empty()) {
+    std::cout << fmt::format("\n{:<44} {:>10} {:>12} {:>18}\n", "row-sparse gradient", "rows",
+                             "row elements", "lookups/sample");
+    for (const auto &table : graph.sparseGradients)
+      std::cout << fmt::format("{:<44} {:>10} {:>12} {:>18}\n",
+                               graph.parameters[table.parameter].name, table.rows,
+                               table.rowElements,
+                               std::to_string(table.lookupsPerSample) +
+                                   (table.sharedAcrossSamples ? " (shared)" : ""));
+  }
+  for (const auto &table : graph.denselyUsedTables)
+    std::cout << fmt::format("\n{}: gathered by rows but also used densely by node '{}' ({}): "
+                             "its gradient is dense",
+                             graph.parameters[table.parameter].name, table.node, table.opType)
+              << "\n";
 }
 
 void printTable(const ModelGraph &graph, const nlohmann::ordered_json &transformer) {
@@ -129,6 +161,7 @@ void printTable(const ModelGraph &graph, const nlohmann::ordered_json &transform
                              shapeText(graph.tensors[param.tensor].dims), param.elements,
                              param.dtype);
   }
+  printSparseGradients(graph);
   if (graph.constants.empty())
     return;
   std::cout << fmt::format("\n{:<50} {:<18} {}\n", "constant", "shape", "rule");

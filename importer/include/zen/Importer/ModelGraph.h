@@ -157,6 +157,34 @@ struct Constant {
   std::string rule;
 };
 
+/// A parameter whose gradient is row-sparse: every forward use gathers rows of it (`Gather` on
+/// axis 0 reading it as data: nn.Embedding; such a `Gather` inside a `Loop` body:
+/// nn.EmbeddingBag), so a step's gradient is non-zero only in the rows the step looked up
+/// (importer/lib/SparseGradients.cpp).
+struct SparseGradient {
+  int parameter = -1;      ///< index into ModelGraph::parameters
+  int64_t rows = 0;        ///< the table's first dimension
+  int64_t rowElements = 0; ///< elements of one row (the product of the other dimensions)
+  /// Row lookups one sample makes (the index input's elements per sample).
+  int64_t lookupsPerSample = 0;
+  /// The index input does not grow with the batch (position ids): every sample looks up the
+  /// same rows, so a step touches at most lookupsPerSample rows whatever the batch.
+  bool sharedAcrossSamples = false;
+  /// Row lookups per rank per step (not distinct rows): batch x lookupsPerSample, or
+  /// lookupsPerSample when shared across samples.
+  int64_t lookupsPerStep(int64_t batch) const {
+    return sharedAcrossSamples ? lookupsPerSample : batch * lookupsPerSample;
+  }
+};
+
+/// A parameter gathered by rows that is also used densely (a tied output projection): its
+/// gradient is dense. `node` and `opType` name the first dense use found.
+struct DenselyUsedTable {
+  int parameter = -1;
+  std::string node;
+  std::string opType;
+};
+
 struct ModelGraph {
   std::string path;
   std::string modelName;  ///< file name without extension
@@ -170,6 +198,8 @@ struct ModelGraph {
   std::vector<Node> nodes;            ///< topological order
   std::vector<Parameter> parameters;  ///< initializer order
   std::vector<Constant> constants;    ///< initializer order: every initializer not trained
+  std::vector<SparseGradient> sparseGradients;  ///< parameter order
+  std::vector<DenselyUsedTable> denselyUsedTables; ///< parameter order
   std::vector<BackwardStep> backward;
   std::vector<int> graphInputs;       ///< tensor ids of non-initializer graph inputs
   std::vector<int> graphOutputs;
