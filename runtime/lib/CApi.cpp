@@ -2,7 +2,10 @@
 #include "zenrt/zenrt.h"
 
 #include "Executor.h"
+#include "MpiSupport.h"
 #include "zenrt/Plan.h"
+#include "zenrt/Runtime.h"
+#include "zenrt/SparseSync.h"
 #include "zenrt/Timeout.h"
 #ifdef ZENRT_HAVE_CUDA
 #include "zenrt/CudaKernels.h"
@@ -47,6 +50,9 @@ template <typename Body> int guarded(Body body) {
   } catch (const zenrt::PlanError &e) {
     lastError = e.what();
     return e.kind == zen::ErrorKind::Unreadable ? ZENRT_ERR_IO : ZENRT_ERR_PLAN;
+  } catch (const zenrt::Error &e) {  // the C++ layers over MPI (SparseSync, TensorParallel)
+    lastError = e.what();
+    return e.status;
   } catch (const std::bad_alloc &) {
     lastError = "out of memory";
     return ZENRT_ERR_INTERNAL;
@@ -156,6 +162,9 @@ int initialise(zenrt_t *out, const zenrt_options *given,
 struct World {
   std::mutex mutex;
   std::unique_ptr<zenrt::Backend> backend;
+  /// A duplicate of MPI_COMM_WORLD for zenrt_sparse_allreduce's point-to-point traffic, made
+  /// at its first call.
+  MPI_Comm sparseComm = MPI_COMM_NULL;
   bool finalized = false;
 };
 
@@ -368,6 +377,92 @@ int zenrt_world_exchange(uint64_t value, uint64_t *all) {
   });
 }
 
+int zenrt_sparse_allreduce(const char *scheme, int64_t rows, int64_t row_elements,
+                           int64_t nnz_rows, const int64_t *indices, const float *values,
+                           float *out, int64_t *out_rows, double timeout_s) {
+  return guarded([&] {
+    World &job = world();
+    std::lock_guard<std::mutex> lock(job.mutex);
+    zenrt::Backend &backend = worldBackend(job, "zenrt_sparse_allreduce");
+    const std::string prefix =
+        "rank " + std::to_string(backend.rank()) + ": zenrt_sparse_allreduce: ";
+    zenrt::sparse::Table table{rows, row_elements};
+    zenrt::sparse::Options options;
+    zenrt::sparse::RowSparse local;
+    // Each rank checks its arguments, then the ranks agree on them (the status and a digest
+    // of the scheme and shape) before any exchange: a rank that refused would leave the
+    // others waiting until the timeout.
+    zenrt_options defaults;
+    zenrt_options_init(&defaults);
+    defaults.timeout_s = timeout_s;
+    options.timeoutSeconds = resolveTimeout(defaults);
+    const int status = guarded([&] {
+      if (!scheme)
+        throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null scheme");
+      const auto parsed = zen::vocab::parseSparseScheme(scheme);
+      if (!parsed)
+        throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                  prefix + "unknown scheme '" + scheme + "'");
+      options.scheme = *parsed;
+      if (rows < 0 || row_elements < 1 || nnz_rows < 0)
+        throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                  prefix + "rows " + std::to_string(rows) + ", row_elements " +
+                                      std::to_string(row_elements) + ", nnz_rows " +
+                                      std::to_string(nnz_rows) +
+                                      " (expected >= 0, >= 1, >= 0)");
+      if (!out && rows > 0)
+        throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null output");
+      if (*parsed == zen::vocab::SparseScheme::Hierarchical)
+        if (const char *perNode = std::getenv("ZENRT_RANKS_PER_NODE")) {
+          char *end = nullptr;
+          const long value = std::strtol(perNode, &end, 10);
+          if (end == perNode || *end != '\0' || value < 1 || value > backend.size())
+            throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                      prefix + "ZENRT_RANKS_PER_NODE='" + perNode +
+                                          "' is not a number of ranks in [1, " +
+                                          std::to_string(backend.size()) + "]");
+          options.ranksPerNode = int(value);
+        }
+      try {
+        local = zenrt::sparse::coalesce(table, nnz_rows, indices, values);
+      } catch (const zenrt::Error &e) {
+        throw zenrt::RuntimeError(e.status, prefix + e.what());
+      }
+    });
+    const std::string message = lastError;
+    // FNV-1a over what every rank must pass alike; 0 stands for a refusal.
+    uint64_t digest = 1469598103934665603ULL;
+    for (uint64_t part : {uint64_t(options.scheme), uint64_t(rows), uint64_t(row_elements),
+                          uint64_t(options.ranksPerNode)})
+      digest = (digest ^ part) * 1099511628211ULL;
+    digest = status == ZENRT_OK ? (digest | 1) : 0;
+    backend.setTimeout(options.timeoutSeconds);
+    const std::vector<uint64_t> digests = backend.exchange(digest);
+    if (status != ZENRT_OK)
+      throw zenrt::RuntimeError(status, message);
+    for (size_t r = 0; r < digests.size(); ++r)
+      if (digests[r] != digest)
+        throw zenrt::RuntimeError(
+            ZENRT_ERR_MISMATCH,
+            prefix + "rank " + std::to_string(r) +
+                (digests[r] == 0 ? " refused its arguments (see its message)"
+                                 : " passes another scheme, shape or ranks per node"));
+    if (job.sparseComm == MPI_COMM_NULL) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      zenrt::detail::checkMpi(MPI_Comm_idup(MPI_COMM_WORLD, &job.sparseComm, &request),
+                              "MPI_Comm_idup");
+      zenrt::detail::waitBounded(request, options.timeoutSeconds, backend.rank(),
+                                 [] { return std::string("zenrt_sparse_allreduce: set-up"); });
+    }
+    const zenrt::sparse::RowSparse reduced =
+        zenrt::sparse::allReduce(table, local, options, &job.sparseComm);
+    if (rows > 0)
+      zenrt::sparse::scatter(table, reduced, out);
+    if (out_rows)
+      *out_rows = int64_t(reduced.indices.size());
+  });
+}
+
 int zenrt_world_abort(int exit_code) {
   return guarded([&] {
     // No lock: an abort must not wait for a call that is stuck in a collective.
@@ -386,6 +481,8 @@ int zenrt_world_finalize(void) {
       throw zenrt::RuntimeError(ZENRT_ERR_STATE,
                                 "zenrt_world_finalize: " + std::to_string(open) +
                                     " handle(s) still open: zenrt_finalize them first");
+    if (job.sparseComm != MPI_COMM_NULL)
+      MPI_Comm_free(&job.sparseComm);
     job.backend.reset();
     job.finalized = true;
   });

@@ -34,6 +34,12 @@ enum class Mutation {
                          // rows out of the expert weights' gradients
   ExpertsOverWorld,     // "expert-replicas": expert tensors' buckets synchronise over every
                         // rank instead of the ranks holding the same experts
+  SparseDropsIndex,     // "sparse-drop-index": the last rank's sparse all-reduce leaves out
+                        // its last touched row
+  SparseMergesCollision, // "sparse-hash-collision": the rank-ordered sum's hash table adds a
+                         // row into the slot of another row it collides with
+  SparseWrongPartition, // "sparse-partition": the last rank pushes each row to the rank after
+                        // its balanced owner
 };
 
 #ifdef ZENRT_MUTANTS
@@ -41,7 +47,8 @@ inline bool mutated(Mutation mutation) {
   static const char *const kNames[] = {
       "topk",       "randomk",        "sign",             "powersgd-rank", "powersgd-zero",
       "error-feedback", "tp-partial", "tp-chunk-order", "pipeline-message", "dp-sync",
-      "moe-backward-chunk", "moe-weight-gradient", "expert-replicas"};
+      "moe-backward-chunk", "moe-weight-gradient", "expert-replicas",
+      "sparse-drop-index", "sparse-hash-collision", "sparse-partition"};
   static const char *const chosen = std::getenv("ZENRT_MUTATE");
   return chosen && std::strcmp(chosen, kNames[static_cast<int>(mutation)]) == 0;
 }

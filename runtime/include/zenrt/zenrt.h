@@ -169,6 +169,22 @@ int zenrt_world_broadcast(void *data, size_t bytes, int root);
  * input, before a step where a rank that stayed behind would leave the others waiting. */
 int zenrt_world_exchange(uint64_t value, uint64_t *all);
 
+/* Sums a row-sparse gradient over the world (collective, added in 0.3) with `scheme`, a
+ * spelling of zen/SparseScheme.h: "dense", "agsparse", "sparcml" (dense_threshold 0.25),
+ * "omnireduce" (block_rows 256), "balanced", "hierarchical" (nodes: the ranks sharing memory,
+ * or ZENRT_RANKS_PER_NODE consecutive ranks). indices[nnz_rows] (any order, duplicates summed
+ * in their order), values[nnz_rows * row_elements], row-major; every rank passes the same
+ * scheme, rows and row_elements. Writes the reduced table, dense, into
+ * out[rows * row_elements]: the sum over ranks in rank order (bit-identical to adding the
+ * ranks' dense gradients rank 0, 1, 2, ...; every scheme gives the same bits), +0.0f where no
+ * rank touched. out_rows (may be NULL) receives the number of rows any rank touched. Every
+ * wait is bounded by timeout_s (<= 0: ZENRT_TIMEOUT_S, else 300). A rank whose arguments are
+ * invalid fails with ZENRT_ERR_INVALID_ARGUMENT and the others with ZENRT_ERR_MISMATCH, as
+ * when ranks pass different schemes or shapes. */
+int zenrt_sparse_allreduce(const char *scheme, int64_t rows, int64_t row_elements,
+                           int64_t nnz_rows, const int64_t *indices, const float *values,
+                           float *out, int64_t *out_rows, double timeout_s);
+
 /* Terminates the job with `exit_code` (MPI_Abort); does not return. */
 int zenrt_world_abort(int exit_code);
 
