@@ -19,7 +19,8 @@ namespace zen::cli {
 
 /// Parses `app` (usage errors exit 2 before MPI starts), then runs `check(rank, size)`, which
 /// returns the exit status, between MPI_Init and MPI_Finalize. A zenrt::Error is printed as
-/// "<tool>: error: ..." and exits 2 for an invalid argument, 70 otherwise.
+/// "<tool>: error: ..." and exits 2 for an invalid argument, 70 otherwise; after a timeout
+/// the job ends with MPI_Abort.
 template <typename Check>
 int runMpiCheck(CLI::App &app, const char *tool, int argc, char **argv, Check check) {
   try {
@@ -42,6 +43,13 @@ int runMpiCheck(CLI::App &app, const char *tool, int argc, char **argv, Check ch
   } catch (const zenrt::Error &error) {
     std::fprintf(stderr, "%s: error: %s\n", tool, error.what());
     status = error.status == ZENRT_ERR_INVALID_ARGUMENT ? ExitUsage : ExitSoftware;
+    if (error.status == ZENRT_ERR_TIMEOUT) {
+      // A peer is dead or hung: MPI_Finalize would wait for it.
+      std::fprintf(stderr, "%s: rank %d: ending the job (MPI_Abort, exit status %d)\n", tool,
+                   rank, status);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, status);
+    }
   }
   MPI_Finalize();
   return status;

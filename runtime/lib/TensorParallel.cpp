@@ -1,14 +1,37 @@
 //===- TensorParallel.cpp - decomposed tensor-parallel MLP over MPI -------===//
+//
+// Also the watched waits (zenrt/WatchedWaits.h) that the MLP and the tools' own MPI calls
+// use to name a lost rank: the public face of PeerWatch.h.
+//
+//===----------------------------------------------------------------------===//
 #include "zenrt/TensorParallel.h"
 
 #include "MpiSupport.h"
 #include "zenrt/Runtime.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <Eigen/Core>
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace zenrt {
+
+WatchedWaits::WatchedWaits(const void *comm, double timeoutSeconds)
+    : watch(std::make_unique<detail::PeerWatch>(comm, timeoutSeconds)) {}
+
+WatchedWaits::~WatchedWaits() = default;
+
+void WatchedWaits::await(const std::function<bool()> &done,
+                         const std::function<std::string()> &describe) {
+  detail::waitWatched(done, watch->timeout(), watch->worldRank(), describe, watch.get());
+}
+
+double WatchedWaits::timeoutSeconds() const { return watch->timeout(); }
+
+} // namespace zenrt
 
 namespace zenrt::tp {
 namespace {
@@ -45,6 +68,10 @@ void mlpForward(const MlpShard &shard, const Schedule &schedule, int64_t tokens,
   const ConstMap fc1(shard.fc1, shard.ffnShard, h), fc2(shard.fc2, h, shard.ffnShard);
   std::vector<float> partial(chunkFloats * chunks), gathered(chunkFloats * chunks * size_t(size));
   std::vector<MPI_Request> requests(chunks, MPI_REQUEST_NULL);
+  std::unique_ptr<WatchedWaits> ownWaits;
+  if (!schedule.waits && size > 1)
+    ownWaits = std::make_unique<WatchedWaits>(comm, schedule.timeoutSeconds);
+  WatchedWaits *waits = schedule.waits ? schedule.waits : ownWaits.get();
   // Each chunk's partial leaves as soon as it is computed; the next chunk computes meanwhile.
   for (size_t c = 0; c < chunks; ++c) {
     const ConstMap x(input + c * chunkFloats, rows, h);
@@ -56,9 +83,16 @@ void mlpForward(const MlpShard &shard, const Schedule &schedule, int64_t tokens,
                      "MPI_Iallgather");
   }
   for (size_t c = 0; c < chunks; ++c) {
-    detail::waitBounded(requests[c], schedule.timeoutSeconds, rank, [&] {
-      return "tensor-parallel reduction of chunk " + std::to_string(c);
-    });
+    auto sent = [&] {
+      int done = 0;
+      detail::checkMpi(MPI_Test(&requests[c], &done, MPI_STATUS_IGNORE), "MPI_Test");
+      return done != 0;
+    };
+    auto describe = [&] { return "tensor-parallel reduction of chunk " + std::to_string(c); };
+    if (waits)
+      waits->await(sent, describe);
+    else  // one rank: nobody to wait for
+      detail::waitWatched(sent, schedule.timeoutSeconds, rank, describe, nullptr);
     float *out = output + c * chunkFloats;
     const float *parts = &gathered[c * chunkFloats * size_t(size)];
     for (size_t i = 0; i < chunkFloats; ++i) {

@@ -2,7 +2,8 @@
 //
 // The large-model and MoE runners (HybridRun.h, MoeRun.h) take the same options, and sum up
 // over ranks and check that every rank runs the same plan with their own MPI calls, bounded
-// by the timeout like the runtime's waits.
+// by the timeout like the runtime's waits, and naming the rank that stopped answering as
+// they do (zenrt/WatchedWaits.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_TOOLS_ZENOPT_RUN_AGREEMENT_H
@@ -10,15 +11,14 @@
 
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 
 namespace zen::run {
 
@@ -40,25 +40,22 @@ struct RunnerOptions {
   std::function<void(const std::string &phase)> fault = [](const std::string &) {};
 };
 
-/// Reductions of one value over MPI_COMM_WORLD.
+/// Reductions of one value over MPI_COMM_WORLD. Collective to construct (it starts the watch).
 class Aggregate {
 public:
-  Aggregate(double timeoutSeconds, int rank) : timeoutSeconds(timeoutSeconds), rank(rank) {}
+  Aggregate(double timeoutSeconds, int rank) : waits(nullptr, timeoutSeconds), rank(rank) {}
   double reduce(double value, MPI_Op op) {
     double out = 0;
     MPI_Request request;
     MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &request);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSeconds);
-    for (int done = 0;;) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (done)
-        return out;
-      if (std::chrono::steady_clock::now() > deadline)
-        throw zenrt::Error(ZENRT_ERR_TIMEOUT,
-                           "rank " + std::to_string(rank) + ": the summary over ranks timed out");
-      std::this_thread::yield();
-    }
+    waits.await(
+        [&] {
+          int done = 0;
+          MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        [] { return std::string("the summary over ranks (MPI_Iallreduce)"); });
+    return out;
   }
   /// Ranks running different programs would wait on each other until the timeout: fails
   /// with ZENRT_ERR_MISMATCH unless every rank was given the same plan.
@@ -71,7 +68,7 @@ public:
   }
 
 private:
-  double timeoutSeconds;
+  zenrt::WatchedWaits waits;
   int rank;
 };
 

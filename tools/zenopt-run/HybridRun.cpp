@@ -155,6 +155,7 @@ int runHybrid(const RunnerOptions &options, const zenrt::Plan &plan, int rank, i
   double sum = 0;
   for (size_t i = skip; i < elapsed.size(); ++i)
     sum += elapsed[i];
+  options.fault("summary");
   const double measured =
       aggregate.reduce(sum / double(elapsed.size() - skip), MPI_MAX);
   const double best = aggregate.reduce(

@@ -275,6 +275,7 @@ int runMoe(const RunnerOptions &options, const zenrt::Plan &plan, int rank, int 
       return sum / double(values.size() - skip);
     };
     LayerReport report;
+    options.fault("summary");
     report.forwardUs = aggregate.reduce(meanAfterWarmUp(forwardTimes), MPI_MAX);
     report.backwardUs = aggregate.reduce(meanAfterWarmUp(backwardTimes), MPI_MAX);
     report.maxError = aggregate.reduce(maxError, MPI_MAX);

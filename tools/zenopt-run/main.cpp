@@ -67,7 +67,8 @@ struct Options {
   double timeoutSeconds = 0;
   uint64_t seed = 1;
   // Fault injection for the tests: this rank stalls (sleeps) or is killed (SIGKILL, as by
-  // kill -9) in the given phase of the first iteration.
+  // kill -9) in the given phase of the first iteration (summary: before the large-model or
+  // MoE runner's summary over ranks).
   int stallRank = -1;
   int killRank = -1;
   std::string faultPhase = "collectives";
@@ -253,6 +254,11 @@ int run(const Options &options, int rank, int ranks,
   // fails before anything runs.
   if (readable && !readable->moe.empty())
     zenrt::moe::plannedMoe(*readable, options.planPath);
+  if ((options.killRank >= 0 || options.stallRank >= 0) && options.faultPhase == "summary" &&
+      readable && readable->moe.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       "--fault-phase summary does not apply to " + options.planPath +
+                           ": it is the large-model and MoE runners' summary over ranks");
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -572,7 +578,7 @@ int main(int argc, char **argv) {
   app.add_option("--fault-stall-rank", options.stallRank)->group("");
   app.add_option("--fault-kill-rank", options.killRank)->group("");
   app.add_option("--fault-phase", options.faultPhase)
-      ->check(CLI::IsMember({"startup", "collectives", "check"}))
+      ->check(CLI::IsMember({"startup", "collectives", "check", "summary"}))
       ->group("");
   app.add_flag("--device", options.device,
                "Gradients and MoE layers in CUDA device memory: CUDA kernels and NCCL (needs "

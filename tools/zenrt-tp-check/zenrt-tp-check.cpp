@@ -5,7 +5,9 @@
 // inner features), and runs zenrt::tp::mlpForward for every chunk count k asked for. Checks
 // that (1) every k gives the k = 1 output bit for bit, (2) every rank holds the same output,
 // and (3) the output equals the unpartitioned MLP computed here without communication
-// within fp32 rounding (the partial sums add in another order).
+// within fp32 rounding (the partial sums add in another order). The ranks keep one watch
+// (zenrt/WatchedWaits.h) for every run: a wait that times out names the rank that stopped
+// answering (test/Runtime/killed-rank.test kills one with the hidden --fault-kill-rank).
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
@@ -14,6 +16,7 @@
 #include "ExitCodes.h"
 #include "zenrt/Runtime.h"
 #include "zenrt/TensorParallel.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -21,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,6 +36,7 @@ struct Options {
   std::vector<int64_t> chunks{1, 2, 4, 8};
   uint64_t seed = 1;
   double timeout = 60;
+  int killRank = -1;  // test hook: this rank dies (SIGKILL) before its first run
 };
 
 /// The unpartitioned MLP in double: fc2 relu(fc1 x) per row.
@@ -77,10 +82,17 @@ int run(const Options &o, int rank, int size) {
   shard.fc1 = fc1Shard.data();
   shard.fc2 = fc2Shard.data();
 
+  zenrt::WatchedWaits waits(nullptr, o.timeout);
+  if (rank == o.killRank) {
+    std::fprintf(stderr, "zenrt-tp-check: rank %d: fault injection: killed\n", rank);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
   auto forward = [&](int64_t chunks) {
     zenrt::tp::Schedule schedule;
     schedule.chunks = chunks;
     schedule.timeoutSeconds = o.timeout;
+    schedule.waits = &waits;
     std::vector<float> output(size_t(o.tokens * o.hidden), std::nanf(""));
     zenrt::tp::mlpForward(shard, schedule, o.tokens, input.data(), output.data());
     return output;
@@ -138,6 +150,7 @@ int main(int argc, char **argv) {
   app.add_option("--seed", o.seed, "Seed of the inputs and weights");
   app.add_option("--timeout", o.timeout, "Seconds any wait may take")
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--fault-kill-rank", o.killRank)->group("");  // test hook, hidden from --help
   return zen::cli::runMpiCheck(app, "zenrt-tp-check", argc, argv,
                                [&](int rank, int size) { return run(o, rank, size); });
 }

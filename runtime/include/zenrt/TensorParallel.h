@@ -14,6 +14,10 @@
 
 #include <cstdint>
 
+namespace zenrt {
+class WatchedWaits;
+}
+
 namespace zenrt::tp {
 
 struct MlpShard {
@@ -29,13 +33,17 @@ struct MlpShard {
 struct Schedule {
   int64_t chunks = 1;          // k: pieces of the tokens, pipelined
   double timeoutSeconds = 300; // every wait fails after this (ZENRT_ERR_TIMEOUT)
+  /// Over the same communicator: names the rank that stopped answering when a wait times
+  /// out (zenrt/WatchedWaits.h). Null: mlpForward watches for the call's duration itself,
+  /// which is collective and costs a thread; a caller running many keeps one.
+  WatchedWaits *waits = nullptr;
 };
 
 /// Runs the MLP on `input` [tokens x hidden] (the same on every rank) into `output`
 /// [tokens x hidden]. Collective over `comm` (an MPI_Comm*, null: MPI_COMM_WORLD; MPI must
 /// be initialised). Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for null buffers, sizes
-/// below 1 or k not dividing the tokens, ZENRT_ERR_TIMEOUT naming the rank and chunk for a
-/// wait past the timeout, ZENRT_ERR_BACKEND for an MPI error.
+/// below 1 or k not dividing the tokens, ZENRT_ERR_TIMEOUT naming the rank, the chunk and the
+/// ranks that did not answer for a wait past the timeout, ZENRT_ERR_BACKEND for an MPI error.
 void mlpForward(const MlpShard &shard, const Schedule &schedule, int64_t tokens, const float *input,
                 float *output, const void *comm = nullptr);
 
