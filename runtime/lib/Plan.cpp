@@ -312,6 +312,40 @@ Plan decodePlan(const Node &root) {
       plan.parallel = parallel->asObjectText();
     if (auto moe = n.optionalField("moe"))
       plan.moe = moe->asObjectText();
+    if (auto sparse = n.optionalField("sparse_tensors"))
+      for (const Node &t : sparse->elements())
+        readObject(t, [&](const Node &t) {
+          SparseTensor tensor;
+          tensor.name = t.field("name").asString();
+          tensor.rows = t.field("rows").asInt();
+          tensor.rowElements = t.field("row_elements").asInt();
+          const Node scheme = t.field("scheme");
+          const std::string spelling = scheme.asString();
+          const auto parsed = zen::vocab::parseSparseScheme(spelling);
+          if (!parsed) {
+            std::string choices;
+            for (const auto &traits : zen::vocab::kSparseSchemes)
+              choices += (choices.empty() ? "" : "|") + std::string(traits.spelling);
+            scheme.error("unknown value '" + spelling + "' (expected " + choices + ")");
+          }
+          tensor.scheme = *parsed;
+          const auto &traits = zen::vocab::traitsOf(tensor.scheme);
+          // Present exactly when the scheme takes it, so a plan never carries a parameter
+          // that nothing reads.
+          if (traits.takesBlockRows)
+            tensor.blockRows = t.field("block_rows").asInt();
+          if (traits.takesDenseThreshold)
+            tensor.denseThreshold = t.field("dense_threshold").asNumber();
+          readObject(t.field("statistics"), [&](const Node &s) {
+            tensor.statistics.density = s.field("density").asNumber();
+            for (const Node &g : s.field("gamma").elements())
+              tensor.statistics.gamma.push_back(g.asNumber());
+            tensor.statistics.skew = s.field("skew").asNumber();
+            tensor.statistics.source = s.field("source").asString();
+          });
+          tensor.predictedUs = t.field("predicted_us").asNumber();
+          plan.sparseTensors.push_back(std::move(tensor));
+        });
   });
   return plan;
 }
@@ -349,6 +383,7 @@ public:
       error("/compute_dtype",
             "unknown value '" + plan.computeDtype + "' (expected fp32|tf32|bf16|fp16)");
     checkTensors();
+    checkSparseTensors();
     checkBuckets();
     checkSchedule();
     if (!plan.moe.empty())
@@ -703,6 +738,58 @@ private:
                             "per_gpu_bytes", "capacity_bytes"})
       if (memory.contains(key))
         amount(memory, "/moe/memory", key);
+  }
+
+  /// docs/plan-format.md "sparse_tensors": a table of at most kMaxElements, a scheme's
+  /// parameter exactly when it takes one, statistics in their ranges (gamma: one per power
+  /// of two up to the world size, each between 1 and the ranks merged).
+  void checkSparseTensors() {
+    std::set<std::string> names;
+    for (size_t i = 0; i < plan.sparseTensors.size(); ++i) {
+      const SparseTensor &tensor = plan.sparseTensors[i];
+      const std::string path = "/sparse_tensors/" + std::to_string(i);
+      nonEmpty(path + "/name", tensor.name);
+      if (!names.insert(tensor.name).second)
+        error(path + "/name", "duplicate sparse tensor '" + tensor.name + "'");
+      if (tensorIndex.count(tensor.name))
+        error(path + "/name", "'" + tensor.name + "' is also a dense tensor of /tensors");
+      inRange(path + "/rows", tensor.rows, 1, kMaxElements);
+      inRange(path + "/row_elements", tensor.rowElements, 1, kMaxElements / tensor.rows);
+      const auto &traits = zen::vocab::traitsOf(tensor.scheme);
+      if (traits.takesBlockRows)
+        inRange(path + "/block_rows", tensor.blockRows, 1, tensor.rows);
+      else if (tensor.blockRows != 0)
+        error(path + "/block_rows", std::string("is only for omnireduce, not ") +
+                                        traits.spelling);
+      if (traits.takesDenseThreshold) {
+        if (!(tensor.denseThreshold > 0 && tensor.denseThreshold <= 1))
+          error(path + "/dense_threshold", "must be in (0, 1]");
+      } else if (tensor.denseThreshold != 0) {
+        error(path + "/dense_threshold", std::string("is only for sparcml, not ") +
+                                             traits.spelling);
+      }
+      const SparseStatistics &stats = tensor.statistics;
+      if (!(stats.density >= 0 && stats.density <= 1))
+        error(path + "/statistics/density", "must be in [0, 1]");
+      size_t powers = 1;
+      while ((int64_t(1) << powers) <= plan.cluster.worldSize)
+        ++powers;
+      if (stats.gamma.size() != powers)
+        error(path + "/statistics/gamma",
+              "must hold " + std::to_string(powers) + " values (1, 2, 4, ... up to " +
+                  std::to_string(plan.cluster.worldSize) + " ranks merged)");
+      for (size_t k = 0; k < stats.gamma.size(); ++k)
+        if (!(stats.gamma[k] >= 1 && stats.gamma[k] <= double(int64_t(1) << k)))
+          error(path + "/statistics/gamma/" + std::to_string(k),
+                "must be in [1, " + std::to_string(int64_t(1) << k) + "] (" +
+                    std::to_string(int64_t(1) << k) + " ranks merged)");
+      if (!(stats.skew >= 0 && stats.skew <= 1))
+        error(path + "/statistics/skew", "must be in [0, 1]");
+      if (stats.source != "model" && stats.source != "measured")
+        error(path + "/statistics/source",
+              "unknown value '" + stats.source + "' (expected model|measured)");
+      nonNegativeFinite(path + "/predicted_us", tensor.predictedUs);
+    }
   }
 
   void checkTensors() {
@@ -1091,6 +1178,25 @@ ordered_json encodePlan(const Plan &plan) {
     root["parallel"] = json::parse(plan.parallel);
   if (!plan.moe.empty())
     root["moe"] = json::parse(plan.moe);
+  if (!plan.sparseTensors.empty()) {
+    root["sparse_tensors"] = ordered_json::array();
+    for (const SparseTensor &t : plan.sparseTensors) {
+      ordered_json tensor = {{"name", t.name},
+                             {"rows", t.rows},
+                             {"row_elements", t.rowElements},
+                             {"scheme", zen::vocab::toString(t.scheme)}};
+      if (zen::vocab::traitsOf(t.scheme).takesBlockRows)
+        tensor["block_rows"] = t.blockRows;
+      if (zen::vocab::traitsOf(t.scheme).takesDenseThreshold)
+        tensor["dense_threshold"] = t.denseThreshold;
+      tensor["statistics"] = {{"density", t.statistics.density},
+                              {"gamma", t.statistics.gamma},
+                              {"skew", t.statistics.skew},
+                              {"source", t.statistics.source}};
+      tensor["predicted_us"] = t.predictedUs;
+      root["sparse_tensors"].push_back(std::move(tensor));
+    }
+  }
   return root;
 }
 

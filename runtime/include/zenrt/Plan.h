@@ -10,6 +10,7 @@
 #define ZENRT_PLAN_H
 
 #include "zen/Errors.h"
+#include "zen/SparseScheme.h"
 #include "zen/SyncScheme.h"
 
 #include <cstdint>
@@ -80,6 +81,28 @@ struct TensorInfo {
   /// > 1: an expert tensor whose experts spread over this many consecutive
   /// ranks (expert parallelism); `elements` is one rank's experts.
   int64_t expertParallel = 1;
+};
+
+/// The sparsity a sparse tensor's scheme was chosen for (docs/plan-format.md
+/// "sparse_tensors"); the runtime checks and reports it, the scheme does not read it.
+struct SparseStatistics {
+  double density = 0;         // touched rows / rows, per rank per step
+  std::vector<double> gamma;  // aggregated density / density after merging 1, 2, 4, ... ranks
+  double skew = 0;            // share of the touched rows in the fullest of 8 range partitions
+  std::string source = "model";  // "model" (documented default) or "measured"
+};
+
+/// A row-sparse gradient (an embedding table's), synchronised by zenrt::sparse::allReduce
+/// with its own scheme instead of a bucket.
+struct SparseTensor {
+  std::string name;
+  int64_t rows = 0;
+  int64_t rowElements = 0;  // fp32 values per row
+  zen::vocab::SparseScheme scheme = zen::vocab::SparseScheme::Dense;
+  int64_t blockRows = 0;      // omnireduce only (>= 1), else 0
+  double denseThreshold = 0;  // sparcml only (in (0, 1]), else 0
+  SparseStatistics statistics;
+  double predictedUs = 0;
 };
 
 enum class BucketGroup { DataParallel, ExpertReplicas };
@@ -190,6 +213,9 @@ struct Plan {
   /// baselines, as JSON object text; empty when the model has no MoE layers
   /// (optional in the file).
   std::string moe;
+  /// Row-sparse gradients, in graph order, none of them in a bucket or in `tensors`
+  /// (optional in the file: absent when empty).
+  std::vector<SparseTensor> sparseTensors;
 };
 
 /// Parses and validates plan text. `source` names the text in messages

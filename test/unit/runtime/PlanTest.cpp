@@ -375,3 +375,67 @@ TEST(Plan, BaselineKeysAreEscapedInPaths) {
   EXPECT_EQ(errorAfterEdit([](json &j) { j["baselines"]["a/b"] = "fast"; }),
             "plan.json: /baselines/a~1b: must be a number");
 }
+
+// docs/plan-format.md "sparse_tensors": optional, round-trips, and every field is checked
+// with its JSON path.
+TEST(Plan, SparseTensorsRoundTripAndAreChecked) {
+  Plan sparse = samplePlan();
+  zenrt::SparseTensor table;
+  table.name = "embedding.weight";
+  table.rows = 200000;
+  table.rowElements = 64;
+  table.scheme = zen::vocab::SparseScheme::OmniReduce;
+  table.blockRows = 256;
+  table.statistics = {0.0113, {1.0, 1.9}, 0.61, "model"};
+  table.predictedUs = 812.5;
+  sparse.sparseTensors = {table};
+  const std::string text = zenrt::writePlan(sparse);
+  const Plan parsed = zenrt::parsePlan(text, "plan.json");
+  EXPECT_EQ(zenrt::writePlan(parsed), text);
+  ASSERT_EQ(parsed.sparseTensors.size(), 1u);
+  EXPECT_EQ(parsed.sparseTensors[0].blockRows, 256);
+  EXPECT_EQ(parsed.sparseTensors[0].statistics.gamma, (std::vector<double>{1.0, 1.9}));
+  EXPECT_NE(zenrt::planHash(parsed), zenrt::planHash(samplePlan()));
+  EXPECT_EQ(text.find("dense_threshold"), std::string::npos);
+
+  auto errorOf = [&](const std::function<void(json &)> &edit) {
+    json document = json::parse(text);
+    edit(document["sparse_tensors"][0]);
+    try {
+      zenrt::parsePlan(document.dump(2), "plan.json");
+    } catch (const PlanError &e) {
+      EXPECT_EQ(e.kind, zen::ErrorKind::BadInput);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string at = "plan.json: /sparse_tensors/0/";
+  EXPECT_EQ(errorOf([](json &t) { t["scheme"] = "zen"; }),
+            at + "scheme: unknown value 'zen' (expected "
+                 "dense|agsparse|sparcml|omnireduce|balanced|hierarchical)");
+  EXPECT_EQ(errorOf([](json &t) { t.erase("block_rows"); }), at + "block_rows: missing field");
+  EXPECT_EQ(errorOf([](json &t) { t["scheme"] = "balanced"; }), at + "block_rows: unknown field");
+  EXPECT_EQ(errorOf([](json &t) { t["block_rows"] = 0; }), at + "block_rows: must be >= 1");
+  EXPECT_EQ(errorOf([](json &t) {
+              t["scheme"] = "sparcml";
+              t.erase("block_rows");
+              t["dense_threshold"] = 1.5;
+            }),
+            at + "dense_threshold: must be in (0, 1]");
+  EXPECT_EQ(errorOf([](json &t) { t["rows"] = 0; }), at + "rows: must be >= 1");
+  EXPECT_EQ(errorOf([](json &t) { t["row_elements"] = int64_t(1) << 40; }),
+            at + "row_elements: must be <= 351843720");
+  EXPECT_EQ(errorOf([](json &t) { t["name"] = "fc1.weight"; }),
+            at + "name: 'fc1.weight' is also a dense tensor of /tensors");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["gamma"] = {1.0}; }),
+            at + "statistics/gamma: must hold 2 values (1, 2, 4, ... up to 2 ranks merged)");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["gamma"][1] = 2.5; }),
+            at + "statistics/gamma/1: must be in [1, 2] (2 ranks merged)");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["density"] = -0.1; }),
+            at + "statistics/density: must be in [0, 1]");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["source"] = "guess"; }),
+            at + "statistics/source: unknown value 'guess' (expected model|measured)");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["extra"] = 1; }),
+            at + "statistics/extra: unknown field");
+  EXPECT_EQ(errorOf([](json &t) { t["predicted_us"] = -1; }), at + "predicted_us: must be >= 0");
+}
