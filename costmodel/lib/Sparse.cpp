@@ -1,0 +1,314 @@
+//===- Sparse.cpp - statistics and prices of row-sparse gradients ---------===//
+//
+// The statistics model and the price of every SparseScheme (costmodel/README.md "Sparse
+// gradients"). Zen's analysis (arXiv 2309.13254, section 3) gives the physics the prices
+// follow, with M the table's bytes, d its density, b the bandwidth and gamma_k the growth
+// after merging k ranks:
+//   balanced parallelism      ~ (n-1)/n (gamma_n + 1) 2Md/b   (push the pairs, pull the shards)
+//   hierarchical centralising ~ sum_i gamma_{2^(i-1)} 2Md/b     (recursive doubling, SparCML)
+// where Zen's 2 is the (index, value) pair of an element; here a pair is an index and a row.
+// Every exchange is priced by the cost model's collectives (their latencies included), every
+// kernel as the HBM bytes it moves plus a launch, as the compression kernels are.
+//
+//===----------------------------------------------------------------------===//
+#include "zen/CostModel/Sparse.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace zen::cost {
+namespace {
+
+constexpr double kKernelLaunchUs = 4; // launch + tail of a small CUDA kernel (Compression.cpp)
+constexpr double kSectorBytes = 32;   // a scattered row touches at least one DRAM sector
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+/// Rows summed exactly by zipfMass; beyond, the midpoint integral (relative error < 1e-8).
+constexpr int64_t kExactRows = 4096;
+/// Consecutive rows (blocks) share one probability while it changes by less than this.
+constexpr double kGroupTolerance = 1e-3;
+
+/// Sum of i^-s for i in [first, last], 1 <= first <= last.
+class ZipfMass {
+public:
+  explicit ZipfMass(double exponent) : s(exponent), prefix(kExactRows + 1, 0.0) {
+    for (int64_t i = 1; i <= kExactRows; ++i)
+      prefix[size_t(i)] = prefix[size_t(i - 1)] + std::pow(double(i), -s);
+  }
+  double operator()(int64_t first, int64_t last) const {
+    double mass = 0;
+    if (first <= kExactRows)
+      mass += prefix[size_t(std::min(last, kExactRows))] - prefix[size_t(first - 1)];
+    if (last > kExactRows)
+      mass += integral(double(std::max(first, kExactRows + 1)) - 0.5, double(last) + 0.5);
+    return mass;
+  }
+
+private:
+  double integral(double a, double b) const {
+    return s == 1.0 ? std::log(b / a) : (std::pow(b, 1 - s) - std::pow(a, 1 - s)) / (1 - s);
+  }
+  double s;
+  std::vector<double> prefix;
+};
+
+/// Units (rows or blocks) of equal probability: `count` units of `probability` each.
+struct UnitGroup {
+  double count;
+  double probability;
+};
+
+/// Units of `unitRows` rows over [0, rows), grouped while their probability changes by less
+/// than kGroupTolerance, never across `boundary` (a unit index).
+std::vector<UnitGroup> groupUnits(const ZipfMass &mass, int64_t rows, int64_t unitRows,
+                                  int64_t boundary) {
+  const double total = mass(1, rows);
+  const int64_t units = (rows + unitRows - 1) / unitRows;
+  std::vector<UnitGroup> groups;
+  for (int64_t unit = 0; unit < units;) {
+    int64_t width = std::max<int64_t>(1, int64_t(double(unit) * kGroupTolerance));
+    int64_t end = std::min(units, unit + width);
+    if (unit < boundary && end > boundary)
+      end = boundary;
+    const int64_t firstRow = unit * unitRows + 1, lastRow = std::min(rows, end * unitRows);
+    groups.push_back({double(end - unit), mass(firstRow, lastRow) / total / double(end - unit)});
+    unit = end;
+  }
+  return groups;
+}
+
+/// Expected units hit at least once by `draws` independent draws, over groups [from, to).
+double expectedHit(const std::vector<UnitGroup> &groups, double draws, size_t from = 0,
+                   size_t to = std::numeric_limits<size_t>::max()) {
+  double hit = 0;
+  for (size_t g = from; g < std::min(to, groups.size()); ++g)
+    hit += groups[g].count * -std::expm1(draws * std::log1p(-std::min(groups[g].probability, 1.0)));
+  return hit;
+}
+
+/// gamma[k] = hit(2^k x draws) / hit(draws), 2^k up to worldSize.
+std::vector<double> growth(const std::vector<UnitGroup> &groups, double draws, double hitOne,
+                           int64_t worldSize) {
+  std::vector<double> gamma{1.0};
+  for (int64_t ranks = 2; ranks <= worldSize; ranks *= 2)
+    gamma.push_back(hitOne > 0 ? expectedHit(groups, draws * double(ranks)) / hitOne : 1.0);
+  return gamma;
+}
+
+double interpolate(const std::vector<double> &values, double ranks) {
+  if (values.empty())
+    return 1.0;
+  double position = std::log2(std::max(ranks, 1.0));
+  size_t below = size_t(position);
+  if (below + 1 >= values.size())
+    return values.back();
+  double fraction = position - double(below);
+  return values[below] + fraction * (values[below + 1] - values[below]);
+}
+
+/// A GPU kernel moving `bytes` of HBM traffic, in `launches` launches.
+double kernelUs(const CostModel &model, double bytes, int launches = 1) {
+  return model.computeUs(0, bytes, DType::F32) + launches * kKernelLaunchUs;
+}
+
+} // namespace
+
+const char *toString(SparsitySource source) {
+  return source == SparsitySource::Measured ? "measured" : "model";
+}
+
+double SparsityStatistics::gammaAt(double ranks) const { return interpolate(gamma, ranks); }
+
+double SparsityStatistics::mergedDensity(double ranks) const {
+  return std::min(1.0, density * gammaAt(ranks));
+}
+
+double SparsityStatistics::rangeShare(int64_t parts) const {
+  const double clamped = std::clamp(skew, 1.0 / kSkewPartitions, 1.0);
+  // skew = (1/8)^a: a = 1 spreads evenly, a -> 0 puts everything in the first range.
+  const double a = std::log(clamped) / std::log(1.0 / kSkewPartitions);
+  return std::clamp(std::pow(1.0 / double(std::max<int64_t>(parts, 1)), a),
+                    1.0 / double(std::max<int64_t>(parts, 1)), 1.0);
+}
+
+int64_t omniReduceBlockRows(const SparseTable &table) {
+  return std::max<int64_t>(1, kOmniReduceBlockElements / std::max<int64_t>(table.rowElements, 1));
+}
+
+double indexBytes(const SparseTable &table) {
+  return table.rows <= (int64_t(1) << 31) ? 4.0 : 8.0;
+}
+
+SparsityStatistics zipfStatistics(const SparseTable &table, int64_t lookupsPerStep,
+                                  int64_t worldSize, double exponent) {
+  SparsityStatistics stats;
+  stats.source = SparsitySource::Model;
+  const int64_t rows = std::max<int64_t>(table.rows, 1);
+  const double draws = double(std::max<int64_t>(lookupsPerStep, 0));
+  const ZipfMass mass(exponent);
+  const int64_t firstRange = (rows + kSkewPartitions - 1) / kSkewPartitions;
+  std::vector<UnitGroup> rowGroups = groupUnits(mass, rows, 1, firstRange);
+  const size_t firstRangeGroups = size_t(
+      std::find_if(rowGroups.begin(), rowGroups.end(),
+                   [&, covered = 0.0](const UnitGroup &group) mutable {
+                     covered += group.count;
+                     return covered > double(firstRange);
+                   }) -
+      rowGroups.begin());
+  const double hit = expectedHit(rowGroups, draws);
+  stats.density = hit / double(rows);
+  stats.gamma = growth(rowGroups, draws, hit, worldSize);
+  // Rows are numbered by popularity, so the first range is the fullest.
+  stats.skew = hit > 0 ? expectedHit(rowGroups, draws, 0, firstRangeGroups) / hit
+                       : 1.0 / kSkewPartitions;
+  // Hashing spreads the popular rows over the partitions: in expectation evenly.
+  stats.hashSkew = 1.0 / kSkewPartitions;
+  const int64_t blockRows = omniReduceBlockRows(table);
+  const int64_t blocks = (rows + blockRows - 1) / blockRows;
+  std::vector<UnitGroup> blockGroups = groupUnits(mass, rows, blockRows, blocks);
+  const double blockHit = expectedHit(blockGroups, draws);
+  stats.blockDensity = blockHit / double(blocks);
+  stats.blockGamma = growth(blockGroups, draws, blockHit, worldSize);
+  return stats;
+}
+
+SparseSyncCost sparseSyncCost(const CostModel &model, SparseScheme scheme,
+                              const SparseTable &table, const SparsityStatistics &stats,
+                              Group group) {
+  SparseSyncCost cost;
+  cost.scheme = scheme;
+  const int64_t ranks = std::max<int64_t>(group.ranks, 1);
+  const int64_t nodes = std::clamp<int64_t>(group.nodes, 1, ranks);
+  const int64_t ranksPerNode = (ranks + nodes - 1) / nodes;
+  const double n = double(ranks);
+  const double rows = double(table.rows);
+  const double rowBytes = 4.0 * double(table.rowElements);
+  const double pairBytes = rowBytes + indexBytes(table);
+  const double scattered = std::max(rowBytes, kSectorBytes);
+  const double denseBytes = table.denseBytes();
+  const double mine = stats.density * rows;                       // rows one rank touched
+  auto merged = [&](double k) { return stats.mergedDensity(k) * rows; };
+  // Every sparse scheme compacts the rank's rows into (index, row) pairs first (sort and
+  // unique the indices, gather the rows) and ends by scattering the merged rows into the
+  // dense result.
+  const double compactUs = kernelUs(model, mine * (scattered + pairBytes), 2);
+  const double scatterUs = kernelUs(model, 2 * merged(n) * scattered);
+
+  switch (scheme) {
+  case SparseScheme::Dense: {
+    cost.communicationUs = model.collective(CollectiveKind::AllReduce, denseBytes, group).timeUs;
+    cost.wireBytes = 2 * (n - 1) / n * denseBytes;
+    break;
+  }
+  case SparseScheme::AgSparse: {
+    const double gathered = n * mine * pairBytes;
+    cost.communicationUs = model.collective(CollectiveKind::AllGather, gathered, group).timeUs;
+    // Every rank adds every rank's pairs into its result.
+    cost.kernelUs = compactUs + kernelUs(model, n * mine * (pairBytes + 2 * scattered));
+    cost.wireBytes = (n - 1) / n * gathered;
+    break;
+  }
+  case SparseScheme::Balanced: {
+    // Hash partitioning: the fullest owner receives hashSkew x 8 times its even share.
+    const double imbalance = std::max(1.0, stats.hashSkew * kSkewPartitions);
+    const double push = mine * pairBytes * imbalance;
+    const double bitmap = rows / 8;
+    const double pull = merged(n) * rowBytes * imbalance + bitmap;
+    cost.communicationUs = model.collective(CollectiveKind::AllToAll, push, group).timeUs +
+                           model.collective(CollectiveKind::AllGather, pull, group).timeUs;
+    cost.kernelUs = compactUs + kernelUs(model, 2 * mine * pairBytes)     // hash into n buffers
+                    + kernelUs(model, push + 2 * merged(n) / n * scattered) // owner sums its share
+                    + scatterUs + kernelUs(model, bitmap);
+    cost.wireBytes = (n - 1) / n * (push + pull);
+    break;
+  }
+  case SparseScheme::OmniReduce: {
+    // Blocks of omniReduceBlockRows rows, range-partitioned over the ranks without
+    // balancing: the owner of the fullest range receives and sends n x its share.
+    cost.blockRows = omniReduceBlockRows(table);
+    const double blocks = std::ceil(rows / double(cost.blockRows));
+    const double blockBytes = double(cost.blockRows) * rowBytes + indexBytes(table);
+    const double imbalance = std::max(1.0, n * stats.rangeShare(ranks));
+    const double mineBlocks = stats.blockDensity * blocks;
+    const double mergedBlocks =
+        std::min(1.0, stats.blockDensity * interpolate(stats.blockGamma, n)) * blocks;
+    const double push = mineBlocks * blockBytes * imbalance;
+    const double pull = mergedBlocks * blockBytes * imbalance;
+    cost.communicationUs = model.collective(CollectiveKind::AllToAll, push, group).timeUs +
+                           model.collective(CollectiveKind::AllGather, pull, group).timeUs;
+    cost.kernelUs = kernelUs(model, 2 * mineBlocks * blockBytes, 2) // find and pack blocks
+                    + kernelUs(model, 2 * push)                      // owner sums its blocks
+                    + kernelUs(model, 2 * mergedBlocks * blockBytes);
+    cost.wireBytes = (n - 1) / n * (push + pull);
+    break;
+  }
+  case SparseScheme::SparCml: {
+    // Recursive doubling: round k exchanges the rows 2^(k-1) ranks merged with a partner (inside
+    // the node while 2^(k-1) < ranks per node), until the pairs would outweigh the dense table:
+    // the rest is the dense all-reduce.
+    cost.denseThreshold = rowBytes / pairBytes;
+    cost.kernelUs = compactUs;
+    double holders = 1;
+    for (; holders < n; holders *= 2) {
+      const double payload = merged(holders) * pairBytes;
+      if (payload >= denseBytes)
+        break;
+      const bool inside = holders < double(ranksPerNode);
+      const Group pair = inside ? Group{2, 1} : Group{2 * ranksPerNode, 2};
+      cost.communicationUs += model.collective(CollectiveKind::SendRecv, payload, pair).timeUs;
+      cost.kernelUs += kernelUs(model, 2 * payload + merged(2 * holders) * pairBytes);
+      cost.wireBytes += payload;
+    }
+    if (holders < n) {
+      cost.communicationUs +=
+          model.collective(CollectiveKind::AllReduce, denseBytes, group).timeUs;
+      cost.wireBytes += 2 * (n - 1) / n * denseBytes;
+    } else {
+      cost.kernelUs += scatterUs;
+    }
+    break;
+  }
+  case SparseScheme::Hierarchical: {
+    // Dense reduce-scatter in the node, a balanced exchange of each rank's range shard with
+    // its peers in the other nodes (one rank per node: the collective model gives each such
+    // group its own NIC, as NCCL's rails do), dense all-gather in the node.
+    if (nodes < 2 || ranksPerNode < 2 || ranks != nodes * ranksPerNode) {
+      cost.timeUs = kInfinity;
+      cost.communicationUs = kInfinity;
+      return cost;
+    }
+    const Group node{ranksPerNode, 1}, peers{nodes, nodes};
+    const double share = stats.rangeShare(ranksPerNode);
+    const double inNode = merged(double(ranksPerNode)) * share; // rows of the fullest shard
+    const double across = merged(n) * share;
+    const double push = inNode * pairBytes;
+    const double pull = across * rowBytes + rows / double(ranksPerNode) / 8;
+    cost.communicationUs =
+        model.collective(CollectiveKind::ReduceScatter, denseBytes, node).timeUs +
+        model.collective(CollectiveKind::AllToAll, push, peers).timeUs +
+        model.collective(CollectiveKind::AllGather, pull, peers).timeUs +
+        model.collective(CollectiveKind::AllGather, denseBytes, node).timeUs;
+    cost.kernelUs = kernelUs(model, denseBytes / double(ranksPerNode) + push, 2) // compact shard
+                    + kernelUs(model, 2 * push)                                 // sum the shard
+                    + kernelUs(model, 2 * across * scattered);
+    cost.wireBytes = 2 * (double(ranksPerNode) - 1) / double(ranksPerNode) * denseBytes +
+                     (double(nodes) - 1) / double(nodes) * (push + pull);
+    break;
+  }
+  }
+  cost.timeUs = cost.communicationUs + cost.kernelUs;
+  return cost;
+}
+
+std::vector<SparseSyncCost> rankSparseSchemes(const CostModel &model, const SparseTable &table,
+                                              const SparsityStatistics &stats, Group group) {
+  std::vector<SparseSyncCost> costs;
+  for (const auto &traits : vocab::kSparseSchemes)
+    costs.push_back(sparseSyncCost(model, traits.value, table, stats, group));
+  std::stable_sort(costs.begin(), costs.end(), [](const SparseSyncCost &a, const SparseSyncCost &b) {
+    return a.timeUs < b.timeUs;
+  });
+  return costs;
+}
+
+} // namespace zen::cost
