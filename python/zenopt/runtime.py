@@ -71,6 +71,10 @@ _SIGNATURES = {
     "zenrt_world_broadcast": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]),
     "zenrt_world_exchange": (ctypes.c_int, [ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64)]),
     "zenrt_world_abort": (ctypes.c_int, [ctypes.c_int]),
+    "zenrt_sparse_allreduce": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+                                              ctypes.c_double]),
     "zenrt_world_finalize": (ctypes.c_int, []),
     "zenrt_last_error": (ctypes.c_char_p, []),
     "zenrt_error_string": (ctypes.c_char_p, [ctypes.c_int]),
@@ -141,6 +145,21 @@ def world_exchange(value, size):
     values = (ctypes.c_uint64 * size)()
     _check(library().zenrt_world_exchange(value, values))
     return list(values)
+
+
+def sparse_allreduce(scheme, rows, row_elements, nnz_rows, indices_address, values_address,
+                     out_address, timeout_s=0.0):
+    """zenrt_sparse_allreduce (collective over the world): sums the row-sparse gradient
+    indices[nnz_rows] (int64, host memory) / values[nnz_rows * row_elements] (fp32) over the
+    ranks with `scheme` into the dense out[rows * row_elements]; returns the number of rows
+    any rank touched. Refused arguments fail every rank together."""
+    touched = ctypes.c_int64(-1)
+    status = library().zenrt_sparse_allreduce(
+        scheme.encode(), rows, row_elements, nnz_rows, ctypes.c_void_p(indices_address),
+        ctypes.c_void_p(values_address), ctypes.c_void_p(out_address), ctypes.byref(touched),
+        timeout_s)
+    _check(status, every_rank=status in (ERR_INVALID_ARGUMENT, ERR_MISMATCH))
+    return touched.value
 
 
 def world_abort(exit_code):

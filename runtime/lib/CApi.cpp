@@ -15,7 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <new>
@@ -399,11 +401,34 @@ int zenrt_sparse_allreduce(const char *scheme, int64_t rows, int64_t row_element
     const int status = guarded([&] {
       if (!scheme)
         throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, prefix + "null scheme");
-      const auto parsed = zen::vocab::parseSparseScheme(scheme);
+      // "omnireduce:<block_rows>", "sparcml:<dense_threshold>": the plan's parameter.
+      const std::string text = scheme;
+      const size_t colon = text.find(':');
+      const auto parsed = zen::vocab::parseSparseScheme(text.substr(0, colon));
       if (!parsed)
         throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
-                                  prefix + "unknown scheme '" + scheme + "'");
+                                  prefix + "unknown scheme '" + text + "'");
       options.scheme = *parsed;
+      if (colon != std::string::npos) {
+        const auto &traits = zen::vocab::traitsOf(*parsed);
+        const std::string parameter = text.substr(colon + 1);
+        char *end = nullptr;
+        const double value = std::strtod(parameter.c_str(), &end);
+        const bool number = !parameter.empty() && *end == '\0' && std::isfinite(value);
+        if (traits.takesBlockRows && number && value >= 1 && value == std::floor(value) &&
+            value <= double(INT64_MAX / 2))
+          options.blockRows = int64_t(value);
+        else if (traits.takesDenseThreshold && number && value > 0 && value <= 1)
+          options.denseThreshold = value;
+        else
+          throw zenrt::RuntimeError(
+              ZENRT_ERR_INVALID_ARGUMENT,
+              prefix + "scheme '" + text + "': " +
+                  (traits.takesBlockRows ? "block_rows must be an integer >= 1"
+                   : traits.takesDenseThreshold
+                       ? "dense_threshold must be in (0, 1]"
+                       : std::string(traits.spelling) + " takes no parameter"));
+      }
       if (rows < 0 || row_elements < 1 || nnz_rows < 0)
         throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
                                   prefix + "rows " + std::to_string(rows) + ", row_elements " +
@@ -432,8 +457,10 @@ int zenrt_sparse_allreduce(const char *scheme, int64_t rows, int64_t row_element
     const std::string message = lastError;
     // FNV-1a over what every rank must pass alike; 0 stands for a refusal.
     uint64_t digest = 1469598103934665603ULL;
+    uint64_t threshold = 0;
+    std::memcpy(&threshold, &options.denseThreshold, sizeof(threshold));
     for (uint64_t part : {uint64_t(options.scheme), uint64_t(rows), uint64_t(row_elements),
-                          uint64_t(options.ranksPerNode)})
+                          uint64_t(options.ranksPerNode), uint64_t(options.blockRows), threshold})
       digest = (digest ^ part) * 1099511628211ULL;
     digest = status == ZENRT_OK ? (digest | 1) : 0;
     backend.setTimeout(options.timeoutSeconds);

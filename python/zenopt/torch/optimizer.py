@@ -3,9 +3,10 @@ import os
 
 import torch
 
-from .. import world
+from .. import runtime, world
 from ..runtime import Runtime, ZenoptError
-from .planning import describe_mismatch, match_gradients, model_signature, read_plan
+from .planning import (describe_mismatch, match_gradients, match_sparse_gradients,
+                       model_signature, read_plan)
 
 
 class DistributedOptimizer(torch.optim.Optimizer):
@@ -17,6 +18,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
     order and streams. step() (or synchronize(), e.g. before clipping gradients) waits for
     every bucket, writes the averages into `p.grad` and steps the wrapped optimizer.
     Error-feedback residuals stay in the runtime from step to step.
+
+    Row-sparse gradients (embedding tables, the plan's `sparse_tensors`) are summed by
+    libzenrt's sparse all-reduce with the scheme the plan chose for each, exactly (every scheme
+    gives the same bits on every rank): a sparse COO gradient (nn.Embedding(sparse=True)) by
+    its rows, a dense one by its non-zero rows (Zen's case: most models leave sparse off).
+    The average keeps the gradient's layout (sparse COO stays sparse, over the rows any rank
+    touched whose average is non-zero). A gradient in a dense bucket that arrives sparse is
+    averaged dense and handed back sparse.
 
     Gradient accumulation: with backward_passes_per_step=N, the gradients are communicated
     after the N-th backward; fewer passes before step() are fine (step() sends what p.grad
@@ -52,7 +61,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._runtime = Runtime(path, device_memory=device.type == "cuda", timeout_s=timeout_s)
         plan_json = read_plan(path)
         pairs, problems = match_gradients(plan_json, model)
-        mapped = {id(p) for _, p in pairs}
+        sparse_pairs, sparse_problems = match_sparse_gradients(plan_json, model)
+        problems += sparse_problems
+        mapped = {id(p) for _, p in pairs} | {id(p) for _, p in sparse_pairs}
         names = {id(p): name for name, p in model.named_parameters()}
         unplanned = [names.get(id(p), f"<unnamed {tuple(p.shape)}>") for group in
                      optimizer.param_groups for p in group["params"]
@@ -66,6 +77,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
                              "models (parameter names, shapes or dtypes)")
 
         self._gradients = pairs
+        self._sparse = sparse_pairs
+        # Tables whose gradients torch makes sparse: a rank without one gets the average sparse.
+        self._sparse_layout = {id(m.weight) for m in model.modules()
+                               if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+                               and m.sparse}
+        self._timeout_s = timeout_s
+        self._device = device
         self._names = {name: name.encode() for name, _ in pairs}
         self._buffers = {}
         for name, parameter in pairs:
@@ -115,6 +133,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         with torch.no_grad():
             if parameter.grad is None:
                 buffer.zero_()
+            elif parameter.grad.is_sparse:  # planned dense: averaged dense
+                buffer.copy_(parameter.grad.to_dense().reshape(-1))
             else:
                 buffer.copy_(parameter.grad.reshape(-1))
         if self._cuda:  # libzenrt reads the buffer on its own streams
@@ -127,6 +147,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for name, parameter in self._gradients:
             if name not in self._marked:
                 self._mark_ready(name, parameter)
+        # While the buckets are in flight (the runtime's own thread and communicators).
+        for entry, parameter in self._sparse:
+            self._synchronize_sparse(entry, parameter)
         self._runtime.wait_all()
         for name in self._decoupled:
             self._runtime.wait(name)
@@ -134,12 +157,59 @@ class DistributedOptimizer(torch.optim.Optimizer):
             for name, parameter in self._gradients:
                 averaged = self._buffers[name].view_as(parameter)
                 if parameter.grad is None:
-                    parameter.grad = averaged.clone()
+                    parameter.grad = (averaged.to_sparse(1) if id(parameter) in
+                                      self._sparse_layout else averaged.clone())
+                elif parameter.grad.is_sparse:
+                    parameter.grad = averaged.to_sparse(parameter.grad.sparse_dim())
                 else:
                     parameter.grad.copy_(averaged)
         self._passes = dict.fromkeys(self._passes, 0)
         self._marked.clear()
         self._synchronized = True
+
+    def _synchronize_sparse(self, entry, parameter):
+        """Averages a row-sparse gradient over the ranks (zenrt_sparse_allreduce, collective:
+        every rank calls it for every sparse tensor, in plan order, with or without a
+        gradient)."""
+        rows, width = entry["rows"], entry["row_elements"]
+        grad = parameter.grad
+        with torch.no_grad():
+            if grad is None:
+                indices = torch.zeros(0, dtype=torch.int64)
+                values = torch.zeros(0, width, dtype=torch.float32)
+            elif grad.is_sparse:
+                coalesced = grad.coalesce()
+                indices = coalesced.indices()[0]
+                values = coalesced.values().reshape(-1, width)
+            else:
+                dense = grad.reshape(rows, width)
+                indices = (dense != 0).any(dim=1).nonzero().flatten()
+                values = dense.index_select(0, indices)
+            # The C API works on host memory.
+            indices = indices.to("cpu", torch.int64).contiguous()
+            values = values.to("cpu", torch.float32).contiguous()
+            summed = torch.empty(rows, width, dtype=torch.float32)
+            scheme = entry["scheme"]
+            for parameter_name in ("block_rows", "dense_threshold"):
+                if parameter_name in entry:
+                    scheme += f":{entry[parameter_name]}"
+            touched = runtime.sparse_allreduce(scheme, rows, width, indices.numel(),
+                                               indices.data_ptr(), values.data_ptr(),
+                                               summed.data_ptr(), self._timeout_s)
+            if touched == 0:  # no rank has a gradient: none here either, as without zenopt
+                parameter.grad = None
+                return
+            averaged = summed.div_(world.size()).to(self._device)
+            if grad is None:
+                sparse = id(parameter) in self._sparse_layout
+            else:
+                sparse = grad.is_sparse
+            if sparse:
+                parameter.grad = averaged.to_sparse(1)
+            elif grad is None:
+                parameter.grad = averaged
+            else:
+                grad.copy_(averaged.view_as(grad))
 
     def step(self, closure=None):
         if closure is not None:

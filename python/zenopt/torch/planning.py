@@ -120,6 +120,7 @@ def match_gradients(plan_json, model):
     parameters = dict(model.named_parameters())
     tensors = plan_json["tensors"]
     planned = {tensor["name"] for tensor in tensors}
+    planned |= {tensor["name"] for tensor in plan_json.get("sparse_tensors", [])}
     pairs, unknown, frozen, sizes = [], [], [], []
     for tensor in tensors:
         parameter = parameters.get(tensor["name"])
@@ -149,6 +150,29 @@ def match_gradients(plan_json, model):
     if frozen:
         problems.append("gradients of parameters that do not require grad: " +
                         ", ".join(frozen) + " (a plan made before they were frozen)")
+    return pairs, problems
+
+
+def match_sparse_gradients(plan_json, model):
+    """([(sparse tensor entry, parameter)] in plan order, [problems]): the plan's
+    `sparse_tensors` (row-sparse gradients: embedding tables) by name in
+    model.named_parameters(), each a trainable fp32 [rows, row_elements] table."""
+    parameters = dict(model.named_parameters())
+    pairs, problems = [], []
+    for entry in plan_json.get("sparse_tensors", []):
+        parameter = parameters.get(entry["name"])
+        shape = (entry["rows"], entry["row_elements"])
+        if parameter is None:
+            problems.append(f"a sparse gradient in the plan that is no parameter of the model: "
+                            f"{entry['name']}")
+        elif not parameter.requires_grad:
+            problems.append(f"a sparse gradient of a parameter that does not require grad: "
+                            f"{entry['name']}")
+        elif tuple(parameter.shape) != shape or parameter.dtype != torch.float32:
+            problems.append(f"sparse gradient {entry['name']}: plan: a {shape[0]} x {shape[1]} "
+                            f"f32 table, model: {tuple(parameter.shape)} {parameter.dtype}")
+        else:
+            pairs.append((entry, parameter))
     return pairs, problems
 
 

@@ -170,9 +170,10 @@ int zenrt_world_broadcast(void *data, size_t bytes, int root);
 int zenrt_world_exchange(uint64_t value, uint64_t *all);
 
 /* Sums a row-sparse gradient over the world (collective, added in 0.3) with `scheme`, a
- * spelling of zen/SparseScheme.h: "dense", "agsparse", "sparcml" (dense_threshold 0.25),
- * "omnireduce" (block_rows 256), "balanced", "hierarchical" (nodes: the ranks sharing memory,
- * or ZENRT_RANKS_PER_NODE consecutive ranks). indices[nnz_rows] (any order, duplicates summed
+ * spelling of zen/SparseScheme.h: "dense", "agsparse", "sparcml" (dense_threshold 0.25, or
+ * "sparcml:<dense_threshold>"), "omnireduce" (block_rows 256, or "omnireduce:<block_rows>"),
+ * "balanced", "hierarchical" (nodes: the ranks sharing memory, or ZENRT_RANKS_PER_NODE
+ * consecutive ranks). indices[nnz_rows] (any order, duplicates summed
  * in their order), values[nnz_rows * row_elements], row-major; every rank passes the same
  * scheme, rows and row_elements. Writes the reduced table, dense, into
  * out[rows * row_elements]: the sum over ranks in rank order (bit-identical to adding the

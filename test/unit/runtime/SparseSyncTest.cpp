@@ -232,11 +232,14 @@ TEST(SparseSync, CApi) {
   const Case c{"c api", {300, 4}, {50, 20}, 8};
   const Raw raw = rawOf(c, rank);
   const std::vector<float> reference = summed(c, rankOrder());
-  for (const auto &traits : zen::vocab::kSparseSchemes) {
-    SCOPED_TRACE(traits.spelling);
+  std::vector<std::string> schemes{"omnireduce:7", "sparcml:0.001", "sparcml:1"};
+  for (const auto &traits : zen::vocab::kSparseSchemes)
+    schemes.push_back(traits.spelling);
+  for (const std::string &scheme : schemes) {
+    SCOPED_TRACE(scheme);
     std::vector<float> out(reference.size(), 1.0f);
     int64_t touchedRows = -1;
-    ASSERT_EQ(zenrt_sparse_allreduce(traits.spelling, c.table.rows, c.table.rowElements,
+    ASSERT_EQ(zenrt_sparse_allreduce(scheme.c_str(), c.table.rows, c.table.rowElements,
                                      int64_t(raw.indices.size()), raw.indices.data(),
                                      raw.values.data(), out.data(), &touchedRows, 60),
               ZENRT_OK)
@@ -254,6 +257,16 @@ TEST(SparseSync, CApi) {
   if (refuse)
     EXPECT_NE(std::string(zenrt_last_error()).find("unknown scheme 'bogus'"), std::string::npos)
         << zenrt_last_error();
+  // A parameter the scheme does not take, or out of its range.
+  for (const char *bad : {"balanced:3", "omnireduce:0", "omnireduce:2.5", "sparcml:1.5"}) {
+    EXPECT_EQ(zenrt_sparse_allreduce(bad, c.table.rows, c.table.rowElements, 0, nullptr, nullptr,
+                                     out.data(), nullptr, 60),
+              ZENRT_ERR_INVALID_ARGUMENT)
+        << bad;
+    EXPECT_NE(std::string(zenrt_last_error()).find(std::string("scheme '") + bad + "': "),
+              std::string::npos)
+        << zenrt_last_error();
+  }
 }
 
 } // namespace
