@@ -1,0 +1,33 @@
+//===- SparsePlan.h - row-sparse gradients in the plan and summary -*- C++ -*-===//
+//
+// The plan file's `sparse_tensors` (docs/design.md "Sparse gradients": the contract the
+// runtime reads), and the summary's account of each decision: scheme, the statistics it
+// used, and why (the runner-up's predicted time), beside the sparse baselines.
+//
+//===----------------------------------------------------------------------===//
+#ifndef ZEN_CODEGEN_SPARSEPLAN_H
+#define ZEN_CODEGEN_SPARSEPLAN_H
+
+#include "zen/Planner/Sparse.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace zen::codegen {
+
+/// The plan file's `sparse_tensors` list, one entry per tensor in `plan`'s order: name, rows,
+/// row_elements, scheme, block_rows (omnireduce only), dense_threshold (sparcml only),
+/// statistics {density, gamma, skew, source}, predicted_us.
+nlohmann::ordered_json sparseTensorsJson(const plan::SparsePlan &plan);
+
+/// The `--json` summary's `sparse`: per tensor the plan entry's fields plus `reason` and
+/// `runner_up` {scheme, predicted_us}; `baselines` (name -> µs) and `chosen_us`.
+nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan);
+
+/// The text summary's lines: one per tensor, then the baselines. Empty without tensors.
+std::string sparseSummaryText(const plan::SparsePlan &plan);
+
+} // namespace zen::codegen
+
+#endif // ZEN_CODEGEN_SPARSEPLAN_H
