@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace zen::cost {
 namespace {
@@ -169,6 +171,70 @@ SparsityStatistics zipfStatistics(const SparseTable &table, int64_t lookupsPerSt
   const double blockHit = expectedHit(blockGroups, draws);
   stats.blockDensity = blockHit / double(blocks);
   stats.blockGamma = growth(blockGroups, draws, blockHit, worldSize);
+  return stats;
+}
+
+namespace {
+
+/// The distinct rows of steps [first, first + count) of `batch` samples each.
+std::vector<int64_t> distinctRows(const std::vector<std::vector<int64_t>> &samples, int64_t batch,
+                                  int64_t first, int64_t count) {
+  std::vector<int64_t> rows;
+  for (int64_t s = first * batch; s < (first + count) * batch; ++s)
+    rows.insert(rows.end(), samples[size_t(s)].begin(), samples[size_t(s)].end());
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+int64_t stepsOf(const std::vector<std::vector<int64_t>> &samples, int64_t batch, int64_t ranks) {
+  if (batch < 1 || ranks < 1)
+    throw std::invalid_argument("batch and ranks must be at least 1");
+  const int64_t steps = int64_t(samples.size()) / batch;
+  if (steps < ranks)
+    throw std::invalid_argument("the stream holds " + std::to_string(samples.size()) +
+                                " samples, " + std::to_string(steps) + " steps of " +
+                                std::to_string(batch) + ": merging " + std::to_string(ranks) +
+                                " ranks needs " + std::to_string(ranks * batch) + " samples");
+  return steps;
+}
+
+} // namespace
+
+double measuredMergedDensity(const std::vector<std::vector<int64_t>> &samples, int64_t rows,
+                             int64_t batch, int64_t ranks) {
+  const int64_t groups = stepsOf(samples, batch, ranks) / ranks;
+  double distinct = 0;
+  for (int64_t g = 0; g < groups; ++g)
+    distinct += double(distinctRows(samples, batch, g * ranks, ranks).size());
+  return distinct / double(groups) / double(rows);
+}
+
+SparsityStatistics measureStatistics(const std::vector<std::vector<int64_t>> &samples,
+                                     int64_t rows, int64_t batch, int64_t maxRanks) {
+  const int64_t steps = stepsOf(samples, batch, maxRanks);
+  SparsityStatistics stats;
+  stats.source = SparsitySource::Measured;
+  const int64_t rangeRows = (rows + kSkewPartitions - 1) / kSkewPartitions;
+  double skew = 0, hashSkew = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<int64_t> touched = distinctRows(samples, batch, step, 1);
+    int64_t range[kSkewPartitions] = {}, hash[kSkewPartitions] = {};
+    for (int64_t row : touched) {
+      ++range[row / rangeRows];
+      ++hash[row % kSkewPartitions];
+    }
+    const double count = std::max<double>(1, double(touched.size()));
+    skew += double(*std::max_element(range, range + kSkewPartitions)) / count;
+    hashSkew += double(*std::max_element(hash, hash + kSkewPartitions)) / count;
+  }
+  stats.skew = skew / double(steps);
+  stats.hashSkew = hashSkew / double(steps);
+  stats.density = measuredMergedDensity(samples, rows, batch, 1);
+  for (int64_t ranks = 1; ranks <= maxRanks; ranks *= 2)
+    stats.gamma.push_back(stats.density > 0
+                              ? measuredMergedDensity(samples, rows, batch, ranks) / stats.density
+                              : 1.0);
   return stats;
 }
 

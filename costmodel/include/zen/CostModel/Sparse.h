@@ -80,6 +80,20 @@ struct SparsityStatistics {
 SparsityStatistics zipfStatistics(const SparseTable &table, int64_t lookupsPerStep,
                                   int64_t worldSize, double exponent = kZipfExponent);
 
+/// Statistics measured from an index stream (source `measured`): `samples` holds each
+/// sample's row indices, in [0, rows); a rank's step takes `batch` consecutive samples (a
+/// trailing part step is left out) and k ranks' steps merged are k consecutive steps. The
+/// density, skew and hashSkew are means over the steps, gamma[j] the mean distinct rows of
+/// 2^j consecutive steps (2^j up to `maxRanks`) over the density's. Block figures are left
+/// for the planner. Throws std::invalid_argument when there are fewer steps than `maxRanks`.
+SparsityStatistics measureStatistics(const std::vector<std::vector<int64_t>> &samples,
+                                     int64_t rows, int64_t batch, int64_t maxRanks);
+
+/// Mean distinct rows of groups of `ranks` consecutive steps, over `rows` (measureStatistics'
+/// steps; any `ranks`, not only powers of two). Needs at least `ranks` steps.
+double measuredMergedDensity(const std::vector<std::vector<int64_t>> &samples, int64_t rows,
+                             int64_t batch, int64_t ranks);
+
 /// What one scheme costs for one tensor; +infinity when the scheme cannot run on the group
 /// (hierarchical needs more than one node with more than one rank each).
 struct SparseSyncCost {
