@@ -13,7 +13,9 @@
 // out after each iteration for the check, and an MoE plan's layers run there too. Every wait, the iteration barrier and the
 // check's own collectives included, is bounded by the timeout: a rank that times out names
 // the ranks it waited for and ends the job. A plan with `parallel` runs its stage programs
-// instead (HybridRun.h), a plan with `moe` its MoE layers (MoeRun.h).
+// instead (HybridRun.h), a plan with `moe` its MoE layers (MoeRun.h); a plan's
+// `sparse_tensors` are summed with their schemes each iteration and checked bit for bit
+// against the rank-ordered dense sum (SparseRun.h).
 // Exit codes: 0 ok, 1 numerics check failed, 2 bad command line, 65 bad plan /
 // ranks disagree, 66 plan unreadable, 70 timeout or internal error.
 //
@@ -25,6 +27,7 @@
 #include "HybridRun.h"
 #include "MoeRun.h"
 #include "Numerics.h"
+#include "SparseRun.h"
 #include "zenrt/Moe.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
@@ -445,6 +448,16 @@ int run(const Options &options, int rank, int ranks,
     }
   }
 
+  // The plan's row-sparse tensors, each with its scheme (SparseRun.h).
+  const std::vector<zen::run::SparseResult> sparse = zen::run::runSparseTensors(
+      plan, rank, ranks, options.iterations, options.seed, timeoutOf(options));
+  for (const zen::run::SparseResult &result : sparse)
+    if (!result.ok) {
+      std::fprintf(stderr, "zenopt-run: rank %d: sparse tensor %s (%s): %s\n", rank,
+                   result.name.c_str(), result.scheme.c_str(), result.detail.c_str());
+      numericsOk = false;
+    }
+
   // Aggregate over ranks: numerics ok everywhere, slowest rank's mean iteration time.
   size_t skip = iterationUs.size() > 1 ? 1 : 0;  // the first iteration warms up
   auto meanAfterWarmUp = [skip](const std::vector<double> &values) {
@@ -462,6 +475,12 @@ int run(const Options &options, int rank, int ranks,
   std::vector<double> errors(plan.buckets.size());
   for (size_t b = 0; b < errors.size(); ++b)
     errors[b] = mpi.allreduceScalar(worst[b].maxError, MPI_MAX, summary);
+  std::vector<double> sparseUs, sparseDiffering;
+  for (const zen::run::SparseResult &result : sparse) {
+    sparseUs.push_back(mpi.allreduceScalar(meanAfterWarmUp(result.callUs), MPI_MAX, summary));
+    sparseDiffering.push_back(
+        mpi.allreduceScalar(double(result.differingElements), MPI_SUM, summary));
+  }
   double predictedCompute = 0;
   for (const zenrt::Task &task : plan.schedule)
     if (task.kind == zenrt::TaskKind::Compute)
@@ -498,6 +517,17 @@ int run(const Options &options, int rank, int ranks,
                                   {"group", zenrt::toString(plan.buckets[b].group)},
                                   {"check", worst[b].check},
                                   {"max_error", errors[b]}});
+      if (!sparse.empty()) {
+        out["sparse_tensors"] = nlohmann::ordered_json::array();
+        for (size_t t = 0; t < sparse.size(); ++t)
+          out["sparse_tensors"].push_back(
+              {{"name", sparse[t].name},
+               {"scheme", sparse[t].scheme},
+               {"touched_rows", sparse[t].touchedRows},
+               {"predicted_us", plan.sparseTensors[t].predictedUs},
+               {"measured_us", sparseUs[t]},
+               {"differing_elements", int64_t(sparseDiffering[t])}});
+      }
       if (!moe)
         std::printf("%s\n", out.dump(2).c_str());
     } else {
@@ -525,6 +555,17 @@ int run(const Options &options, int rank, int ranks,
                     plan.buckets[b].group == zenrt::BucketGroup::ExpertReplicas
                         ? " (over the expert replicas)"
                         : "");
+      for (size_t t = 0; t < sparse.size(); ++t)
+        std::printf("  sparse %s %s: %lld rows touched, measured %.1f us (mean, slowest rank; "
+                    "predicted %.1f us), %s\n",
+                    sparse[t].name.c_str(), sparse[t].scheme.c_str(),
+                    static_cast<long long>(sparse[t].touchedRows), sparseUs[t],
+                    plan.sparseTensors[t].predictedUs,
+                    sparseDiffering[t] == 0
+                        ? "exact (the rank-ordered dense sum, bit for bit)"
+                        : (std::to_string(int64_t(sparseDiffering[t])) +
+                           " elements differ from the rank-ordered dense sum")
+                              .c_str());
       std::printf("numerics: %s\n", allOk ? "ok" : "FAILED");
     }
     std::fflush(stdout);
