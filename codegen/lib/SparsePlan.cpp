@@ -8,6 +8,7 @@
 namespace zen::codegen {
 namespace {
 
+/// One tensor in the summary: the plan entry's fields (docs/plan-format.md "sparse_tensors").
 nlohmann::ordered_json entryOf(const plan::SparseDecision &decision) {
   const cost::SparseSyncCost &chosen = decision.chosen();
   const auto &traits = vocab::traitsOf(chosen.scheme);
@@ -31,11 +32,26 @@ nlohmann::ordered_json entryOf(const plan::SparseDecision &decision) {
 
 } // namespace
 
-nlohmann::ordered_json sparseTensorsJson(const plan::SparsePlan &plan) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (const plan::SparseDecision &decision : plan.tensors)
-    list.push_back(entryOf(decision));
-  return list;
+std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan) {
+  std::vector<zenrt::SparseTensor> tensors;
+  for (const plan::SparseDecision &decision : plan.tensors) {
+    const cost::SparseSyncCost &chosen = decision.chosen();
+    const auto &traits = vocab::traitsOf(chosen.scheme);
+    zenrt::SparseTensor tensor;
+    tensor.name = decision.name;
+    tensor.rows = decision.table.rows;
+    tensor.rowElements = decision.table.rowElements;
+    tensor.scheme = chosen.scheme;
+    tensor.blockRows = traits.takesBlockRows ? chosen.blockRows : 0;
+    tensor.denseThreshold = traits.takesDenseThreshold ? chosen.denseThreshold : 0;
+    tensor.statistics.density = decision.statistics.density;
+    tensor.statistics.gamma = decision.statistics.gamma;
+    tensor.statistics.skew = decision.statistics.skew;
+    tensor.statistics.source = cost::toString(decision.statistics.source);
+    tensor.predictedUs = chosen.timeUs;
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
 }
 
 nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan) {

@@ -13,33 +13,37 @@ plan::SparsePlan plannedEmbedding(int64_t nodes, int64_t lookups) {
 }
 } // namespace
 
-// The contract's fields exactly (docs/design.md "Sparse gradients"): block_rows only for
-// omnireduce, dense_threshold only for sparcml.
-TEST(SparsePlan, PlanEntryHasTheContractFields) {
+// The plan's entries carry the choice and its statistics; block_rows only for omnireduce,
+// dense_threshold only for sparcml (zenrt validates and writes them, PlanTest).
+TEST(SparsePlan, PlanEntriesCarryTheChoice) {
   plan::SparsePlan plan = plannedEmbedding(16, 4096);
-  nlohmann::ordered_json list = codegen::sparseTensorsJson(plan);
-  ASSERT_EQ(list.size(), 1u);
-  const auto &entry = list[0];
-  std::vector<std::string> keys;
-  for (const auto &item : entry.items())
-    keys.push_back(item.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"name", "rows", "row_elements", "scheme", "statistics",
-                                            "predicted_us"}));
-  EXPECT_EQ(entry["scheme"], "balanced");
-  EXPECT_EQ(entry["rows"], 200000);
-  EXPECT_EQ(entry["statistics"]["source"], "model");
-  EXPECT_EQ(entry["statistics"]["gamma"].size(), 8u);
-  EXPECT_EQ(entry["statistics"]["gamma"][0], 1.0);
+  std::vector<zenrt::SparseTensor> tensors = codegen::planSparseTensors(plan);
+  ASSERT_EQ(tensors.size(), 1u);
+  const zenrt::SparseTensor &tensor = tensors[0];
+  EXPECT_EQ(tensor.name, "embedding.weight");
+  EXPECT_EQ(tensor.rows, 200000);
+  EXPECT_EQ(tensor.rowElements, 64);
+  EXPECT_EQ(tensor.scheme, vocab::SparseScheme::Balanced);
+  EXPECT_EQ(tensor.blockRows, 0);
+  EXPECT_EQ(tensor.denseThreshold, 0);
+  EXPECT_EQ(tensor.statistics.source, "model");
+  EXPECT_EQ(tensor.statistics.gamma.size(), 8u);
+  EXPECT_EQ(tensor.statistics.gamma[0], 1.0);
+  EXPECT_EQ(tensor.predictedUs, plan.tensors[0].chosen().timeUs);
 
-  // Forced schemes write their parameter.
-  plan::SparseDecision omni = plan.tensors[0];
-  for (auto &priced : omni.ranking)
-    if (priced.scheme == vocab::SparseScheme::OmniReduce)
-      std::swap(priced, omni.ranking.front());
-  plan::SparsePlan forced;
-  forced.tensors = {omni};
-  EXPECT_EQ(codegen::sparseTensorsJson(forced)[0]["block_rows"], 4);
-  EXPECT_FALSE(codegen::sparseTensorsJson(forced)[0].contains("dense_threshold"));
+  // Forced schemes carry their parameter.
+  auto forcedTo = [&](vocab::SparseScheme scheme) {
+    plan::SparsePlan forced = plan;
+    auto &ranking = forced.tensors[0].ranking;
+    for (auto &priced : ranking)
+      if (priced.scheme == scheme)
+        std::swap(priced, ranking.front());
+    return codegen::planSparseTensors(forced)[0];
+  };
+  EXPECT_EQ(forcedTo(vocab::SparseScheme::OmniReduce).blockRows, 4);
+  EXPECT_EQ(forcedTo(vocab::SparseScheme::OmniReduce).denseThreshold, 0);
+  EXPECT_NEAR(forcedTo(vocab::SparseScheme::SparCml).denseThreshold, 256.0 / 260, 1e-12);
+  EXPECT_EQ(forcedTo(vocab::SparseScheme::SparCml).blockRows, 0);
 }
 
 TEST(SparsePlan, SummarySaysWhy) {

@@ -9,6 +9,7 @@
 #define ZEN_CODEGEN_SPARSEPLAN_H
 
 #include "zen/Planner/Sparse.h"
+#include "zenrt/Plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -16,13 +17,14 @@
 
 namespace zen::codegen {
 
-/// The plan file's `sparse_tensors` list, one entry per tensor in `plan`'s order: name, rows,
-/// row_elements, scheme, block_rows (omnireduce only), dense_threshold (sparcml only),
-/// statistics {density, gamma, skew, source}, predicted_us.
-nlohmann::ordered_json sparseTensorsJson(const plan::SparsePlan &plan);
+/// The plan's `sparseTensors` (written by zenrt::writePlan as `sparse_tensors`), one per tensor
+/// in `plan`'s order: the chosen scheme, its parameter (block_rows for omnireduce,
+/// dense_threshold for sparcml), the statistics it was chosen from and its predicted time.
+std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan);
 
-/// The `--json` summary's `sparse`: per tensor the plan entry's fields plus `reason` and
-/// `runner_up` {scheme, predicted_us}; `baselines` (name -> µs) and `chosen_us`.
+/// The `--json` summary's `sparse`: per tensor its name, shape, scheme, statistics,
+/// predicted_us, `reason` and `runner_up` {scheme, predicted_us}; `baselines` (name -> µs)
+/// and `chosen_us`.
 nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan);
 
 /// The text summary's lines: one per tensor, then the baselines. Empty without tensors.
