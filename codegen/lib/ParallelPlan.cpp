@@ -51,7 +51,9 @@ ordered_json memoryJson(const cost::MemoryBreakdown &memory) {
 }
 
 ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
-                             const plan::ParallelEvaluation &chosen, const plan::ParallelResult &result) {
+                             const plan::ParallelEvaluation &chosen, int64_t configurationsScored,
+                             const std::map<std::string, double> &baselines,
+                             const std::map<std::string, std::string> &baselinesWhyNot) {
   const cost::ParallelConfig &config = chosen.config;
   ordered_json section;
   section["tp"] = config.tp;
@@ -110,13 +112,13 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["memory"] = memoryJson(chosen.memory);
   section["memory"]["stage"] = chosen.memory.stage;
   section["baselines"] = ordered_json::object();
-  for (const auto &[name, eval] : result.baselines)
-    section["baselines"][name] = eval.iterationUs;
+  for (const auto &[name, us] : baselines)
+    section["baselines"][name] = us;
   section["baselines_not_fitting"] = ordered_json::object();
-  for (const auto &[name, why] : result.baselinesWhyNot)
+  for (const auto &[name, why] : baselinesWhyNot)
     section["baselines_not_fitting"][name] = why;
   section["replicated"] = shape.replicated;
-  section["configurations_scored"] = result.configurationsScored;
+  section["configurations_scored"] = configurationsScored;
   section["stages"] = ordered_json::array();
   for (size_t s = 0; s < chosen.stages.size(); ++s) {
     const cost::StageCost &stage = chosen.stages[s];

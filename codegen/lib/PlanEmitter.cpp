@@ -1,7 +1,9 @@
 //===- PlanEmitter.cpp - scheduled zen IR to a plan file ------------------===//
 #include "zen/Codegen/PlanEmitter.h"
 
+#include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanSimulation.h"
+#include "zen/Passes/LargeModel.h"
 #include "zen/Analysis/IRPlan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -208,6 +210,43 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
 
   // `out` refers into `lowered`: moved, a plan of 10 000 tensors is not copied.
   return std::move(out);
+}
+
+mlir::FailureOr<zenrt::Plan> emitParallelPlan(mlir::ModuleOp module, const cost::CostModel &model) {
+  mlir::FailureOr<ParallelDecision> decision = readParallelDecision(module);
+  if (mlir::failed(decision))
+    return mlir::failure();
+  std::string error;
+  std::optional<std::vector<cost::CompressionSpec>> compressors =
+      plan::parseCompressors(decision->compressor, error);
+  if (!compressors)
+    return module.emitError("zen.parallel_search compressor: ") << error;
+  plan::AutotuneOptions sync;
+  sync.compressors = std::move(*compressors);
+  // The search scored its finalists the same way: the chosen one re-scores exactly.
+  const plan::ParallelEvaluation chosen =
+      plan::scoreWithSync(decision->shape, decision->config, decision->setup, model, sync);
+  plan::ExpertParallelSync stageSync;
+  try {
+    stageSync = plan::stageSyncSchedule(chosen, decision->setup, model);
+  } catch (const std::logic_error &problem) {
+    return module.emitError(problem.what());
+  }
+  plan::PlanChoice &choice = stageSync.plan;
+  choice.strategy = decision->forced ? "manual" : "auto";
+  std::optional<zenrt::Plan> plan = lowerChoice(
+      stageSync.problem, choice, model,
+      {stringAttr(module, "zen.model", "model"), stringAttr(module, "zen.model_hash", ""),
+       choice.strategy, decision->compressor,
+       nlohmann::json(parallelSection(decision->shape, decision->setup, chosen,
+                                      decision->configurationsScored, decision->baselines,
+                                      decision->baselinesWhyNot))
+           .dump()},
+      error);
+  if (!plan)
+    return module.emitError(error);
+  plan->baselines = decision->baselines;
+  return std::move(*plan);
 }
 
 } // namespace zen::codegen

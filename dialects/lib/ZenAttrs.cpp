@@ -171,12 +171,29 @@ LogicalResult PredictionAttr::verify(function_ref<InFlightDiagnostic()> emitErro
 LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t tp,
                                    int64_t pp, int64_t dp, int64_t zero, bool,
                                    Recompute, int64_t microBatch, int64_t microBatches,
-                                   int64_t virtualStages, int64_t ep, bool expertTensorParallel) {
-  for (auto [name, degree] : {std::pair{"tp", tp}, {"pp", pp}, {"dp", dp},
-                              {"micro_batch", microBatch}, {"micro_batches", microBatches},
-                              {"virtual_stages", virtualStages}, {"ep", ep}})
+                                   int64_t virtualStages, int64_t ep, bool expertTensorParallel,
+                                   int64_t attentionForwardChunks, int64_t attentionBackwardChunks,
+                                   int64_t mlpForwardChunks, int64_t mlpBackwardChunks,
+                                   DenseI64ArrayAttr stageLayers, MoeScheduleAttr experts) {
+  for (auto [name, degree] :
+       {std::pair{"tp", tp}, {"pp", pp}, {"dp", dp}, {"micro_batch", microBatch},
+        {"micro_batches", microBatches}, {"virtual_stages", virtualStages}, {"ep", ep},
+        {"attention_forward_chunks", attentionForwardChunks},
+        {"attention_backward_chunks", attentionBackwardChunks},
+        {"mlp_forward_chunks", mlpForwardChunks}, {"mlp_backward_chunks", mlpBackwardChunks}})
     if (degree < 1)
       return emitError() << "parallel " << name << " must be at least 1, got " << degree;
+  if (stageLayers) {
+    if (int64_t(stageLayers.size()) != pp)
+      return emitError() << "parallel stage_layers has " << stageLayers.size()
+                         << " entries for pp = " << pp;
+    for (int64_t layers : stageLayers.asArrayRef())
+      if (layers < 1)
+        return emitError() << "parallel stage_layers must be at least 1 each, got " << layers;
+  }
+  if (experts && experts.getEp() != ep)
+    return emitError() << "parallel experts run over ep = " << experts.getEp()
+                       << " ranks but the configuration's ep is " << ep;
   if (zero < 0 || zero > 3)
     return emitError() << "parallel zero stage must be 0, 1, 2 or 3, got " << zero;
   if (virtualStages > 1 && pp == 1)
@@ -186,6 +203,79 @@ LogicalResult ParallelAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "parallel ep = " << ep << " must divide dp = " << dp;
   if (expertTensorParallel && tp == 1)
     return emitError() << "parallel expert_tensor_parallel needs tensor parallelism (tp > 1)";
+  return success();
+}
+
+LogicalResult MoeBlocksAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    DenseI64ArrayAttr blocks, int64_t tokens, int64_t hidden,
+                                    int64_t ffn, int64_t fc1Rows, int64_t experts, int64_t topK,
+                                    FloatAttr capacityFactor, bool, int64_t capacityRows,
+                                    FloatAttr blockParams, FloatAttr expertParams) {
+  if (blocks.empty())
+    return emitError() << "moe_blocks needs at least one block";
+  for (auto [name, value] : {std::pair{"tokens", tokens}, {"hidden", hidden}, {"ffn", ffn},
+                             {"fc1_rows", fc1Rows}, {"experts", experts}, {"top_k", topK}})
+    if (value < 1)
+      return emitError() << "moe_blocks " << name << " must be at least 1, got " << value;
+  if (topK > experts)
+    return emitError() << "moe_blocks top_k = " << topK << " exceeds the " << experts << " experts";
+  if (capacityRows < 0)
+    return emitError() << "moe_blocks capacity_rows must be non-negative, got " << capacityRows;
+  for (auto [name, value] : {std::pair{"capacity_factor", capacityFactor},
+                             {"block_params", blockParams}, {"expert_params", expertParams}})
+    if (!(value.getValueAsDouble() >= 0) || !std::isfinite(value.getValueAsDouble()))
+      return emitError() << "moe_blocks " << name << " must be finite and non-negative";
+  return success();
+}
+
+LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef family,
+                                      int64_t layers, int64_t hidden, int64_t heads, int64_t kvHeads,
+                                      int64_t ffn, StringRef, StringRef, StringRef, bool,
+                                      int64_t crossAttentionBlocks, FloatAttr crossAttentionParams,
+                                      int64_t seq, int64_t vocab, int64_t modelBatch,
+                                      FloatAttr layerParams, FloatAttr embeddingParams,
+                                      FloatAttr headParams, ArrayAttr replicated, MoeBlocksAttr moe) {
+  if (family.empty())
+    return emitError() << "transformer family must not be empty";
+  for (auto [name, value] : {std::pair{"layers", layers}, {"hidden", hidden}, {"heads", heads},
+                             {"ffn", ffn}, {"seq", seq}, {"model_batch", modelBatch}})
+    if (value < 1)
+      return emitError() << "transformer " << name << " must be at least 1, got " << value;
+  if (kvHeads < 0 || vocab < 0 || crossAttentionBlocks < 0 || crossAttentionBlocks > layers)
+    return emitError() << "transformer kv_heads, vocab and cross_attention_blocks must be "
+                          "non-negative, cross_attention_blocks at most layers";
+  for (FloatAttr params : {crossAttentionParams, layerParams, embeddingParams, headParams})
+    if (params && (!(params.getValueAsDouble() >= 0) || !std::isfinite(params.getValueAsDouble())))
+      return emitError() << "transformer parameter counts must be finite and non-negative";
+  if (replicated && !llvm::all_of(replicated, [](Attribute a) { return mlir::isa<StringAttr>(a); }))
+    return emitError() << "transformer replicated must list node names (strings)";
+  if (moe)
+    for (int64_t block : moe.getBlocks().asArrayRef())
+      if (block < 0 || block >= layers)
+        return emitError() << "transformer moe block " << block << " is not among its " << layers
+                           << " blocks";
+  return success();
+}
+
+LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                         int64_t globalBatch, StringRef optimizer,
+                                         FloatAttr moeImbalance, StringRef, bool, int64_t scored,
+                                         DictionaryAttr baselines, DictionaryAttr notFitting) {
+  if (globalBatch < 1 || scored < 0)
+    return emitError() << "parallel_search global_batch must be at least 1 and "
+                          "configurations_scored non-negative";
+  if (optimizer.empty())
+    return emitError() << "parallel_search optimizer must not be empty";
+  if (!(moeImbalance.getValueAsDouble() >= 1) || !std::isfinite(moeImbalance.getValueAsDouble()))
+    return emitError() << "parallel_search moe_imbalance must be finite and at least 1";
+  for (NamedAttribute baseline : baselines)
+    if (!mlir::isa<FloatAttr>(baseline.getValue()))
+      return emitError() << "parallel_search baseline '" << baseline.getName().getValue()
+                         << "' must be a time in microseconds (a float)";
+  for (NamedAttribute reason : notFitting)
+    if (!mlir::isa<StringAttr>(reason.getValue()))
+      return emitError() << "parallel_search baselines_not_fitting '" << reason.getName().getValue()
+                         << "' must be a reason (a string)";
   return success();
 }
 

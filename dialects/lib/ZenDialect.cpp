@@ -132,7 +132,7 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   StringRef name = attribute.getName().getValue();
   Attribute value = attribute.getValue();
   if (name == ClusterAttrHelper::getNameStr() || name == ComputeDtypeAttrHelper::getNameStr() ||
-      name == StrategyAttrHelper::getNameStr())
+      name == StrategyAttrHelper::getNameStr() || name == CompressorAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
   if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr() ||
       name == HeadsAttrHelper::getNameStr() || name == KvHeadsAttrHelper::getNameStr())
@@ -140,6 +140,10 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                   "a positive integer");
   if (name == ParallelAttrHelper::getNameStr())
     return expect(isa<ParallelAttr>(value), "a #zen.parallel");
+  if (name == TransformerAttrHelper::getNameStr())
+    return expect(isa<TransformerAttr>(value), "a #zen.transformer");
+  if (name == ParallelSearchAttrHelper::getNameStr())
+    return expect(isa<ParallelSearchAttr>(value), "a #zen.parallel_search");
   if (name == RoleAttrHelper::getNameStr())
     return expect(isa<CollectiveRoleAttr>(value) && isa<CollectiveOpInterface>(op),
                   "a #zen.role on a collective");

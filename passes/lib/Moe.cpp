@@ -27,6 +27,16 @@ MoeScheduleAttr moeScheduleAttr(MLIRContext *context, int64_t ep,
                               static_cast<MoeGradientSync>(choice.sync));
 }
 
+cost::MoeLayerChoice moeLayerChoiceOf(MoeScheduleAttr schedule) {
+  cost::MoeLayerChoice choice;
+  choice.forward = schedule.getForward();
+  choice.backward = schedule.getBackward();
+  choice.algorithm = static_cast<cost::AllToAllAlgorithm>(schedule.getAllToAll());
+  choice.tokens = toVocabulary(schedule.getTokens());
+  choice.sync = static_cast<cost::GradientSyncMode>(schedule.getGradientSync());
+  return choice;
+}
+
 namespace {
 
 /// The only user of `value` when it is an `Op`, else null.

@@ -1,6 +1,8 @@
 //===- Partitioning.cpp - shared by the partitioning passes ---------------===//
 #include "Partitioning.h"
 
+#include "zen/Passes/LargeModel.h"
+
 using namespace mlir;
 
 namespace zen::detail {
@@ -19,29 +21,14 @@ ParallelAttr parallelOf(ModuleOp module) {
   if (auto parallel =
           module->getAttrOfType<ParallelAttr>(ZenDialect::ParallelAttrHelper::getNameStr()))
     return parallel;
-  return ParallelAttr::get(module.getContext(), 1, 1, 1, 0, false, Recompute::none, 1, 1, 1, 1,
-                           false);
+  return parallelAttr(module.getContext(), cost::ParallelConfig{});
 }
 
-void recordParallel(ModuleOp module, const std::function<void(ParallelFields &)> &edit) {
-  ParallelAttr old = parallelOf(module);
-  ParallelFields fields{old.getTp(),
-                        old.getPp(),
-                        old.getDp(),
-                        old.getZero(),
-                        old.getSequenceParallel(),
-                        old.getRecompute(),
-                        old.getMicroBatch(),
-                        old.getMicroBatches(),
-                        old.getVirtualStages(),
-                        old.getEp(),
-                        old.getExpertTensorParallel()};
-  edit(fields);
+void recordParallel(ModuleOp module, const std::function<void(cost::ParallelConfig &)> &edit) {
+  cost::ParallelConfig config = parallelConfigOf(parallelOf(module));
+  edit(config);
   module->setAttr(ZenDialect::ParallelAttrHelper::getNameStr(),
-                  ParallelAttr::get(module.getContext(), fields.tp, fields.pp, fields.dp,
-                                    fields.zero, fields.sequenceParallel, fields.recompute,
-                                    fields.microBatch, fields.microBatches, fields.virtualStages,
-                                    fields.ep, fields.expertTensorParallel));
+                  parallelAttr(module.getContext(), config));
 }
 
 void setRole(Operation *collective, CollectiveRole role) {

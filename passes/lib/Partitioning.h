@@ -9,6 +9,7 @@
 #ifndef ZEN_PASSES_LIB_PARTITIONING_H
 #define ZEN_PASSES_LIB_PARTITIONING_H
 
+#include "zen/CostModel/Transformer.h"
 #include "zen/Dialect/ZenDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,15 +27,7 @@ llvm::StringMap<llvm::SmallVector<ComputeOp, 2>> backwardOpsByNode(mlir::func::F
 ParallelAttr parallelOf(mlir::ModuleOp module);
 
 /// Rewrites the module's zen.parallel with `edit` applied to its fields.
-struct ParallelFields {
-  int64_t tp, pp, dp, zero;
-  bool sequenceParallel;
-  Recompute recompute;
-  int64_t microBatch, microBatches, virtualStages;
-  int64_t ep;
-  bool expertTensorParallel;
-};
-void recordParallel(mlir::ModuleOp module, const std::function<void(ParallelFields &)> &edit);
+void recordParallel(mlir::ModuleOp module, const std::function<void(cost::ParallelConfig &)> &edit);
 
 /// Marks a collective with what it is for (it then carries no bucket).
 void setRole(mlir::Operation *collective, CollectiveRole role);

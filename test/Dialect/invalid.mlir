@@ -866,3 +866,123 @@ func.func @f(%x: !zen.compressed<tensor<16xf32>, #zen.compression<fp16>>) {
   %g = zen.all_gather %x {group = #zen.group<size = 8, nodes = 1>, sync = #zen<sync all_gather>} : !zen.compressed<tensor<16xf32>, #zen.compression<fp16>> -> !zen.compressed<tensor<16xf32>, #zen.compression<fp16>>
   return
 }
+
+// -----
+
+// expected-error @+1 {{parallel mlp_forward_chunks must be at least 1, got 0}}
+module attributes {zen.parallel = #zen.parallel<tp = 2, mlp_forward_chunks = 0>} {}
+
+// -----
+
+// expected-error @+1 {{parallel stage_layers has 3 entries for pp = 2}}
+module attributes {zen.parallel = #zen.parallel<pp = 2, stage_layers = [1, 1, 1]>} {}
+
+// -----
+
+// expected-error @+1 {{parallel stage_layers must be at least 1 each, got 0}}
+module attributes {zen.parallel = #zen.parallel<pp = 2, stage_layers = [2, 0]>} {}
+
+// -----
+
+// expected-error @+1 {{parallel experts run over ep = 4 ranks but the configuration's ep is 2}}
+module attributes {zen.parallel = #zen.parallel<dp = 8, ep = 2, experts = #zen.moe_schedule<ep = 4, forward = 1, backward = 1, all_to_all = "flat">>} {}
+
+// -----
+
+// expected-error @+1 {{moe_blocks needs at least one block}}
+#blocks = #zen.moe_blocks<blocks = [], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.0 : f64, capacity_rows = 0, block_params = 1.0 : f64, expert_params = 1.0 : f64>
+module attributes {zen.blocks = #blocks} {}
+
+// -----
+
+// expected-error @+1 {{moe_blocks experts must be at least 1, got 0}}
+#blocks = #zen.moe_blocks<blocks = [0], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 0, top_k = 2, capacity_factor = 1.0 : f64, capacity_rows = 0, block_params = 1.0 : f64, expert_params = 1.0 : f64>
+module attributes {zen.blocks = #blocks} {}
+
+// -----
+
+// expected-error @+1 {{moe_blocks top_k = 8 exceeds the 4 experts}}
+#blocks = #zen.moe_blocks<blocks = [0], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 8, capacity_factor = 1.0 : f64, capacity_rows = 0, block_params = 1.0 : f64, expert_params = 1.0 : f64>
+module attributes {zen.blocks = #blocks} {}
+
+// -----
+
+// expected-error @+1 {{moe_blocks capacity_rows must be non-negative, got -1}}
+#blocks = #zen.moe_blocks<blocks = [0], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.0 : f64, capacity_rows = -1, block_params = 1.0 : f64, expert_params = 1.0 : f64>
+module attributes {zen.blocks = #blocks} {}
+
+// -----
+
+// expected-error @+1 {{moe_blocks expert_params must be finite and non-negative}}
+#blocks = #zen.moe_blocks<blocks = [0], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.0 : f64, capacity_rows = 0, block_params = 1.0 : f64, expert_params = -1.0 : f64>
+module attributes {zen.blocks = #blocks} {}
+
+// -----
+
+// expected-error @+1 {{transformer family must not be empty}}
+module attributes {zen.transformer = #zen.transformer<family = "", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64>} {}
+
+// -----
+
+// expected-error @+1 {{transformer heads must be at least 1, got 0}}
+module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2, hidden = 64, heads = 0, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64>} {}
+
+// -----
+
+// expected-error @+1 {{transformer kv_heads, vocab and cross_attention_blocks must be non-negative, cross_attention_blocks at most layers}}
+module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", cross_attention_blocks = 3, seq = 16, vocab = 100, model_batch = 1, layer_params = 1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64>} {}
+
+// -----
+
+// expected-error @+1 {{transformer parameter counts must be finite and non-negative}}
+module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = -1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64>} {}
+
+// -----
+
+// expected-error @+1 {{transformer replicated must list node names (strings)}}
+module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64, replicated = [1]>} {}
+
+// -----
+
+// expected-error @+1 {{transformer moe block 2 is not among its 2 blocks}}
+module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 1.0 : f64, embedding_params = 1.0 : f64, head_params = 1.0 : f64, moe = #zen.moe_blocks<blocks = [2], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.0 : f64, capacity_rows = 0, block_params = 1.0 : f64, expert_params = 1.0 : f64>>} {}
+
+// -----
+
+// expected-error @+1 {{parallel_search global_batch must be at least 1 and configurations_scored non-negative}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 0, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{parallel_search optimizer must not be empty}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{parallel_search moe_imbalance must be finite and at least 1}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 0.5 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{parallel_search baseline 'ddp' must be a time in microseconds (a float)}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {ddp = "slow"}, baselines_not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{parallel_search baselines_not_fitting 'zero3' must be a reason (a string)}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {zero3 = 1 : i64}>} {}
+
+// -----
+
+// expected-error @+1 {{'zen.transformer' must be a #zen.transformer, got 8 : i64}}
+module attributes {zen.transformer = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.parallel_search' must be a #zen.parallel_search, got 8 : i64}}
+module attributes {zen.parallel_search = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.compressor' must be a string, got 8 : i64}}
+module attributes {zen.compressor = 8 : i64} {}

@@ -20,7 +20,7 @@
 
 // REMARK: remark: pipeline stages: stage 0: blocks 0-0; stage 1: blocks 1-1
 
-// CHECK: module attributes {zen.parallel = #zen.parallel<pp = 2>}
+// CHECK: module attributes {zen.parallel = #zen.parallel<pp = 2, stage_layers = [1, 1]>}
 // CHECK-LABEL: func.func @train_step
 // The embedding and block 0 on stage 0, block 1 and the head on stage 1.
 // CHECK: [[WTE:%.*]] = zen.param "wte" {stage = 0 : i64}
@@ -56,7 +56,7 @@
 // ONE: zen.param "head.weight" {stage = 0 : i64}
 // ONE-NOT: zen.send
 
-// COMBINED: module attributes {{{.*}}zen.parallel = #zen.parallel<tp = 2, pp = 2>
+// COMBINED: module attributes {{{.*}}zen.parallel = #zen.parallel<tp = 2, pp = 2, stage_layers = [1, 1]>
 // COMBINED: zen.send {{.*}}zen.role = #zen.role<pipeline>
 // zen-autotune then plans each stage's gradients on their own: one bucket per
 // stage (numbered per stage), never a gradient of the other stage in it, and

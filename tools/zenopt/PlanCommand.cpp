@@ -7,6 +7,7 @@
 #include "CliChecks.h"
 #include "Command.h"
 #include "FastAllocator.h"
+#include "Diagnostics.h"
 #include "HeadOverrides.h"
 
 #include "zen/Codegen/MoePlan.h"
@@ -17,6 +18,7 @@
 #include "zen/Dialect/ZenDialect.h"
 #include "zen/Importer/ZenImporter.h"
 #include "zen/Analysis/IRPlan.h"
+#include "zen/Passes/LargeModel.h"
 #include "zen/Passes/Moe.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Analysis/Transformer.h"
@@ -134,29 +136,6 @@ private:
   bool done_ = false;
 };
 
-/// Collects MLIR diagnostics so they can be reported with the CLI's exit codes. The
-/// verifier may report from its own thread (BackgroundVerification).
-class DiagnosticCollector {
-public:
-  explicit DiagnosticCollector(mlir::MLIRContext &context)
-      : handler(&context, [this](mlir::Diagnostic &diagnostic) {
-          if (diagnostic.getSeverity() == mlir::DiagnosticSeverity::Error) {
-            std::lock_guard<std::mutex> lock(mutex);
-            text += (text.empty() ? "" : "\n") + diagnostic.str();
-          }
-          return mlir::success();
-        }) {}
-  std::string messages() const {
-    std::lock_guard<std::mutex> lock(mutex);
-    return text;
-  }
-
-private:
-  mutable std::mutex mutex;
-  std::string text;
-  mlir::ScopedDiagnosticHandler handler;
-};
-
 /// Verifies the imported module on a second thread while planning reads it. Planning
 /// reads the IR until its first rewrite, which waits for the verification
 /// (plan::applyPlan through ZenDialect::awaitVerification); so does every other path
@@ -259,12 +238,6 @@ double moeImbalanceOf(const PlanOptions &options) {
   return options.moeImbalance > 0 ? options.moeImbalance : 1.0;
 }
 
-std::string configText(const cost::ParallelConfig &c) {
-  return fmt::format("tp {} x pp {} x dp {}{}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
-                     c.ep > 1 ? fmt::format(" (ep {})", c.ep) : "", c.zero,
-                     cost::toString(c.recompute), c.microBatch);
-}
-
 /// The MoE layers' ops carry the configuration's ep, degrees and algorithm
 /// where the degrees divide the layer's capacity as the IR has it (the
 /// exported batch; the configuration's micro-batch may route other tokens).
@@ -283,14 +256,6 @@ void recordMoeSchedule(mlir::ModuleOp module, const cost::ParallelConfig &config
                                 ops.combine.getOperation()})
       op->setAttr("schedule", schedule);
   }
-}
-
-std::string memoryText(const cost::MemoryBreakdown &m) {
-  return fmt::format("{:.1f} GB per GPU of {:.1f} GB (weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, "
-                     "activations {:.1f}, buffers {:.1f}, reserve {:.1f})",
-                     m.perGpuBytes() / 1e9, m.capacityBytes / 1e9, m.weightsBytes / 1e9,
-                     m.gradientsBytes / 1e9, m.optimizerBytes / 1e9, m.activationsBytes / 1e9,
-                     m.buffersBytes / 1e9, m.reserveBytes / 1e9);
 }
 
 /// What a training iteration runs besides the configuration: the compute
@@ -357,32 +322,9 @@ cost::MemoryBreakdown dataParallelMemory(const PlanOptions &options, const impor
   return memory;
 }
 
-/// The cluster file's physical ranges (costmodel/lib/Cluster.cpp) keep every
-/// prediction finite; one that is not is refused, naming the cluster, before it
-/// reaches the plan file or the summary.
-void checkFinite(const plan::ParallelResult &result, const PlanOptions &options) {
-  auto finite = [](const plan::ParallelEvaluation &eval) {
-    std::vector<double> values = {eval.iterationUs,  eval.pipeline.totalUs, eval.pipeline.bubbleUs,
-                                  eval.tensorCommUs, eval.pipelineCommUs,   eval.dataCommUs,
-                                  eval.optimizerUs,  eval.tflopsPerGpu,     eval.mfu,
-                                  eval.memory.perGpuBytes()};
-    for (const cost::StageCost &stage : eval.stages)
-      values.insert(values.end(), {stage.perMicroBatchUs(), stage.optimizerUs, stage.embeddingSyncUs});
-    return std::all_of(values.begin(), values.end(), [](double value) { return std::isfinite(value); });
-  };
-  std::vector<std::pair<std::string, const plan::ParallelEvaluation *>> scored = {{"chosen", &*result.best}};
-  for (const auto &[name, eval] : result.baselines)
-    scored.emplace_back(name + " baseline", &eval);
-  for (const auto &[what, eval] : scored)
-    if (!finite(*eval))
-      throw CommandError(ExitDataError, options.cluster + ": the " + what + " configuration (" +
-                                            configText(eval->config) +
-                                            ") has a predicted time or size that is not finite; "
-                                            "check the cluster's bandwidths, peaks and efficiencies");
-}
-
 /// Large-model planning of a recognised transformer: the tp/pp/dp/ZeRO (and ep)
-/// search under the large-model flags, the plan lowered from its choice.
+/// search under the large-model flags (zen::planParallel), its decision recorded
+/// on the module and applied by the partitioning passes, the plan lowered from the IR.
 zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGraph &graph,
                            mlir::ModuleOp module, const cost::CostModel &model,
                            const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
@@ -415,68 +357,37 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
   std::string error;
   request.gradientSync.compressors = *plan::parseCompressors(options.compressor, error);
 
-  plan::ParallelResult result = plan::searchParallel(shape, model, request);
-  if (!result.invalid.empty())
-    throw CommandError(ExitDataError, options.model + ": cannot run on " + std::to_string(gpus) +
-                                          " GPUs of '" + model.cluster().name + "': " + result.invalid);
-  if (!result.best) {
-    const plan::ParallelEvaluation &least = *result.smallestRequirement;
-    throw CommandError(ExitDataError,
-                       options.model + ": does not fit on " + std::to_string(gpus) + " GPUs of '" +
-                           model.cluster().name + "': " +
-                           (request.forcesAny() ? "the forced configuration " : "the smallest requirement found, ") +
-                           configText(least.config) + ", needs " + memoryText(least.memory));
-  }
-  checkFinite(result, options);
-  const plan::ParallelEvaluation &best = *result.best;
-  plan::ExpertParallelSync sync;
+  ParallelDecision decision;
   try {
-    sync = plan::stageSyncSchedule(best, request.setup, model);
-  } catch (const std::logic_error &problem) {
-    throw CommandError(ExitSoftware, options.model + ": " + problem.what());
+    decision = planParallel(shape, model, request, options.compressor, options.model, options.cluster);
+  } catch (const zen::Error &problem) {
+    throw CommandError(exitCodeOf(problem.kind), problem.what());
   }
-  const plan::Problem &problem = sync.problem;
-  plan::PlanChoice &choice = sync.plan;
-  choice.strategy = request.forcesAny() ? "manual" : "auto";
-  std::string hash;
-  if (auto attr = module->getAttrOfType<mlir::StringAttr>("zen.model_hash"))
-    hash = attr.str();
-  std::optional<zenrt::Plan> plan = codegen::lowerChoice(
-      problem, choice, model,
-      {graph.modelName, hash, choice.strategy, options.compressor,
-       nlohmann::json(codegen::parallelSection(shape, request.setup, best, result)).dump()},
-      error);
-  if (!plan)
-    throw CommandError(ExitSoftware, options.model + ": " + error);
-  for (const auto &[name, eval] : result.baselines)
-    plan->baselines[name] = eval.iterationUs;
-  // The IR carries the configuration. The plan above is lowered from the
-  // search's stage costs, so the partitioning passes run only when the IR is
-  // the output: tensor-parallel shards and collectives, pipeline stages with
-  // their transfers, each stage's data-parallel sync, ZeRO shards.
-  const cost::ParallelConfig &c = best.config;
+  // The IR carries the decision; the partitioning passes apply it (tensor-parallel
+  // shards and collectives, pipeline stages with their transfers, each stage's
+  // data-parallel sync, ZeRO shards) and the plan is lowered from the result.
   verification.requireVerified();
-  module->setAttr("zen.parallel", ParallelAttr::get(module.getContext(), c.tp, c.pp, c.dp, c.zero,
-                                                    c.sequenceParallel, fromVocabulary(c.recompute),
-                                                    c.microBatch, c.microBatches, c.virtualStages,
-                                                    c.ep, c.expertTensorParallel));
+  recordParallelDecision(module, decision);
+  const cost::ParallelConfig &c = decision.config;
   if (shape.moe)
     recordMoeSchedule(module, c);
-  if (options.emit != "mlir")
-    return std::move(*plan);
-  if (shape.moe && c.tp > 1)
-    throw CommandError(ExitDataError, options.model + ": --emit mlir: tensor parallelism does not "
-                                      "partition MoE blocks in the IR yet (tp " + std::to_string(c.tp) +
-                                      "); the plan file (-o) has the configuration");
-  LargeModelPipelineOptions partition{options.cluster, options.nodes, options.compressor, c};
-  partition.config.stageLayers.clear();
-  if (c.virtualStages == 1)
-    for (const cost::StageCost &stage : best.stages)
-      partition.config.stageLayers.push_back(stage.layers);
-  mlir::PassManager pipeline(module.getContext());
-  buildLargeModelPipeline(pipeline, partition);
-  if (mlir::failed(pipeline.run(module)))
-    throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
+  if (shape.moe && c.tp > 1) {
+    // The plan is lowered from the recorded decision; the IR keeps its MoE blocks whole.
+    if (options.emit == "mlir")
+      throw CommandError(ExitDataError, options.model + ": --emit mlir: tensor parallelism does not "
+                                        "partition MoE blocks in the IR yet (tp " + std::to_string(c.tp) +
+                                        "); the plan file (-o) has the configuration");
+  } else {
+    LargeModelPipelineOptions partition{options.cluster, options.nodes, options.compressor, c};
+    mlir::PassManager pipeline(module.getContext());
+    pipeline.enableVerifier(options.emit == "mlir");
+    buildLargeModelPipeline(pipeline, partition);
+    if (mlir::failed(pipeline.run(module)))
+      throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
+  }
+  mlir::FailureOr<zenrt::Plan> plan = codegen::emitParallelPlan(module, model);
+  if (mlir::failed(plan))
+    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
   return std::move(*plan);
 }
 
@@ -700,6 +611,9 @@ int runPlan(const PlanOptions &options) {
   // Set before the verification starts, not by the passes while it runs.
   ZenDialect::ClusterAttrHelper(&context).setAttr(*module,
                                                   mlir::StringAttr::get(&context, options.cluster));
+  if (!options.compressor.empty())
+    ZenDialect::CompressorAttrHelper(&context)
+        .setAttr(*module, mlir::StringAttr::get(&context, options.compressor));
   if (options.nodes > 0)
     ZenDialect::NodesAttrHelper(&context).setAttr(
         *module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), options.nodes));

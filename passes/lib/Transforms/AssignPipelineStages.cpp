@@ -214,7 +214,12 @@ struct AssignPipelineStagesPass : impl::AssignPipelineStagesBase<AssignPipelineS
       summary += (s ? "; " : "") + std::string("stage ") + std::to_string(s) + ": blocks " +
                  std::to_string(block) + "-" + std::to_string(block + perStage[s] - 1);
     module.emitRemark("pipeline stages: ") << summary;
-    detail::recordParallel(module, [&](detail::ParallelFields &fields) { fields.pp = stages; });
+    detail::recordParallel(module, [&](cost::ParallelConfig &config) {
+      config.pp = stages;
+      config.stageLayers.clear();
+      if (stages > 1)
+        config.stageLayers.assign(perStage.begin(), perStage.end());
+    });
   }
 
 private:

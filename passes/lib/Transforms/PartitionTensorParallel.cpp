@@ -35,9 +35,10 @@ public:
         context(structure.func.getContext()), builder(context),
         group(ProcessGroupAttr::get(context, degree, 1)),
         backward(detail::backwardOpsByNode(structure.func)) {
-    size_t at = 0;
-    for (Operation &op : structure.func.getBody().front())
-      position[&op] = at++;
+    for (Operation &op : structure.func.getBody().front()) {
+      position[&op] = inOrder.size();
+      inOrder.push_back(&op);
+    }
     // Found before any retyping: the match compares the input gradient's type
     // with the GEMM input's, which sequence parallelism changes.
     for (TransformerBlock &block : structure.blocks) {
@@ -88,10 +89,9 @@ private:
   }
 
   void divideBetween(const WeightGemm &first, const WeightGemm &last) {
-    size_t from = position.lookup(first.op), to = position.lookup(last.op);
-    for (auto [op, at] : position)
-      if (auto compute = dyn_cast<ComputeOp>(op);
-          compute && compute.getPhase() == Phase::forward && at > from && at < to)
+    const size_t from = position.lookup(first.op), to = position.lookup(last.op);
+    for (size_t at = from + 1; at < to; ++at)
+      if (auto compute = dyn_cast<ComputeOp>(inOrder[at]); compute && compute.getPhase() == Phase::forward)
         divideNode(compute);
   }
 
@@ -292,7 +292,9 @@ private:
   OpBuilder builder;
   ProcessGroupAttr group;
   llvm::StringMap<SmallVector<ComputeOp, 2>> backward;
+  /// The function's ops as imported, and each one's index among them.
   DenseMap<Operation *, size_t> position;
+  std::vector<Operation *> inOrder;
   llvm::SmallPtrSet<Operation *, 32> divided;
   DenseMap<Value, Value> gatheredInputs;
   DenseMap<Operation *, ComputeOp> gradOps;  // forward weight GEMM -> its backward op
@@ -359,9 +361,9 @@ struct PartitionTensorParallelPass
     }
     module->setAttr(ZenDialect::TpReplicatedAttrHelper::getNameStr(),
                     ArrayAttr::get(module.getContext(), replicated));
-    detail::recordParallel(module, [&](detail::ParallelFields &fields) {
-      fields.tp = degree;
-      fields.sequenceParallel = sequence;
+    detail::recordParallel(module, [&](cost::ParallelConfig &config) {
+      config.tp = degree;
+      config.sequenceParallel = sequence;
     });
   }
 };

@@ -207,9 +207,9 @@ struct ShardZeroPass : impl::ShardZeroBase<ShardZeroPass> {
         if (failed(shardParameter(gradient, ranks, group)))
           return signalPassFailure();
     }
-    detail::recordParallel(module, [&](detail::ParallelFields &fields) {
-      fields.zero = stage;
-      fields.dp = ranks;
+    detail::recordParallel(module, [&](cost::ParallelConfig &config) {
+      config.zero = stage;
+      config.dp = ranks;
     });
   }
 };

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,14 @@ nlohmann::ordered_json transformerJson(const cost::TransformerShape &shape);
 /// gradients_bytes, optimizer_bytes, activations_bytes, buffers_bytes, reserve_bytes.
 nlohmann::ordered_json memoryJson(const cost::MemoryBreakdown &memory);
 
-/// The `parallel` section of a plan file for `chosen`.
+/// The `parallel` section of a plan file for `chosen`, with how the search's
+/// alternatives scored (name to predicted iteration in us, or why not).
 nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,
                                        const cost::TrainingSetup &setup,
                                        const plan::ParallelEvaluation &chosen,
-                                       const plan::ParallelResult &result);
+                                       int64_t configurationsScored,
+                                       const std::map<std::string, double> &baselines,
+                                       const std::map<std::string, std::string> &baselinesWhyNot);
 
 /// The simulated schedule of a plan file's `parallel` section: its stages'
 /// per-micro-batch costs run under its schedule (cost::simulatePipeline), for

@@ -49,6 +49,15 @@ void syncExpertsOverReplicas(zenrt::Plan &plan, const plan::GradientSync &sync, 
 mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
                                       const std::string &compressor);
 
+/// Lowers the large-model decision recorded on `module` (zen.transformer,
+/// zen.parallel, zen.parallel_search, set by zen::planParallel's caller and kept
+/// by the partitioning passes) to a plan: the chosen configuration re-scored by
+/// plan::scoreWithSync, its `parallel` section, and its first stage's
+/// data-parallel sync (plan::stageSyncSchedule) as tensors, buckets and
+/// schedule. Emits an MLIR error and fails when the module has no decision or
+/// the sync cannot be lowered.
+mlir::FailureOr<zenrt::Plan> emitParallelPlan(mlir::ModuleOp module, const cost::CostModel &model);
+
 } // namespace zen::codegen
 
 #endif // ZEN_CODEGEN_PLANEMITTER_H

@@ -132,15 +132,21 @@ def Zen_ParallelAttr : Zen_Attr<"Parallel", "parallel"> {
     pipeline per iteration; `virtual_stages` > 1 is interleaved 1F1B (needs
     pp > 1). A model with MoE blocks adds `ep`, the ranks of each dp group its
     experts spread over (dividing dp), and `expert_tensor_parallel`, every
-    expert split over the tp ranks (needs tp > 1). Parameters at their default
-    (1, 0, false, none) may be omitted.
+    expert split over the tp ranks (needs tp > 1), and `experts`, how its MoE
+    layers run (their pipelining degrees and all-to-all). The
+    `*_chunks` fields are the tensor-parallel GEMM/collective decomposition
+    (zen-decompose-tensor-parallel's degrees); `stage_layers` the transformer
+    blocks of each pipeline stage (pp entries; omitted: as even as possible).
+    Parameters at their default (1, 0, false, none, omitted) may be omitted.
     The partitioning passes read their degree from the module's
     `zen.parallel` when their option is 0 and record what they applied there.
 
     ```mlir
     module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1,
         sequence_parallel = true, recompute = full, micro_batch = 1, micro_batches = 16,
-        virtual_stages = 1, ep = 4, expert_tensor_parallel = true>} {}
+        virtual_stages = 1, ep = 4, expert_tensor_parallel = true,
+        attention_forward_chunks = 2, mlp_backward_chunks = 4,
+        stage_layers = [12, 12]>} {}
     ```
   }];
   let parameters = (ins
@@ -154,7 +160,104 @@ def Zen_ParallelAttr : Zen_Attr<"Parallel", "parallel"> {
     DefaultValuedParameter<"int64_t", "1">:$micro_batches,
     DefaultValuedParameter<"int64_t", "1">:$virtual_stages,
     DefaultValuedParameter<"int64_t", "1">:$ep,
-    Zen_FlagParameter:$expert_tensor_parallel);
+    Zen_FlagParameter:$expert_tensor_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$attention_forward_chunks,
+    DefaultValuedParameter<"int64_t", "1">:$attention_backward_chunks,
+    DefaultValuedParameter<"int64_t", "1">:$mlp_forward_chunks,
+    DefaultValuedParameter<"int64_t", "1">:$mlp_backward_chunks,
+    OptionalParameter<"::mlir::DenseI64ArrayAttr">:$stage_layers,
+    OptionalParameter<"::zen::MoeScheduleAttr">:$experts);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zen_MoeBlocksAttr : Zen_Attr<"MoeBlocks", "moe_blocks"> {
+  let summary = "A recognised transformer's Mixture-of-Experts blocks";
+  let description = [{
+    `blocks` the MoE blocks' indices among the transformer's blocks
+    (increasing); one layer as exported: `tokens` routed, `hidden`, the expert
+    `ffn` and the first expert GEMM's rows `fc1_rows` (2 x ffn when gated),
+    `experts`, `top_k`, `capacity_factor`, `biases`, the dispatch buffer's
+    `capacity_rows` per expert (0: from the capacity factor); `block_params`
+    an MoE block's parameters besides its experts, `expert_params` every
+    expert of one layer.
+
+    ```mlir
+    #zen.moe_blocks<blocks = [1, 3], tokens = 4096, hidden = 2048, ffn = 4096,
+        fc1_rows = 4096, experts = 64, top_k = 2, capacity_factor = 1.0 : f64, biases = true,
+        capacity_rows = 128, block_params = 1.7e7 : f64, expert_params = 1.07e9 : f64>
+    ```
+  }];
+  let parameters = (ins "::mlir::DenseI64ArrayAttr":$blocks, "int64_t":$tokens, "int64_t":$hidden,
+                        "int64_t":$ffn, "int64_t":$fc1_rows, "int64_t":$experts, "int64_t":$top_k,
+                        "::mlir::FloatAttr":$capacity_factor, Zen_FlagParameter:$biases,
+                        "int64_t":$capacity_rows, "::mlir::FloatAttr":$block_params,
+                        "::mlir::FloatAttr":$expert_params);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zen_TransformerAttr : Zen_Attr<"Transformer", "transformer"> {
+  let summary = "The transformer the large-model search planned: its recognised shape";
+  let description = [{
+    What transformer recognition read from the imported IR (cost::TransformerShape),
+    kept on the module as `zen.transformer` by the large-model planning, since
+    the partitioned IR no longer shows it: the `family` (`gpt`, `bert`,
+    `encoder-decoder`), the blocks (`layers`), `hidden`, `heads`, `kv_heads`,
+    the MLP's `ffn` and kind `mlp`, `norm`, `positions`, `tied_embeddings`,
+    `cross_attention_blocks` and one cross-attention's parameters, tokens per
+    sample `seq`, `vocab`, the exported `model_batch`, the parameters of a
+    dense block, of the embeddings and of the head, the weight GEMMs left
+    `replicated` by tensor parallelism, and `moe`, its MoE blocks.
+
+    ```mlir
+    #zen.transformer<family = "gpt", layers = 12, hidden = 768, heads = 12, kv_heads = 12,
+        ffn = 3072, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 128,
+        vocab = 50257, model_batch = 1, layer_params = 7087872.0 : f64,
+        embedding_params = 39383808.0 : f64, head_params = 38598912.0 : f64,
+        replicated = ["/head/MatMul"]>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"model family">:$family, "int64_t":$layers,
+                        "int64_t":$hidden, "int64_t":$heads, "int64_t":$kv_heads, "int64_t":$ffn,
+                        StringRefParameter<"MLP kind">:$mlp, StringRefParameter<"norm">:$norm,
+                        StringRefParameter<"position encoding">:$positions,
+                        Zen_FlagParameter:$tied_embeddings,
+                        DefaultValuedParameter<"int64_t", "0">:$cross_attention_blocks,
+                        OptionalParameter<"::mlir::FloatAttr">:$cross_attention_params,
+                        "int64_t":$seq, "int64_t":$vocab, "int64_t":$model_batch,
+                        "::mlir::FloatAttr":$layer_params, "::mlir::FloatAttr":$embedding_params,
+                        "::mlir::FloatAttr":$head_params,
+                        OptionalParameter<"::mlir::ArrayAttr">:$replicated,
+                        OptionalParameter<"::zen::MoeBlocksAttr">:$moe);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
+  let summary = "What the large-model search planned under, and how the alternatives scored";
+  let description = [{
+    The training setup the module's `zen.parallel` was chosen for: the
+    `global_batch` (samples per iteration), the `optimizer` (`adam`, `sgd`),
+    the MoE `moe_imbalance` and the allowed gradient `compressor` list
+    (zenopt's --compressor spelling; empty: none); `forced` when the command
+    line fixed part of the configuration (the plan's strategy is then
+    `manual`, else `auto`); the search's `configurations_scored`, its `baselines` (name to predicted iteration in
+    microseconds) and `baselines_not_fitting` (name to the reason).
+    Lowering re-scores the chosen configuration from these and
+    `zen.transformer`.
+
+    ```mlir
+    #zen.parallel_search<global_batch = 64, optimizer = "adam", moe_imbalance = 1.0 : f64,
+        configurations_scored = 216, baselines = {ddp = 58460.4 : f64},
+        baselines_not_fitting = {}>
+    ```
+  }];
+  let parameters = (ins "int64_t":$global_batch, StringRefParameter<"optimizer">:$optimizer,
+                        "::mlir::FloatAttr":$moe_imbalance,
+                        StringRefParameter<"compressor list", "\"\"">:$compressor,
+                        Zen_FlagParameter:$forced, "int64_t":$configurations_scored, "::mlir::DictionaryAttr":$baselines,
+                        "::mlir::DictionaryAttr":$baselines_not_fitting);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -26,6 +26,8 @@ def Zen_Dialect : Dialect {
     "::mlir::IntegerAttr":$nodes,
     "::mlir::StringAttr":$compute_dtype,
     "::mlir::StringAttr":$strategy,
+    // The compressors zenopt planned with (--compressor's spelling), for the plan file (module).
+    "::mlir::StringAttr":$compressor,
     "::mlir::IntegerAttr":$world_size,
     // Attention heads and key/value heads that transformer recognition takes
     // instead of reading them from the graph (zenopt's --heads/--kv-heads) (module).
@@ -36,6 +38,9 @@ def Zen_Dialect : Dialect {
     "::mlir::DictionaryAttr":$baselines_uncompressed,
     // The parallel configuration the partitioning passes applied (module).
     "::zen::ParallelAttr":$parallel,
+    // The transformer the large-model search planned, and what it planned under (module).
+    "::zen::TransformerAttr":$transformer,
+    "::zen::ParallelSearchAttr":$parallel_search,
     // Weight GEMMs zen-partition-tensor-parallel left replicated, by ONNX node name (module).
     "::mlir::ArrayAttr":$tp_replicated,
     // What a collective outside gradient synchronisation is for (op).

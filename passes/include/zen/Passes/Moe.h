@@ -38,6 +38,8 @@ std::optional<std::vector<MoeLayerOps>> collectMoeLayers(mlir::ModuleOp module,
 /// the planner's enums as the dialect's (the only conversion, checked case by case).
 MoeScheduleAttr moeScheduleAttr(mlir::MLIRContext *context, int64_t ep,
                                 const cost::MoeLayerChoice &choice);
+/// The layer choice a #zen.moe_schedule records (its ep aside).
+cost::MoeLayerChoice moeLayerChoiceOf(MoeScheduleAttr schedule);
 
 /// What zen-plan-moe plans `layers` with on the data-parallel group `dp`: the
 /// module's compute precision (zen.compute_dtype, fp32 when absent), its
