@@ -4,6 +4,9 @@
     zenopt.torch.broadcast_parameters(model)                              # same start
     optimizer = zenopt.torch.DistributedOptimizer(optimizer, model, plan) # planned averaging
 
+Horovod-style collectives on tensors (metrics, sparse ones included; collectives.py):
+allreduce, allgather, broadcast, broadcast_optimizer_state, local_rank, local_size.
+
 Run the script under `mpirun -np N` (CPUs: MPI; CUDA tensors: NCCL when libzenrt has CUDA).
 The package loads libzenrt's C API through ctypes and runs the zenopt binary to plan, so it
 does not depend on PyTorch's C++ ABI.
@@ -12,11 +15,14 @@ import torch
 
 from .. import runtime, world
 from ..runtime import ZenoptError
+from .collectives import (allgather, allreduce, broadcast, broadcast_optimizer_state,
+                          local_rank, local_size)
 from .optimizer import DistributedOptimizer
 from .planning import Plan, export_onnx, model_signature, plan
 
-__all__ = ["init", "rank", "size", "plan", "Plan", "DistributedOptimizer",
-           "broadcast_parameters", "export_onnx", "ZenoptError"]
+__all__ = ["init", "rank", "size", "local_rank", "local_size", "plan", "Plan",
+           "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+           "allreduce", "allgather", "broadcast", "export_onnx", "ZenoptError"]
 
 
 def init():
