@@ -12,10 +12,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Sparse.h"
+#include "zen/Support/StrictJson.h"
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -235,6 +239,75 @@ SparsityStatistics measureStatistics(const std::vector<std::vector<int64_t>> &sa
     stats.gamma.push_back(stats.density > 0
                               ? measuredMergedDensity(samples, rows, batch, ranks) / stats.density
                               : 1.0);
+  return stats;
+}
+
+namespace {
+std::string numberText(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+} // namespace
+
+SparsityStatistics parseSparsityStatistics(const std::string &text, const std::string &source) {
+  auto fail = [&](const std::string &path, const std::string &what) -> void {
+    throw Error(ErrorKind::BadInput, source + ": " + path + ": " + what);
+  };
+  nlohmann::json document;
+  try {
+    document = StrictJsonParse(fail).parse(text, /*ignoreComments=*/false);
+  } catch (const nlohmann::json::exception &error) {
+    throw Error(ErrorKind::BadInput, source + ": not valid JSON: " + error.what());
+  }
+  if (!document.is_object() || !document.contains("statistics") ||
+      !document["statistics"].is_object())
+    fail("/statistics", "missing: the file needs a statistics object (zenopt sparsity writes one)");
+  const nlohmann::json &object = document["statistics"];
+  for (const auto &item : object.items())
+    if (item.key() != "density" && item.key() != "gamma" && item.key() != "skew" &&
+        item.key() != "hash_skew" && item.key() != "source")
+      fail("/statistics/" + escapeJsonPointerToken(item.key()), "unknown field");
+  auto number = [&](const char *key, double low, double high) {
+    const std::string path = std::string("/statistics/") + key;
+    if (!object.contains(key) || !object[key].is_number())
+      fail(path, "must be a number");
+    const double value = object[key].get<double>();
+    if (!(value >= low && value <= high))
+      fail(path, numberText(value) + " is outside [" + numberText(low) + ", " +
+                     numberText(high) + "]");
+    return value;
+  };
+  SparsityStatistics stats;
+  stats.source = SparsitySource::Measured;
+  stats.density = number("density", 0, 1);
+  if (stats.density == 0)
+    fail("/statistics/density", "must be positive");
+  const double even = 1.0 / double(kSkewPartitions);
+  stats.skew = number("skew", even, 1);
+  stats.hashSkew = object.contains("hash_skew") ? number("hash_skew", even, 1) : even;
+  if (object.contains("source") && object["source"] != "measured" && object["source"] != "model")
+    fail("/statistics/source", "must be \"measured\" or \"model\"");
+  if (object.contains("source") && object["source"] == "model")
+    stats.source = SparsitySource::Model;
+  if (!object.contains("gamma") || !object["gamma"].is_array() || object["gamma"].empty())
+    fail("/statistics/gamma", "must be a non-empty array");
+  const nlohmann::json &gamma = object["gamma"];
+  if (gamma.size() > 21)
+    fail("/statistics/gamma", "holds more than 21 values (2^20 ranks)");
+  for (size_t k = 0; k < gamma.size(); ++k) {
+    const std::string path = "/statistics/gamma/" + std::to_string(k);
+    if (!gamma[k].is_number())
+      fail(path, "must be a number");
+    const double value = gamma[k].get<double>();
+    const double low = k == 0 ? 1.0 : stats.gamma.back();
+    const double high = k == 0 ? 1.0 : std::min(double(size_t(1) << k), 1.0 / stats.density);
+    if (!(value >= low && value <= high * (1 + 1e-9)))
+      fail(path, numberText(value) + " is outside [" + numberText(low) + ", " +
+                     numberText(high) +
+                     "] (gamma starts at 1 and grows at most with the ranks, to a density of 1)");
+    stats.gamma.push_back(value);
+  }
   return stats;
 }
 

@@ -14,6 +14,7 @@
 #define ZEN_COSTMODEL_SPARSE_H
 
 #include "zen/CostModel/CostModel.h"
+#include "zen/Errors.h"
 #include "zen/SparseScheme.h"
 
 #include <cstdint>
@@ -93,6 +94,12 @@ SparsityStatistics measureStatistics(const std::vector<std::vector<int64_t>> &sa
 /// steps; any `ranks`, not only powers of two). Needs at least `ranks` steps.
 double measuredMergedDensity(const std::vector<std::vector<int64_t>> &samples, int64_t rows,
                              int64_t batch, int64_t ranks);
+
+/// A statistics file as `zenopt sparsity` writes it: its `statistics` object, {density,
+/// gamma, skew, hash_skew (optional), source} (other top-level fields are ignored). Strict:
+/// duplicate or unknown keys, a density outside (0, 1], gamma not starting at 1 or decreasing,
+/// a skew outside [1/8, 1] are zen::Error BadInput naming `source` and the JSON path.
+SparsityStatistics parseSparsityStatistics(const std::string &text, const std::string &source);
 
 /// What one scheme costs for one tensor; +infinity when the scheme cannot run on the group
 /// (hierarchical needs more than one node with more than one rank each).
