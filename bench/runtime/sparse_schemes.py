@@ -1,0 +1,97 @@
+"""Measures every sparse synchronisation scheme (zen/SparseScheme.h) on this machine, on
+row-sparse gradients built from a real token stream (issue 39, bench item "measured").
+
+    mpirun --allow-run-as-root --oversubscribe -np N env PYTHONPATH=build/python \
+        /usr/bin/python3 bench/runtime/sparse_schemes.py [--width 64] [--reps 15]
+
+The text: every license text and copyright file Debian installs (/usr/share/common-licenses,
+/usr/share/doc/*/copyright), split into lowercase words; a word's row is its frequency rank,
+so the table's rows are skewed as an embedding's are (Zipf). Rank r reads its own stretch of
+the stream, as many tokens as it takes to touch density x rows distinct rows. Each scheme runs
+through zenrt_sparse_allreduce (host memory, MPI): median of --reps calls after 2 warm-ups,
+the slowest rank's. Prints per density the measured gamma (rows touched by any rank over one
+rank's) and each scheme's time and speedup over dense.
+"""
+import argparse
+import collections
+import glob
+import re
+import statistics
+import time
+
+import torch
+
+from zenopt import runtime, world
+
+SCHEMES = ["dense", "agsparse", "sparcml", "omnireduce", "balanced", "hierarchical"]
+DENSITIES = [0.001, 0.01, 0.03, 0.1, 0.3]
+
+
+def token_stream():
+    paths = sorted(glob.glob("/usr/share/common-licenses/*") +
+                   glob.glob("/usr/share/doc/*/copyright"))
+    words = []
+    for path in paths:
+        try:
+            with open(path, errors="replace") as file:
+                words += re.findall(r"[a-z]+", file.read().lower())
+        except OSError:
+            continue
+    ranked = [w for w, _ in collections.Counter(words).most_common()]
+    row = {w: i for i, w in enumerate(ranked)}
+    return [row[w] for w in words], len(ranked)
+
+
+def lookups(stream, rows, density, rank, size):
+    """Rank `rank`'s tokens from its own stretch until density x rows distinct rows."""
+    want = max(1, int(density * rows))
+    start = rank * len(stream) // size
+    seen, taken = set(), []
+    at = start
+    while len(seen) < want and at < start + len(stream):
+        token = stream[at % len(stream)]
+        taken.append(token)
+        seen.add(token)
+        at += 1
+    return torch.tensor(taken, dtype=torch.int64)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--reps", type=int, default=15)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rank, size = world.init()
+    stream, rows = token_stream()
+    if rank == 0:
+        print(f"{size} ranks; table {rows} rows x {args.width} fp32 "
+              f"({rows * args.width * 4 / 1e6:.1f} MB dense), {len(stream)} tokens")
+        print(f"{'density':>8} {'gamma':>6} " + " ".join(f"{s:>13}" for s in SCHEMES))
+    generator = torch.Generator().manual_seed(rank)
+    for density in DENSITIES:
+        tokens = lookups(stream, rows, density, rank, size)
+        values = torch.randn(tokens.numel(), args.width, generator=generator)
+        out = torch.empty(rows, args.width)
+        times = {}
+        touched = 0
+        for scheme in SCHEMES:
+            samples = []
+            for rep in range(args.reps + 2):
+                start = time.perf_counter()
+                touched = runtime.sparse_allreduce(scheme, rows, args.width, tokens.numel(),
+                                                   tokens.data_ptr(), values.data_ptr(),
+                                                   out.data_ptr())
+                if rep >= 2:
+                    samples.append(time.perf_counter() - start)
+            own = int(statistics.median(samples) * 1e6)
+            times[scheme] = max(runtime.world_exchange(own, size))
+        gamma = touched / max(1, len(set(tokens.tolist())))
+        if rank == 0:
+            print(f"{density:>8.3f} {gamma:>6.2f} " + " ".join(
+                f"{times[s]:>7d}us {times['dense'] / max(times[s], 1):>4.1f}x" for s in SCHEMES),
+                flush=True)
+
+
+if __name__ == "__main__":
+    main()
