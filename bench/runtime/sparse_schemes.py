@@ -7,7 +7,8 @@ row-sparse gradients built from a real token stream (issue 39, bench item "measu
 The text: every license text and copyright file Debian installs (/usr/share/common-licenses,
 /usr/share/doc/*/copyright), split into lowercase words; a word's row is its frequency rank,
 so the table's rows are skewed as an embedding's are (Zipf). Rank r reads its own stretch of
-the stream, as many tokens as it takes to touch density x rows distinct rows. Each scheme runs
+the stream, as many tokens as it takes to touch density x rows distinct rows, and sends those
+rows (its gradient after backward's local sum). Each scheme runs
 through zenrt_sparse_allreduce (host memory, MPI): median of --reps calls after 2 warm-ups,
 the slowest rank's. Prints per density the measured gamma (rows touched by any rank over one
 rank's) and each scheme's time and speedup over dense.
@@ -42,8 +43,10 @@ def token_stream():
     return [row[w] for w in words], len(ranked)
 
 
-def lookups(stream, rows, density, rank, size):
-    """Rank `rank`'s tokens from its own stretch until density x rows distinct rows."""
+def touched_rows(stream, rows, density, rank, size):
+    """The distinct rows rank `rank`'s tokens touch, read from its own stretch of the stream
+    until density x rows of them: the rows of its embedding gradient (backward has summed the
+    lookups of a row already, so the timing is the synchronisation's)."""
     want = max(1, int(density * rows))
     start = rank * len(stream) // size
     seen, taken = set(), []
@@ -53,7 +56,7 @@ def lookups(stream, rows, density, rank, size):
         taken.append(token)
         seen.add(token)
         at += 1
-    return torch.tensor(taken, dtype=torch.int64)
+    return torch.tensor(sorted(seen), dtype=torch.int64)
 
 
 def main():
@@ -70,7 +73,7 @@ def main():
         print(f"{'density':>8} {'gamma':>6} " + " ".join(f"{s:>13}" for s in SCHEMES))
     generator = torch.Generator().manual_seed(rank)
     for density in DENSITIES:
-        tokens = lookups(stream, rows, density, rank, size)
+        tokens = touched_rows(stream, rows, density, rank, size)
         values = torch.randn(tokens.numel(), args.width, generator=generator)
         out = torch.empty(rows, args.width)
         times = {}
@@ -86,7 +89,7 @@ def main():
                     samples.append(time.perf_counter() - start)
             own = int(statistics.median(samples) * 1e6)
             times[scheme] = max(runtime.world_exchange(own, size))
-        gamma = touched / max(1, len(set(tokens.tolist())))
+        gamma = touched / max(1, tokens.numel())
         if rank == 0:
             print(f"{density:>8.3f} {gamma:>6.2f} " + " ".join(
                 f"{times[s]:>7d}us {times['dense'] / max(times[s], 1):>4.1f}x" for s in SCHEMES),
