@@ -269,6 +269,32 @@ TEST(SparseSync, CApi) {
   }
 }
 
+// A rank that never joins: the others fail at the timeout naming themselves and the phase
+// (last: the absent rank's messages stay unreceived, on a communicator of this test's own).
+TEST(SparseSync, TimeoutNamesRankAndPhase) {
+  if (worldSize() < 2)
+    GTEST_SKIP() << "needs a rank to be absent";
+  MPI_Comm own = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &own);
+  const Table table{100, 2};
+  zenrt::sparse::Options options;
+  options.scheme = SparseScheme::Balanced;
+  options.timeoutSeconds = 1;
+  if (worldRank() != worldSize() - 1) {
+    const zenrt::sparse::RowSparse local{{worldRank()}, {1.0f, 2.0f}};
+    try {
+      zenrt::sparse::allReduce(table, local, options, &own);
+      ADD_FAILURE() << "no timeout";
+    } catch (const zenrt::Error &error) {
+      EXPECT_EQ(error.status, ZENRT_ERR_TIMEOUT);
+      EXPECT_EQ(std::string(error.what()),
+                "rank " + std::to_string(worldRank()) +
+                    ": sparse all-reduce: balanced exchange push (sizes) timed out after 1 s");
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 } // namespace
 
 int main(int argc, char **argv) { return runMpiTests(argc, argv); }
