@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -170,13 +171,12 @@ private:
                        const std::map<std::string, const onnx::NodeProto *> &producers) {
     int best = -1;
     std::vector<std::string> frontier{name};
-    std::vector<std::string> seen;
+    std::set<std::string> seen;
     while (!frontier.empty()) {
       std::string current = std::move(frontier.back());
       frontier.pop_back();
-      if (std::find(seen.begin(), seen.end(), current) != seen.end())
+      if (!seen.insert(current).second)
         continue;
-      seen.push_back(current);
       if (auto producer = producers.find(current); producer != producers.end()) {
         for (const std::string &input : producer->second->input())
           if (!input.empty())
@@ -230,6 +230,11 @@ private:
 } // namespace
 
 void findSparseGradients(const onnx::GraphProto &proto, ModelGraph &graph) {
+  if (size_t(proto.node_size()) != graph.nodes.size())
+    throw ImportError(ErrorKind::Internal,
+                      graph.path + ": the graph's nodes no longer match the model's (" +
+                          std::to_string(graph.nodes.size()) + " against " +
+                          std::to_string(proto.node_size()) + ")");
   SparseGradientFinder(proto, graph).run();
 }
 
