@@ -4,6 +4,9 @@
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanSimulation.h"
 #include "zen/Passes/LargeModel.h"
+#include "zen/Passes/Moe.h"
+#include "zen/Codegen/MoePlan.h"
+#include "zen/Errors.h"
 #include "zen/Analysis/IRPlan.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -173,12 +176,14 @@ void syncExpertsOverReplicas(zenrt::Plan &plan, const plan::GradientSync &sync, 
   plan.predictions = lowered->predictions;
 }
 
-mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
-                                      const std::string &compressor) {
+namespace {
+
+/// emitPlan, and the data-parallel group the IR's collectives run over.
+mlir::FailureOr<zenrt::Plan> emitDataParallelPlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                                  const std::string &compressor, cost::Group &group) {
   mlir::FailureOr<plan::TrainingFunction> training = plan::extractTraining(module, model);
   if (mlir::failed(training))
     return mlir::failure();
-  cost::Group group;
   mlir::FailureOr<std::optional<plan::PlanChoice>> read = plan::readPlan(*training, group);
   if (mlir::failed(read))
     return mlir::failure();
@@ -210,6 +215,110 @@ mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostMod
 
   // `out` refers into `lowered`: moved, a plan of 10 000 tensors is not copied.
   return std::move(out);
+}
+
+/// Adds the `moe` section of a module whose MoE layers zen-plan-moe planned in
+/// data parallelism: the layers and their ep from the IR (#zen.moe_schedule),
+/// what else the search found from zen.moe_search, the layers re-evaluated at
+/// that ep over `group` (plan::evaluateMoe, as zen-plan-moe evaluated them).
+mlir::LogicalResult attachMoeFromModule(mlir::ModuleOp module, zenrt::Plan &plan,
+                                        const std::vector<MoeLayerOps> &layers, cost::Group group,
+                                        const cost::CostModel &model, const std::string &compressor,
+                                        std::optional<cost::MemoryBreakdown> *moeMemory) {
+  auto search = module->getAttrOfType<MoeSearchAttr>(ZenDialect::MoeSearchAttrHelper::getNameStr());
+  if (!search)
+    return module.emitError("MoE layers without zen-plan-moe's zen.moe_search: run zen-plan-moe "
+                            "before emitting a plan");
+  std::vector<plan::MoeLayer> shapes;
+  std::optional<MoeScheduleAttr> schedule;
+  for (const MoeLayerOps &ops : layers) {
+    shapes.push_back(ops.layer);
+    auto recorded = ops.dispatch->getAttrOfType<MoeScheduleAttr>("schedule");
+    if (!recorded || (schedule && recorded.getEp() != schedule->getEp()))
+      return ops.dispatch->emitError("every MoE layer needs zen-plan-moe's schedule, with one ep");
+    schedule = recorded;
+  }
+  std::string error;
+  std::optional<std::vector<cost::CompressionSpec>> compressors = plan::parseCompressors(compressor, error);
+  if (!compressors)
+    return module.emitError("zen.compressor: ") << error;
+  const double imbalance = search.getImbalance().getValueAsDouble();
+  mlir::FailureOr<plan::MoeRequest> request =
+      moeRequestOf(module, shapes, model, group, schedule->getEp(), imbalance, *compressors);
+  if (mlir::failed(request))
+    return mlir::failure();
+  plan::MoePlan planned;
+  try {
+    planned.chosen = plan::evaluateMoe(shapes, schedule->getEp(), model, *request);
+  } catch (const zen::Error &problem) {
+    return module.emitError(problem.what());
+  }
+  for (size_t l = 0; l < layers.size(); ++l) {
+    auto recorded = layers[l].dispatch->getAttrOfType<MoeScheduleAttr>("schedule");
+    if (recorded != moeScheduleAttr(module.getContext(), planned.chosen.ep,
+                                    planned.chosen.best.layers[l].choice))
+      return layers[l].dispatch->emitError("the MoE schedule is not the one zen-plan-moe chooses at ep ")
+             << planned.chosen.ep << "; plan the module again";
+  }
+  auto byEp = [](mlir::DictionaryAttr entries, std::map<int64_t, double> &out) {
+    for (mlir::NamedAttribute entry : entries) {
+      int64_t ep = 0;
+      entry.getName().getValue().getAsInteger(10, ep);  // verified
+      out[ep] = mlir::cast<mlir::FloatAttr>(entry.getValue()).getValueAsDouble();
+    }
+  };
+  byEp(search.getSearched(), planned.searched);
+  byEp(search.getNotFitting(), planned.notFitting);
+  try {
+    attachMoe(plan, shapes, planned, *request, model);
+    // The runtime runs the sync the MoE section's iteration was simulated with.
+    if (planned.chosen.ep > 1 && request->sync)
+      syncExpertsOverReplicas(plan, *request->sync, planned.chosen.ep, request->dp, model);
+  } catch (const std::logic_error &problem) {
+    return module.emitError(problem.what());
+  }
+  // Baselines zenopt compared like with like (zen.moe_search) are reported as compared.
+  if (mlir::DictionaryAttr compared = search.getBaselines())
+    for (mlir::NamedAttribute entry : compared)
+      plan.baselines[entry.getName().str()] = mlir::cast<mlir::FloatAttr>(entry.getValue()).getValueAsDouble();
+  if (mlir::DictionaryAttr compared = search.getBaselinesUncompressed()) {
+    plan.baselinesUncompressed.clear();
+    for (mlir::NamedAttribute entry : compared)
+      plan.baselinesUncompressed[entry.getName().str()] =
+          mlir::cast<mlir::FloatAttr>(entry.getValue()).getValueAsDouble();
+  }
+  if (moeMemory)
+    *moeMemory = plan::moeModelMemory(planned.chosen, *request);
+  return mlir::success();
+}
+
+} // namespace
+
+mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                      const std::string &compressor) {
+  cost::Group group;
+  return emitDataParallelPlan(module, model, compressor, group);
+}
+
+mlir::FailureOr<zenrt::Plan> emitModulePlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                            std::optional<cost::MemoryBreakdown> *moeMemory) {
+  if (hasParallelDecision(module))
+    return emitParallelPlan(module, model);
+  std::string compressor;
+  if (auto recorded = module->getAttrOfType<mlir::StringAttr>(ZenDialect::CompressorAttrHelper::getNameStr()))
+    compressor = recorded.str();
+  cost::Group group;
+  mlir::FailureOr<zenrt::Plan> plan = emitDataParallelPlan(module, model, compressor, group);
+  if (mlir::failed(plan))
+    return mlir::failure();
+  std::string error;
+  std::optional<std::vector<MoeLayerOps>> layers = collectMoeLayers(module, error);
+  if (!layers)
+    return module.emitError(error);
+  if (!layers->empty() &&
+      mlir::failed(attachMoeFromModule(module, *plan, *layers, group, model, compressor, moeMemory)))
+    return mlir::failure();
+  return plan;
 }
 
 mlir::FailureOr<zenrt::Plan> emitParallelPlan(mlir::ModuleOp module, const cost::CostModel &model) {

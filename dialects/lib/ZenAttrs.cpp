@@ -257,6 +257,28 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   return success();
 }
 
+LogicalResult MoeSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError, FloatAttr imbalance,
+                                    DictionaryAttr searched, DictionaryAttr notFitting,
+                                    DictionaryAttr baselines, DictionaryAttr baselinesUncompressed) {
+  if (!(imbalance.getValueAsDouble() >= 1) || !std::isfinite(imbalance.getValueAsDouble()))
+    return emitError() << "moe_search imbalance must be finite and at least 1";
+  for (DictionaryAttr byEp : {searched, notFitting})
+    for (NamedAttribute entry : byEp) {
+      int64_t ep = 0;
+      if (entry.getName().getValue().getAsInteger(10, ep) || ep < 1 ||
+          !mlir::isa<FloatAttr>(entry.getValue()))
+        return emitError() << "moe_search entries map an ep (a positive integer) to a float, got '"
+                           << entry.getName().getValue() << "'";
+    }
+  for (DictionaryAttr times : {baselines, baselinesUncompressed})
+    if (times)
+      for (NamedAttribute entry : times)
+        if (!mlir::isa<FloatAttr>(entry.getValue()))
+          return emitError() << "moe_search baseline '" << entry.getName().getValue()
+                             << "' must be a time in microseconds (a float)";
+  return success();
+}
+
 LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                          int64_t globalBatch, StringRef optimizer,
                                          FloatAttr moeImbalance, StringRef, bool, int64_t scored,

@@ -144,6 +144,8 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return expect(isa<TransformerAttr>(value), "a #zen.transformer");
   if (name == ParallelSearchAttrHelper::getNameStr())
     return expect(isa<ParallelSearchAttr>(value), "a #zen.parallel_search");
+  if (name == MoeSearchAttrHelper::getNameStr())
+    return expect(isa<MoeSearchAttr>(value), "a #zen.moe_search");
   if (name == RoleAttrHelper::getNameStr())
     return expect(isa<CollectiveRoleAttr>(value) && isa<CollectiveOpInterface>(op),
                   "a #zen.role on a collective");

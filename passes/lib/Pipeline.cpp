@@ -25,7 +25,7 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   moe.ep = options.ep;
   moe.imbalance = options.moeImbalance;
   moe.compressor = options.compressor;
-  pm.addPass(createPlanMoe(moe, options.moePlanned));
+  pm.addPass(createPlanMoe(moe));
 }
 
 void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options) {

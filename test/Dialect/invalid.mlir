@@ -986,3 +986,23 @@ module attributes {zen.parallel_search = 8 : i64} {}
 
 // expected-error @+1 {{'zen.compressor' must be a string, got 8 : i64}}
 module attributes {zen.compressor = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{moe_search imbalance must be finite and at least 1}}
+module attributes {zen.moe_search = #zen.moe_search<imbalance = 0.5 : f64, searched = {}, not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{moe_search entries map an ep (a positive integer) to a float, got 'two'}}
+module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searched = {two = 1.0 : f64}, not_fitting = {}>} {}
+
+// -----
+
+// expected-error @+1 {{moe_search baseline 'ddp' must be a time in microseconds (a float)}}
+module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searched = {}, not_fitting = {}, baselines = {ddp = "fast"}>} {}
+
+// -----
+
+// expected-error @+1 {{'zen.moe_search' must be a #zen.moe_search, got 8 : i64}}
+module attributes {zen.moe_search = 8 : i64} {}

@@ -114,3 +114,10 @@ module attributes {
         moe_imbalance = 1.5 : f64, compressor = "fp16", forced = true, configurations_scored = 12,
         baselines = {ddp = 125.0 : f64}, baselines_not_fitting = {zero3 = "does not fit"}>} {
 }
+
+// What zen-plan-moe searched, and the baselines zenopt compared like with like.
+// CHECK-LABEL: module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.200000e+00 : f64, searched = {"1" = 1.250000e+01 : f64, "2" = 8.000000e+00 : f64}, not_fitting = {"8" = 9.000000e+10 : f64}, baselines = {ddp = 2.000000e+01 : f64}, baselines_uncompressed = {ddp = 2.500000e+01 : f64}>}
+module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.2 : f64,
+    searched = {"1" = 12.5 : f64, "2" = 8.0 : f64}, not_fitting = {"8" = 9.0e10 : f64},
+    baselines = {ddp = 20.0 : f64}, baselines_uncompressed = {ddp = 25.0 : f64}>} {
+}

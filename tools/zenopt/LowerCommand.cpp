@@ -12,8 +12,6 @@
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Dialect/ZenDialect.h"
-#include "zen/Passes/LargeModel.h"
-#include "zen/Passes/Moe.h"
 #include "zen/Support/FileIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,22 +77,7 @@ int runLower(const LowerOptions &options) {
   cost::CostModel model(std::move(cluster));
 
   DiagnosticCollector diagnostics(context);
-  mlir::FailureOr<zenrt::Plan> plan = mlir::failure();
-  if (hasParallelDecision(*module)) {
-    plan = codegen::emitParallelPlan(*module, model);
-  } else {
-    std::string error;
-    std::optional<std::vector<MoeLayerOps>> moe = collectMoeLayers(*module, error);
-    if (!moe)
-      throw CommandError(ExitDataError, options.input + ": " + error);
-    if (!moe->empty())
-      throw CommandError(ExitDataError,
-                         options.input + ": MoE layers planned in data parallelism are not lowered "
-                                         "from the IR yet (their plan section is zen-plan-moe's); "
-                                         "plan the model with zenopt MODEL.onnx -o");
-    plan = codegen::emitPlan(*module, model,
-                             moduleString(*module, ZenDialect::CompressorAttrHelper::getNameStr()));
-  }
+  mlir::FailureOr<zenrt::Plan> plan = codegen::emitModulePlan(*module, model);
   if (mlir::failed(plan))
     throw CommandError(ExitDataError, options.input + ": " + diagnostics.messages());
 

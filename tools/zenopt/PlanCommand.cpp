@@ -444,12 +444,23 @@ struct DataParallelPlan {
   std::optional<cost::MemoryBreakdown> moeMemory;
 };
 
+/// The plan lowered from the planned `module` (codegen::emitModulePlan); for an MoE model,
+/// one GPU's memory under its ep.
+DataParallelPlan lowerDataParallel(const PlanOptions &options, mlir::ModuleOp module,
+                                   const cost::CostModel &model, const DiagnosticCollector &diagnostics) {
+  DataParallelPlan lowered;
+  mlir::FailureOr<zenrt::Plan> plan = codegen::emitModulePlan(module, model, &lowered.moeMemory);
+  if (mlir::failed(plan))
+    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
+  lowered.plan = std::move(*plan);
+  return lowered;
+}
+
 /// Plans the gradient sync of `module` (zen-autotune, with the allowed
 /// compressors when `compressGradients`) and its MoE layers (zen-plan-moe, with
 /// the allowed compressors on their tokens either way), and lowers the result.
 DataParallelPlan planDataParallel(const PlanOptions &options, const std::string &modelName,
                                   mlir::ModuleOp module, const cost::CostModel &model,
-                                  const std::vector<plan::MoeLayer> &moeLayers,
                                   const DiagnosticCollector &diagnostics,
                                   BackgroundVerification &verification, bool compressGradients) {
   PlanPipelineOptions pipelineOptions;
@@ -465,12 +476,6 @@ DataParallelPlan planDataParallel(const PlanOptions &options, const std::string 
   pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   pipelineOptions.ep = options.ep;
   pipelineOptions.moeImbalance = moeImbalanceOf(options);
-  // zen-plan-moe's decisions, lowered below as it made them.
-  std::optional<std::pair<zen::plan::MoePlan, zen::plan::MoeRequest>> moe;
-  pipelineOptions.moePlanned = [&moe](const zen::plan::MoePlan &planned,
-                                      const zen::plan::MoeRequest &request) {
-    moe.emplace(planned, request);
-  };
   mlir::PassManager pipeline(module.getContext());
   // The imported module was verified. zen-autotune's output is verified when it is printed
   // (--emit mlir); otherwise codegen reads it through readPlan's structural checks and the
@@ -486,19 +491,7 @@ DataParallelPlan planDataParallel(const PlanOptions &options, const std::string 
   }
   verification.requireVerified();
 
-  mlir::FailureOr<zenrt::Plan> plan = codegen::emitPlan(module, model, options.compressor);
-  if (mlir::failed(plan))
-    throw CommandError(ExitSoftware, options.model + ": " + diagnostics.messages());
-  if (moeLayers.empty())
-    return {std::move(*plan), std::nullopt};
-  if (!moe)
-    throw CommandError(ExitSoftware, options.model + ": zen-plan-moe planned no MoE layers");
-  const auto &[planned, request] = *moe;
-  codegen::attachMoe(*plan, moeLayers, planned, request, model);
-  // The runtime runs the sync the MoE section's iteration was simulated with.
-  if (planned.chosen.ep > 1 && request.sync)
-    codegen::syncExpertsOverReplicas(*plan, *request.sync, planned.chosen.ep, request.dp, model);
-  return {std::move(*plan), plan::moeModelMemory(planned.chosen, request)};
+  return lowerDataParallel(options, module, model, diagnostics);
 }
 
 double moeIterationUs(const zenrt::Plan &plan) {
@@ -522,6 +515,25 @@ void compareLikeWithLike(zenrt::Plan &plan, zenrt::Plan &exact) {
   for (auto &[name, us] : plan.baselines)
     if (!isMoe(name))
       us = exact.baselines.at(name) = std::min(us, exact.baselines.at(name));
+}
+
+/// Records on `module`'s zen.moe_search the gradient-sync baselines of `plan` as
+/// compareLikeWithLike left them (the MoE baselines are the lowering's own).
+void recordComparedBaselines(mlir::ModuleOp module, const zenrt::Plan &plan) {
+  mlir::MLIRContext *context = module.getContext();
+  auto f64 = [&](double us) { return mlir::FloatAttr::get(mlir::Float64Type::get(context), us); };
+  const std::vector<std::string> &moeNames = plan::moeBaselineNames();
+  llvm::SmallVector<mlir::NamedAttribute> baselines, uncompressed;
+  for (const auto &[name, us] : plan.baselines)
+    if (std::find(moeNames.begin(), moeNames.end(), name) == moeNames.end())
+      baselines.emplace_back(mlir::StringAttr::get(context, name), f64(us));
+  for (const auto &[name, us] : plan.baselinesUncompressed)
+    uncompressed.emplace_back(mlir::StringAttr::get(context, name), f64(us));
+  auto search = module->getAttrOfType<MoeSearchAttr>(ZenDialect::MoeSearchAttrHelper::getNameStr());
+  module->setAttr(ZenDialect::MoeSearchAttrHelper::getNameStr(),
+                  MoeSearchAttr::get(context, search.getImbalance(), search.getSearched(),
+                                     search.getNotFitting(), mlir::DictionaryAttr::get(context, baselines),
+                                     mlir::DictionaryAttr::get(context, uncompressed)));
 }
 
 /// Ends the process once the plan is reported (its files committed): the model graph, the IR
@@ -668,18 +680,20 @@ int runPlan(const PlanOptions &options) {
     mlir::OwningOpRef<mlir::ModuleOp> exactGradients;
     if (!moeLayers.empty() && !options.compressor.empty() && options.strategy == "auto")
       exactGradients = module->clone();
-    DataParallelPlan planned = planDataParallel(options, graph.modelName, *module, model, moeLayers,
-                                                diagnostics, verification, /*compressGradients=*/true);
+    DataParallelPlan planned = planDataParallel(options, graph.modelName, *module, model, diagnostics,
+                                                verification, /*compressGradients=*/true);
     if (exactGradients) {
       DataParallelPlan exact = planDataParallel(options, graph.modelName, *exactGradients, model,
-                                                moeLayers, diagnostics, verification,
-                                                /*compressGradients=*/false);
+                                                diagnostics, verification, /*compressGradients=*/false);
       const bool exactWins = moeIterationUs(exact.plan) < moeIterationUs(planned.plan);
       compareLikeWithLike(planned.plan, exact.plan);
       if (exactWins) {
         planned = std::move(exact);
         module = std::move(exactGradients);
       }
+      // The IR records the baselines as compared; the plan is lowered from it again.
+      recordComparedBaselines(*module, planned.plan);
+      planned = lowerDataParallel(options, *module, model, diagnostics);
     }
     summary.memory = codegen::memoryJson(planned.moeMemory ? *planned.moeMemory : *denseMemory);
     exitAfterReport(report(options, planned.plan, *module, summary));

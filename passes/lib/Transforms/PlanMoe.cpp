@@ -22,8 +22,6 @@ namespace {
 
 struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
   using PlanMoeBase::PlanMoeBase;
-  PlanMoePass(const PlanMoeOptions &options, MoePlanned planned)
-      : PlanMoeBase(options), report(std::move(planned)) {}
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -73,18 +71,20 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
                             ops.combine.getOperation()})
         op->setAttr("schedule", schedule);
     }
-    if (report)
-      report(planned, *request);
+    // What the plan's moe section reports besides the choice, which the IR carries.
+    auto f64 = [&](double value) { return FloatAttr::get(Float64Type::get(context), value); };
+    SmallVector<NamedAttribute> searched, notFitting;
+    for (const auto &[degree, extraUs] : planned.searched)
+      searched.emplace_back(StringAttr::get(context, std::to_string(degree)), f64(extraUs));
+    for (const auto &[degree, bytes] : planned.notFitting)
+      notFitting.emplace_back(StringAttr::get(context, std::to_string(degree)), f64(bytes));
+    module->setAttr(ZenDialect::MoeSearchAttrHelper::getNameStr(),
+                    MoeSearchAttr::get(context, f64(imbalance), DictionaryAttr::get(context, searched),
+                                       DictionaryAttr::get(context, notFitting), DictionaryAttr(),
+                                       DictionaryAttr()));
     markAllAnalysesPreserved();
   }
-
-  /// Where the plan goes besides the IR (zenopt lowers it to the plan file).
-  MoePlanned report;
 };
 
 } // namespace
-
-std::unique_ptr<Pass> createPlanMoe(const PlanMoeOptions &options, MoePlanned planned) {
-  return std::make_unique<PlanMoePass>(options, std::move(planned));
-}
 } // namespace zen

@@ -49,6 +49,15 @@ void syncExpertsOverReplicas(zenrt::Plan &plan, const plan::GradientSync &sync, 
 mlir::FailureOr<zenrt::Plan> emitPlan(mlir::ModuleOp module, const cost::CostModel &model,
                                       const std::string &compressor);
 
+/// The plan of any planned module, lowered from its IR alone (zenopt -o and
+/// zenopt lower): a large model's by emitParallelPlan; otherwise emitPlan with
+/// the module's zen.compressor, and, for MoE layers zen-plan-moe planned, the
+/// `moe` section (their ep and schedule from the IR, what else the search found
+/// from zen.moe_search, the layers re-evaluated at that ep and checked to be the
+/// IR's schedule); `moeMemory`, when given, gets one GPU's memory under it.
+mlir::FailureOr<zenrt::Plan> emitModulePlan(mlir::ModuleOp module, const cost::CostModel &model,
+                                            std::optional<cost::MemoryBreakdown> *moeMemory = nullptr);
+
 /// Lowers the large-model decision recorded on `module` (zen.transformer,
 /// zen.parallel, zen.parallel_search, set by zen::planParallel's caller and kept
 /// by the partitioning passes) to a plan: the chosen configuration re-scored by

@@ -234,6 +234,31 @@ def Zen_TransformerAttr : Zen_Attr<"Transformer", "transformer"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_MoeSearchAttr : Zen_Attr<"MoeSearch", "moe_search"> {
+  let summary = "What zen-plan-moe searched besides the chosen expert parallelism";
+  let description = [{
+    Recorded on the module by zen-plan-moe, for the plan's `moe` section: the
+    `imbalance` planned for (the busiest expert's load over the mean), the
+    iteration each expert-parallel degree tried and fitting adds (`searched`,
+    ep to microseconds) and the per-GPU bytes of each that does not fit
+    (`not_fitting`, ep to bytes). zenopt adds `baselines` and
+    `baselines_uncompressed` (name to microseconds) when it compared the plan
+    with one of uncompressed gradients and reports each baseline at the faster
+    of the two; the lowering then reports those.
+
+    ```mlir
+    #zen.moe_search<imbalance = 1.0 : f64, searched = {"1" = 12.5 : f64, "2" = 8.0 : f64},
+        not_fitting = {}>
+    ```
+  }];
+  let parameters = (ins "::mlir::FloatAttr":$imbalance, "::mlir::DictionaryAttr":$searched,
+                        "::mlir::DictionaryAttr":$not_fitting,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$baselines,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$baselines_uncompressed);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
   let summary = "What the large-model search planned under, and how the alternatives scored";
   let description = [{

@@ -41,6 +41,8 @@ def Zen_Dialect : Dialect {
     // The transformer the large-model search planned, and what it planned under (module).
     "::zen::TransformerAttr":$transformer,
     "::zen::ParallelSearchAttr":$parallel_search,
+    // What zen-plan-moe searched besides its chosen ep (module).
+    "::zen::MoeSearchAttr":$moe_search,
     // Weight GEMMs zen-partition-tensor-parallel left replicated, by ONNX node name (module).
     "::mlir::ArrayAttr":$tp_replicated,
     // What a collective outside gradient synchronisation is for (op).

@@ -21,12 +21,6 @@ namespace zen {
 #define GEN_PASS_DECL
 #include "zen/Passes/Passes.h.inc"
 
-/// What zen-plan-moe decided and the request it planned, for a caller that lowers them (the
-/// plan file's `moe` section) without planning the layers a second time.
-using MoePlanned = std::function<void(const plan::MoePlan &, const plan::MoeRequest &)>;
-/// zen-plan-moe with `options`, reporting its plan to `planned`.
-std::unique_ptr<mlir::Pass> createPlanMoe(const PlanMoeOptions &options, MoePlanned planned);
-
 #define GEN_PASS_REGISTRATION
 #include "zen/Passes/Passes.h.inc"
 
@@ -64,8 +58,6 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
   Option<double> moeImbalance{*this, "moe-imbalance",
                               llvm::cl::desc("MoE: the busiest expert's load over the mean"),
                               llvm::cl::init(1.0)};
-  /// Not an option: where zen-plan-moe reports its plan (none: nowhere).
-  MoePlanned moePlanned;
 };
 
 /// Adds the planning pipeline to `pm` (a module pass manager): zen-autotune,

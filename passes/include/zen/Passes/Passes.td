@@ -296,7 +296,9 @@ def PlanMoe : Pass<"zen-plan-moe", "mlir::ModuleOp"> {
     `compressor` methods, those that shrink the model's activations (fp16 and
     bf16 for fp32 compute, int8) are tried on each layer's dispatched tokens
     and their gradients, and the schedule's `tokens` names the one chosen.
-    A module without MoE ops is left unchanged. Example:
+    The module records what else the search found (`zen.moe_search`: the
+    imbalance, every ep tried and its time or memory) for the plan's `moe`
+    section. A module without MoE ops is left unchanged. Example:
     `--zen-plan-moe="ep=8 imbalance=1.2 compressor=int8"`.
   }];
   let options = [
