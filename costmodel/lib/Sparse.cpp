@@ -12,13 +12,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Sparse.h"
-#include "zen/Support/StrictJson.h"
+#include "zen/Support/StrictJson.h" // escapeJsonPointerToken
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -254,9 +255,35 @@ SparsityStatistics parseSparsityStatistics(const std::string &text, const std::s
   auto fail = [&](const std::string &path, const std::string &what) -> void {
     throw Error(ErrorKind::BadInput, source + ": " + path + ": " + what);
   };
+  // Duplicate keys are refused where they occur (nlohmann keeps the last silently). The file
+  // is read bounded (1 MiB by zenopt), so the callback parse's cost does not matter.
+  struct Level {
+    bool object;
+    std::set<std::string> keys;
+    std::string key; // the object's current key
+  };
+  std::vector<Level> levels;
+  auto strict = [&](int, nlohmann::json::parse_event_t event, nlohmann::json &parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start || event == Event::array_start) {
+      levels.push_back({event == Event::object_start, {}, ""});
+    } else if (event == Event::object_end || event == Event::array_end) {
+      levels.pop_back();
+    } else if (event == Event::key) {
+      Level &level = levels.back();
+      level.key = parsed.get<std::string>();
+      if (!level.keys.insert(level.key).second) {
+        std::string path;
+        for (const Level &outer : levels)
+          path += "/" + (outer.object ? escapeJsonPointerToken(outer.key) : std::string("-"));
+        fail(path, "duplicate key");
+      }
+    }
+    return true;
+  };
   nlohmann::json document;
   try {
-    document = StrictJsonParse(fail).parse(text, /*ignoreComments=*/false);
+    document = nlohmann::json::parse(text, strict);
   } catch (const nlohmann::json::exception &error) {
     throw Error(ErrorKind::BadInput, source + ": not valid JSON: " + error.what());
   }
