@@ -66,11 +66,7 @@ public:
       : proto(proto), graph(graph) {}
 
   void run() {
-    consumers.assign(graph.tensors.size(), {});
-    for (size_t n = 0; n < graph.nodes.size(); ++n)
-      for (size_t i = 0; i < graph.nodes[n].inputs.size(); ++i)
-        if (int input = graph.nodes[n].inputs[i]; input >= 0)
-          consumers[size_t(input)].push_back({n, i});
+    indexConsumers();
 
     for (size_t p = 0; p < graph.parameters.size(); ++p) {
       const Tensor &table = graph.tensors[size_t(graph.parameters[p].tensor)];
@@ -89,6 +85,24 @@ public:
   }
 
 private:
+  /// Each tensor's (node, input) uses, flat: those of tensor t are
+  /// tensorUses[firstUse[t], firstUse[t + 1]). One allocation, not one per tensor.
+  void indexConsumers() {
+    firstUse.assign(graph.tensors.size() + 1, 0);
+    for (const Node &node : graph.nodes)
+      for (int input : node.inputs)
+        if (input >= 0)
+          ++firstUse[size_t(input) + 1];
+    for (size_t t = 0; t < graph.tensors.size(); ++t)
+      firstUse[t + 1] += firstUse[t];
+    tensorUses.resize(firstUse.back());
+    std::vector<size_t> next(firstUse.begin(), firstUse.end() - 1);
+    for (size_t n = 0; n < graph.nodes.size(); ++n)
+      for (size_t i = 0; i < graph.nodes[n].inputs.size(); ++i)
+        if (int input = graph.nodes[n].inputs[i]; input >= 0)
+          tensorUses[next[size_t(input)]++] = {n, i};
+  }
+
   /// The graph builder made one node per node of the (sorted) graph, in its order.
   const onnx::NodeProto &protoOf(size_t node) const { return proto.node(static_cast<int>(node)); }
 
@@ -109,7 +123,8 @@ private:
     while (!frontier.empty() && !uses.denseUse) {
       int current = frontier.back();
       frontier.pop_back();
-      for (auto [n, input] : consumers[size_t(current)]) {
+      for (size_t u = firstUse[size_t(current)]; u < firstUse[size_t(current) + 1]; ++u) {
+        auto [n, input] = tensorUses[u];
         const Node &node = graph.nodes[n];
         const onnx::NodeProto &nodeProto = protoOf(n);
         if (node.opType == "Identity") {
@@ -224,7 +239,8 @@ private:
   const onnx::GraphProto &proto;
   ModelGraph &graph;
   std::map<std::string, int> tensorByName;
-  std::vector<std::vector<std::pair<size_t, size_t>>> consumers;
+  std::vector<size_t> firstUse;
+  std::vector<std::pair<size_t, size_t>> tensorUses;
 };
 
 } // namespace
