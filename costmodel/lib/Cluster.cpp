@@ -427,12 +427,7 @@ Cluster parseCluster(const std::string &jsonText, const std::string &source) {
   });
   try {
     // Comments are accepted so presets and hand-written files can cite their sources.
-    document = json::parse(
-        jsonText,
-        [&](int depth, json::parse_event_t event, json &parsed) {
-          return strict(depth, event, parsed);
-        },
-        /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    document = strict.parse(jsonText, /*ignoreComments=*/true);
   } catch (const json::parse_error &error) {
     throw ClusterError(ErrorKind::BadInput, source + ": not valid JSON: " + error.what());
   } catch (const json::out_of_range &) {

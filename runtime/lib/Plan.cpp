@@ -24,8 +24,10 @@ constexpr int64_t kMaxElements = int64_t(1) << 46;
 constexpr int64_t kMaxChunks = 1 << 16;
 constexpr int64_t kMaxStream = 255;
 constexpr int64_t kMaxWorldSize = 1 << 20;
-// Steps of one pipeline schedule the summaries simulate (micro-batches x stages x chunks).
-constexpr int64_t kMaxPipelineSteps = int64_t{1} << 22;
+// Steps of one pipeline schedule the summaries simulate (micro-batches x stages x chunks):
+// zenopt writes at most 2^18 (cost::kMaxPipelineSteps, ~144 bytes a step per simulation);
+// 2^22 cost `zenopt simulate` ~0.6 GB.
+constexpr int64_t kMaxPipelineSteps = int64_t{1} << 18;
 // Input limits (docs/plan-format.md): far above any plan zenopt writes (a 10 000-tensor
 // model's plan is a few MiB, nested 6 deep), low enough that parsing stays cheap.
 constexpr uint64_t kMaxPlanBytes = uint64_t(256) << 20;
@@ -128,20 +130,53 @@ public:
       if (!consumed.count(it.key()))
         fail(source, path + "/" + escapeJsonPointerToken(it.key()), "unknown field");
   }
-  std::vector<Node> elements() const {
+  /// An array's elements or an object's members, each made when the loop reaches it: a
+  /// plan's longest arrays hold millions of values, and a Node with its path costs ~100 bytes.
+  /// The range holds what it reads by value or points into the document, never into the
+  /// Node it came from (a temporary in `for (... : n.field("x").elements())`).
+  template <typename Item, typename Make> class Lazy {
+  public:
+    class iterator {
+    public:
+      iterator(const Lazy &range, json::const_iterator at, size_t index)
+          : range(range), at(at), index(index) {}
+      Item operator*() const { return range.make(at, index); }
+      iterator &operator++() {
+        ++at;
+        ++index;
+        return *this;
+      }
+      bool operator!=(const iterator &other) const { return at != other.at; }
+
+    private:
+      const Lazy &range;
+      json::const_iterator at;
+      size_t index;
+    };
+    Lazy(const json &value, Make make) : value(value), make(std::move(make)) {}
+    iterator begin() const { return iterator(*this, value.cbegin(), 0); }
+    iterator end() const { return iterator(*this, value.cend(), value.size()); }
+
+  private:
+    const json &value;
+    Make make;
+  };
+  auto elements() const {
     if (!value.is_array())
       error("must be an array");
-    std::vector<Node> out;
-    for (size_t i = 0; i < value.size(); ++i)
-      out.emplace_back(value[i], path + "/" + std::to_string(i), source);
-    return out;
+    // By value: the loop outlives a Node returned by field().
+    auto make = [path = path, &source = source](json::const_iterator at, size_t index) {
+      return Node(*at, path + "/" + std::to_string(index), source);
+    };
+    return Lazy<Node, decltype(make)>(value, make);
   }
-  std::vector<std::pair<std::string, Node>> members() const {
+  auto members() const {
     requireObject();
-    std::vector<std::pair<std::string, Node>> out;
-    for (auto it = value.begin(); it != value.end(); ++it)
-      out.emplace_back(it.key(), Node(it.value(), path + "/" + escapeJsonPointerToken(it.key()), source));
-    return out;
+    auto make = [path = path, &source = source](json::const_iterator at, size_t) {
+      return std::pair<std::string, Node>(
+          at.key(), Node(at.value(), path + "/" + escapeJsonPointerToken(at.key()), source));
+    };
+    return Lazy<std::pair<std::string, Node>, decltype(make)>(value, make);
   }
   std::string asString() const {
     if (!value.is_string())
@@ -1231,11 +1266,7 @@ Plan parsePlan(const std::string &text, const std::string &source) {
   StrictJsonParse detector(
       [&](const std::string &path, const std::string &what) { fail(source, path, what); });
   try {
-    document = json::parse(
-        text, [&](int depth, json::parse_event_t event, json &parsed) {
-          return detector(depth, event, parsed);
-        },
-        /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    document = detector.parse(text, /*ignoreComments=*/false);
   } catch (const json::exception &e) {
     // Syntax errors and number overflow (1e999); strip nlohmann's "[json.exception...] " prefix.
     std::string what = e.what();
