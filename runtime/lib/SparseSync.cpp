@@ -11,6 +11,7 @@
 #include "MpiSupport.h"
 #include "Mutation.h"
 #include "zenrt/Runtime.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <mpi.h>
 
@@ -210,7 +211,8 @@ private:
 /// The ranks of a communicator and point-to-point exchanges among some of them.
 class Group {
 public:
-  Group(MPI_Comm comm, double timeoutSeconds) : comm(comm), timeoutSeconds(timeoutSeconds) {
+  Group(MPI_Comm comm, double timeoutSeconds, WatchedWaits *waits)
+      : comm(comm), timeoutSeconds(timeoutSeconds), waits(waits) {
     detail::checkMpi(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     detail::checkMpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   }
@@ -287,19 +289,23 @@ public:
 
   MPI_Comm comm;
   double timeoutSeconds;
+  WatchedWaits *waits;  // the caller's, or null
   int rank = 0, size = 1;
 
 private:
   void waitAll(std::vector<MPI_Request> &requests, const std::string &phase) {
-    detail::waitWatched(
-        [&] {
-          int done = 0;
-          detail::checkMpi(MPI_Testall(int(requests.size()), requests.data(), &done,
-                                       MPI_STATUSES_IGNORE),
-                           "MPI_Testall");
-          return done != 0;
-        },
-        timeoutSeconds, rank, [&] { return "sparse all-reduce: " + phase; }, nullptr);
+    auto done = [&] {
+      int complete = 0;
+      detail::checkMpi(
+          MPI_Testall(int(requests.size()), requests.data(), &complete, MPI_STATUSES_IGNORE),
+          "MPI_Testall");
+      return complete != 0;
+    };
+    auto describe = [&] { return "sparse all-reduce: " + phase; };
+    if (waits)
+      waits->await(done, describe);
+    else
+      detail::waitWatched(done, timeoutSeconds, rank, describe, nullptr);
   }
 };
 
@@ -719,7 +725,7 @@ RowSparse allReduce(const Table &table, const RowSparse &given, const Options &o
                     const void *comm) {
   checkInput(table, given, options);
   Group group(comm ? *static_cast<const MPI_Comm *>(comm) : MPI_COMM_WORLD,
-              options.timeoutSeconds);
+              options.timeoutSeconds, options.waits);
   const RowSparse *local = &given;
   RowSparse dropped;
   if (mutated(Mutation::SparseDropsIndex) && group.rank == group.size - 1 &&

@@ -20,6 +20,10 @@
 #include <cstdint>
 #include <vector>
 
+namespace zenrt {
+class WatchedWaits;
+}
+
 namespace zenrt::sparse {
 
 /// A table of `rows` x `rowElements` fp32 values.
@@ -48,6 +52,13 @@ struct Options {
   int ranksPerNode = 0;
   /// Every wait fails with ZENRT_ERR_TIMEOUT after this, naming this rank and the phase.
   double timeoutSeconds = 300;
+  /// The caller's watch over the ranks of the communicator (zenrt/WatchedWaits.h; not owned,
+  /// null: none). With one, every wait is the watch's, bounded by the watch's timeout (this
+  /// one is ignored), and a timeout also names the ranks that did not answer (dead or hung),
+  /// by their rank in MPI_COMM_WORLD. Without, a timeout names this rank and the phase only:
+  /// a watch is collective to build and needs MPI_THREAD_MULTIPLE, so the caller keeps one
+  /// over its calls rather than the sum building one per call.
+  WatchedWaits *waits = nullptr;
 };
 
 /// Sorts `count` rows given by `indices` (any order, each in [0, table.rows)) and sums
@@ -63,7 +74,7 @@ RowSparse coalesce(const Table &table, int64_t count, const int64_t *indices,
 /// every rank, the rows any rank touched (sorted) and their sums in rank order. No other
 /// traffic may use `comm` meanwhile. Throws zenrt::Error: ZENRT_ERR_INVALID_ARGUMENT for a bad
 /// table, options or input, ZENRT_ERR_TIMEOUT for a wait past the timeout (naming the rank
-/// and the phase), ZENRT_ERR_BACKEND for an MPI error.
+/// and the phase, and with options.waits the silent ranks), ZENRT_ERR_BACKEND for an MPI error.
 RowSparse allReduce(const Table &table, const RowSparse &local, const Options &options,
                     const void *comm = nullptr);
 

@@ -9,12 +9,14 @@
 #include "MpiTestMain.h"
 #include "zenrt/Runtime.h"
 #include "zenrt/SparseSync.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -269,28 +271,45 @@ TEST(SparseSync, CApi) {
   }
 }
 
-// A rank that never joins: the others fail at the timeout naming themselves and the phase
-// (last: the absent rank's messages stay unreceived, on a communicator of this test's own).
+// A rank that never joins: the others fail at the timeout naming themselves and the phase,
+// and with a watch (Options::waits) the rank that stopped answering, by its rank in the job
+// (last: the absent rank's messages stay unreceived, on communicators of this test's own).
 TEST(SparseSync, TimeoutNamesRankAndPhase) {
   if (worldSize() < 2)
     GTEST_SKIP() << "needs a rank to be absent";
-  MPI_Comm own = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &own);
+  const int absent = worldSize() - 1;
+  MPI_Comm unwatched = MPI_COMM_NULL, watched = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &unwatched);
+  MPI_Comm_dup(MPI_COMM_WORLD, &watched);
   const Table table{100, 2};
   zenrt::sparse::Options options;
   options.scheme = SparseScheme::Balanced;
   options.timeoutSeconds = 1;
-  if (worldRank() != worldSize() - 1) {
+  auto expectTimeout = [&](MPI_Comm *comm, const std::string &lost) {
     const zenrt::sparse::RowSparse local{{worldRank()}, {1.0f, 2.0f}};
     try {
-      zenrt::sparse::allReduce(table, local, options, &own);
+      zenrt::sparse::allReduce(table, local, options, comm);
       ADD_FAILURE() << "no timeout";
     } catch (const zenrt::Error &error) {
       EXPECT_EQ(error.status, ZENRT_ERR_TIMEOUT);
       EXPECT_EQ(std::string(error.what()),
                 "rank " + std::to_string(worldRank()) +
-                    ": sparse all-reduce: balanced exchange push (sizes) timed out after 1 s");
+                    ": sparse all-reduce: balanced exchange push (sizes) timed out after 1 s" +
+                    lost);
     }
+  };
+  if (worldRank() != absent)
+    expectTimeout(&unwatched, "");
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Every rank starts a watch (together: its start-up is bounded by the timeout too); the absent rank drops its own (it answers no more) and stays
+  // away.
+  auto waits = std::make_unique<zenrt::WatchedWaits>(&watched, 1.0);
+  if (worldRank() == absent) {
+    waits.reset();
+  } else {
+    options.waits = waits.get();
+    expectTimeout(&watched, ": waiting for rank " + std::to_string(absent) +
+                                " (no answer within 0.5 s: dead or hung)");
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
