@@ -2,11 +2,13 @@
 //
 // Arbitrary bytes as the inputs of a planning run, not as a file: a built-in cluster with
 // some of its rates, efficiencies, latencies and sizes replaced by arbitrary doubles
-// (tiny, huge, subnormal), written as JSON and read back by parseCluster so its
-// validation applies; then either a data-parallel problem (segments and up to 300
-// gradients of any size) planned by the autotuner and a baseline with a fuzzed
-// compressor set, or a transformer searched by searchParallel with fuzzed forced
-// degrees, batches and schedule as the command line passes them.
+// (tiny, huge, subnormal) and profiled collective fits added (as `zenopt profile` writes
+// them, with fuzzed rank counts, byte ranges and coefficients), written as JSON and read
+// back by parseCluster so its validation applies; then either a data-parallel problem
+// (segments and up to 300 gradients of any size) planned by the autotuner and a baseline
+// with a fuzzed compressor set, or a transformer (dense or with Mixture-of-Experts blocks:
+// experts, top-k, capacity, every k-th block, a forced ep) searched by searchParallel with
+// fuzzed forced degrees, batches and schedule as the command line passes them.
 // The expected answers to bad input: ClusterError(BadInput) for the cluster, a
 // compressor list or baseline options refused with a message, a large-model request
 // refused with a reason (result.invalid) or planned with nothing that fits, and
@@ -20,6 +22,7 @@
 #include "zen/CostModel/Transformer.h"
 #include "zen/Planner/ParallelSearch.h"
 #include "zen/Planner/Planning.h"
+#include "zen/Vocabulary.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -109,6 +112,26 @@ std::optional<cost::Cluster> fuzzedCluster(FuzzedDataProvider &bytes) {
       gpu.sms = bytes.ConsumeIntegralInRange<int64_t>(-1, 200000);
     }
   }
+  // Profiled fits override the formulas for their kind and rank count inside their byte
+  // range (zenopt profile); the planner must price with them whatever they say.
+  for (int fits = bytes.ConsumeIntegralInRange(0, 3) == 0 ? bytes.ConsumeIntegralInRange(1, 4) : 0;
+       fits > 0; --fits) {
+    cost::ProfiledCollective fit;
+    fit.kind = zen::vocab::kCollectiveKinds[bytes.ConsumeIntegralInRange<size_t>(
+                                                0, std::size(zen::vocab::kCollectiveKinds) - 1)]
+                   .value;
+    fit.ranks = bytes.ConsumeBool() ? cluster.worldSize()
+                                    : bytes.ConsumeIntegralInRange<int64_t>(1, 1024);
+    fit.minBytes = fuzzedDouble(bytes, 1024);
+    fit.maxBytes = fuzzedDouble(bytes, 1 << 30);
+    fit.alphaUs = fuzzedDouble(bytes, 10);
+    fit.betaUsPerByte = fuzzedDouble(bytes, 1e-5);
+    fit.rSquared = fuzzedDouble(bytes, 0.99);
+    fit.worstRelativeError = fuzzedDouble(bytes, 0.05);
+    cluster.profiled.push_back(fit);
+  }
+  if (!cluster.profiled.empty())
+    cluster.profiledBackend = bytes.ConsumeBool() ? "mpi" : "nccl";
   try {
     return cost::parseCluster(cost::writeCluster(cluster), "fuzz.json");
   } catch (const cost::ClusterError &error) {
@@ -272,6 +295,28 @@ cost::TransformerShape fuzzedTransformer(FuzzedDataProvider &bytes) {
   shape.embeddingParams = static_cast<double>(shape.vocab) * h +
                           (shape.positions == "learned" ? static_cast<double>(shape.seq) * h : 0);
   shape.headParams = 2 * h + (shape.tiedEmbeddings ? 0 : static_cast<double>(shape.vocab) * h);
+  if (bytes.ConsumeIntegralInRange(0, 2) == 0) {
+    // Mixture-of-Experts blocks every k-th block, as the recognition reads them.
+    cost::MoeBlocks moe;
+    const int64_t every = bytes.ConsumeIntegralInRange<int64_t>(1, 4);
+    for (int64_t block = every - 1; block < shape.layers; block += every)
+      moe.blocks.push_back(block);
+    if (moe.blocks.empty())
+      moe.blocks.push_back(0);
+    cost::MoeShape &layer = moe.layer;
+    layer.tokens = shape.modelBatch * shape.seq;
+    layer.hidden = shape.hidden;
+    layer.ffn = fuzzedCount(bytes, 1 << 16);
+    layer.fc1Rows = shape.gatedMlp() ? 2 * layer.ffn : layer.ffn;
+    layer.experts = fuzzedCount(bytes, 512);
+    layer.topK = bytes.ConsumeIntegralInRange<int64_t>(1, std::min<int64_t>(layer.experts, 8));
+    layer.capacityFactor = bytes.ConsumeBool() ? 1.0 : fuzzedDouble(bytes, 1.25);
+    layer.biases = bytes.ConsumeBool();
+    layer.capacityRows = bytes.ConsumeBool() ? 0 : fuzzedCount(bytes, int64_t{1} << 24);
+    moe.expertParams = layer.expertParams();
+    moe.blockParams = attention + 4 * h + h * static_cast<double>(layer.experts);  // router
+    shape.moe = moe;
+  }
   return shape;
 }
 
@@ -329,6 +374,7 @@ void planLargeModel(FuzzedDataProvider &bytes, const cost::CostModel &model) {
   if (forces(bytes)) request.virtualStages = fuzzedDegree(bytes, 999999);  // --schedule's digits
   if (forces(bytes)) request.tpChunks = fuzzedDegree(bytes, 1 << 20);
   if (forces(bytes)) request.zero = bytes.ConsumeIntegralInRange(0, 3);
+  if (shape.moe && forces(bytes)) request.ep = fuzzedDegree(bytes, anyPositive);
   if (forces(bytes)) request.sequenceParallel = bytes.ConsumeBool();
   if (forces(bytes)) {
     const cost::Recompute recomputes[] = {cost::Recompute::None, cost::Recompute::Selective,
