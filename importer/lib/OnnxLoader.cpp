@@ -10,8 +10,11 @@
 #include "onnx/defs/tensor_proto_util.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <google/protobuf/io/coded_stream.h>
+
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <sstream>
 #include <string_view>
@@ -27,6 +30,63 @@ constexpr size_t kMaxShapeValueElements = 64;
 
 [[noreturn]] void fail(const std::string &path, const std::string &message) {
   throw ImportError(ErrorKind::BadInput, path + ": " + message);
+}
+
+/// Initializers and nodes of one graph: planning spends ~10 KB for each gradient tensor
+/// (importer and IR ~4.5 KB, the rest the planner; a 100 000-tensor MLP plans in
+/// 0.9-1.1 GB), so a larger graph is refused before it is parsed (10^6 tensors took 5.3 GB
+/// to plan, and parsing them alone 1.6 GB). 1.3x the largest graph the benchmarks plan
+/// (mlp_100000).
+constexpr int64_t kMaxGraphInitializers = int64_t{1} << 17;
+constexpr int64_t kMaxGraphNodes = int64_t{1} << 18;
+
+void checkGraphSize(int64_t initializers, int64_t nodes, const std::string &path) {
+  auto check = [&](int64_t count, int64_t limit, const char *what) {
+    if (count > limit)
+      fail(path, "the graph has " + std::to_string(count) + " " + what + ", more than the limit of " +
+                     std::to_string(limit) + " (planning costs ~10 KB each; docs/design.md)");
+  };
+  check(initializers, kMaxGraphInitializers, "initializers");
+  check(nodes, kMaxGraphNodes, "nodes");
+}
+
+/// The graph's initializers (GraphProto field 5) and nodes (field 1) counted on the wire,
+/// without building the model (ModelProto field 7 is the graph); nothing when the bytes are
+/// not a well-formed protobuf (the parse then says so).
+std::optional<std::pair<int64_t, int64_t>> countGraphEntries(const std::string &bytes) {
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                               static_cast<int>(bytes.size()));
+  auto skip = [&](uint32_t tag) {
+    uint64_t varint = 0;
+    uint32_t length = 0;
+    switch (tag & 7) {
+    case 0: return input.ReadVarint64(&varint);
+    case 1: return input.Skip(8);
+    case 2: return input.ReadVarint32(&length) && input.Skip(static_cast<int>(length));
+    case 5: return input.Skip(4);
+    default: return false;  // groups: not in ONNX
+    }
+  };
+  int64_t initializers = 0, nodes = 0;
+  while (uint32_t tag = input.ReadTag()) {
+    if (tag != ((7u << 3) | 2)) {
+      if (!skip(tag))
+        return std::nullopt;
+      continue;
+    }
+    uint32_t length = 0;
+    if (!input.ReadVarint32(&length))
+      return std::nullopt;
+    const auto limit = input.PushLimit(static_cast<int>(length));
+    while (uint32_t inner = input.ReadTag()) {
+      initializers += (inner >> 3) == 5;
+      nodes += (inner >> 3) == 1;
+      if (!skip(inner))
+        return std::nullopt;
+    }
+    input.PopLimit(limit);
+  }
+  return std::make_pair(initializers, nodes);
 }
 
 bool endsWith(const std::string &text, const std::string &suffix) {
@@ -50,10 +110,13 @@ void parseModel(const std::string &bytes, const std::string &path, onnx::ModelPr
     }
     if (!status.IsOK())
       fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
+    checkGraphSize(model.graph().initializer_size(), model.graph().node_size(), path);
     return;
   }
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     fail(path, "model file larger than 2 GiB; keep the weights as external data");
+  if (const auto counts = countGraphEntries(bytes))
+    checkGraphSize(counts->first, counts->second, path);
   if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     fail(path, "not an ONNX model: the protobuf is truncated or corrupt");
 }
