@@ -3,6 +3,7 @@
 
 #include "zenrt/Runtime.h"
 #include "zenrt/SparseSync.h"
+#include "zenrt/WatchedWaits.h"
 
 #include <algorithm>
 #include <chrono>
@@ -78,8 +79,13 @@ std::map<int64_t, std::vector<float>> reference(const std::vector<Lookups> &rank
 
 std::vector<SparseResult> runSparseTensors(const zenrt::Plan &plan, int rank, int ranks,
                                            int iterations, uint64_t seed,
-                                           double timeoutSeconds) {
+                                           double timeoutSeconds,
+                                           const std::function<void(const std::string &)> &fault) {
   std::vector<SparseResult> results;
+  if (plan.sparseTensors.empty())
+    return results;
+  zenrt::WatchedWaits waits(nullptr, timeoutSeconds);
+  fault("sparse");
   for (size_t t = 0; t < plan.sparseTensors.size(); ++t) {
     const zenrt::SparseTensor &tensor = plan.sparseTensors[t];
     SparseResult result;
@@ -92,6 +98,7 @@ std::vector<SparseResult> runSparseTensors(const zenrt::Plan &plan, int rank, in
     if (tensor.denseThreshold > 0)
       options.denseThreshold = tensor.denseThreshold;
     options.timeoutSeconds = timeoutSeconds;
+    options.waits = &waits;
     if (const char *perNode = std::getenv("ZENRT_RANKS_PER_NODE")) {
       char *end = nullptr;
       const long value = std::strtol(perNode, &end, 10);

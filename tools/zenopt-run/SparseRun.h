@@ -15,6 +15,7 @@
 #include "zenrt/Plan.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,12 @@ struct SparseResult {
 };
 
 /// Runs every sparse tensor of `plan` for `iterations` iterations (collective over
-/// MPI_COMM_WORLD). Throws zenrt::Error for a runtime failure (a timeout names the rank and
-/// the phase).
+/// MPI_COMM_WORLD; MPI_THREAD_MULTIPLE). `fault` is called with "sparse" before the first sum
+/// (the test hooks). Throws zenrt::Error for a runtime failure: a timeout names the rank, the
+/// phase and the ranks that stopped answering (the sums wait through one zenrt::WatchedWaits).
 std::vector<SparseResult> runSparseTensors(const zenrt::Plan &plan, int rank, int ranks,
-                                           int iterations, uint64_t seed, double timeoutSeconds);
+                                           int iterations, uint64_t seed, double timeoutSeconds,
+                                           const std::function<void(const std::string &)> &fault);
 
 }  // namespace zen::run
 

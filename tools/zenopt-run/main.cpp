@@ -233,9 +233,11 @@ int runLargeModel(const Options &options, const zenrt::Plan &plan, int rank, int
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
                        explicitOptions.front() + " does not apply to " + options.planPath +
                            ": a large-model plan runs its model's real compute and data");
-  if ((options.killRank >= 0 || options.stallRank >= 0) && options.faultPhase == "check")
+  if ((options.killRank >= 0 || options.stallRank >= 0) &&
+      (options.faultPhase == "check" || options.faultPhase == "sparse"))
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
-                       "--fault-phase check does not apply to " + options.planPath +
+                       "--fault-phase " + options.faultPhase + " does not apply to " +
+                           options.planPath +
                            ": a large-model plan's faults are injected in its collectives");
   return zen::run::runHybrid(runnerOptions(options, rank), plan, rank, ranks);
 }
@@ -262,6 +264,17 @@ int run(const Options &options, int rank, int ranks,
     throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
                        "--fault-phase summary does not apply to " + options.planPath +
                            ": it is the large-model and MoE runners' summary over ranks");
+  if ((options.killRank >= 0 || options.stallRank >= 0) && options.faultPhase == "sparse" &&
+      readable && readable->sparseTensors.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       "--fault-phase sparse does not apply to " + options.planPath +
+                           ": it has no sparse_tensors");
+  // The sparse schemes run on MPI and host memory only (docs/sparse-sync.md).
+  if (options.device && readable && !readable->sparseTensors.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       "--device: " + options.planPath +
+                           " has sparse_tensors, and the sparse schemes are not supported on "
+                           "the device yet (NCCL): run it without --device");
   // The runtime loads the plan first: it makes every rank fail together when one cannot.
   zenrt::Runtime::Options runtimeOptions;
   runtimeOptions.timeoutSeconds = options.timeoutSeconds;
@@ -450,7 +463,11 @@ int run(const Options &options, int rank, int ranks,
 
   // The plan's row-sparse tensors, each with its scheme (SparseRun.h).
   const std::vector<zen::run::SparseResult> sparse = zen::run::runSparseTensors(
-      plan, rank, ranks, options.iterations, options.seed, timeoutOf(options));
+      plan, rank, ranks, options.iterations, options.seed, timeoutOf(options),
+      [&options, rank](const std::string &phase) {
+        if (phase == options.faultPhase)
+          injectFault(options, rank);
+      });
   for (const zen::run::SparseResult &result : sparse)
     if (!result.ok) {
       std::fprintf(stderr, "zenopt-run: rank %d: sparse tensor %s (%s): %s\n", rank,
@@ -619,7 +636,7 @@ int main(int argc, char **argv) {
   app.add_option("--fault-stall-rank", options.stallRank)->group("");
   app.add_option("--fault-kill-rank", options.killRank)->group("");
   app.add_option("--fault-phase", options.faultPhase)
-      ->check(CLI::IsMember({"startup", "collectives", "check", "summary"}))
+      ->check(CLI::IsMember({"startup", "collectives", "check", "summary", "sparse"}))
       ->group("");
   app.add_flag("--device", options.device,
                "Gradients and MoE layers in CUDA device memory: CUDA kernels and NCCL (needs "
