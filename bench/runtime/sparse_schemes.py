@@ -2,7 +2,8 @@
 row-sparse gradients built from a real token stream (issue 39, bench item "measured").
 
     mpirun --allow-run-as-root --oversubscribe -np N env PYTHONPATH=build/python \
-        /usr/bin/python3 bench/runtime/sparse_schemes.py [--width 64] [--reps 15]
+        /usr/bin/python3 bench/runtime/sparse_schemes.py [--width 64] [--reps 15] \
+        [--densities 0.001,0.01] [--json FILE] [--indices-dir DIR]
 
 The text: every license text and copyright file Debian installs (/usr/share/common-licenses,
 /usr/share/doc/*/copyright), split into lowercase words; a word's row is its frequency rank,
@@ -11,11 +12,16 @@ the stream, as many tokens as it takes to touch density x rows distinct rows, an
 rows (its gradient after backward's local sum). Each scheme runs
 through zenrt_sparse_allreduce (host memory, MPI): median of --reps calls after 2 warm-ups,
 the slowest rank's. Prints per density the measured gamma (rows touched by any rank over one
-rank's) and each scheme's time and speedup over dense.
+rank's) and each scheme's time and speedup over dense. --json writes the same numbers;
+--indices-dir writes, per density, every rank's rows as one line (rank order), the index stream
+`zenopt sparsity --batch 1 --ranks N` reads to measure the statistics the cost model prices
+(bench/runtime/sparse_table.py puts the two side by side).
 """
 import argparse
 import collections
 import glob
+import json
+import os
 import re
 import statistics
 import time
@@ -63,6 +69,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--densities", default=",".join(map(str, DENSITIES)))
+    parser.add_argument("--sparcml-threshold", type=float,
+                        help="sparcml's dense_threshold (default: the C API's)")
+    parser.add_argument("--json", help="write the results here (rank 0)")
+    parser.add_argument("--indices-dir", help="write each density's rows per rank here (rank 0)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rank, size = world.init()
@@ -72,8 +83,16 @@ def main():
               f"({rows * args.width * 4 / 1e6:.1f} MB dense), {len(stream)} tokens")
         print(f"{'density':>8} {'gamma':>6} " + " ".join(f"{s:>13}" for s in SCHEMES))
     generator = torch.Generator().manual_seed(rank)
-    for density in DENSITIES:
+    spelling = ({"sparcml": f"sparcml:{args.sparcml_threshold}"}
+                if args.sparcml_threshold is not None else {})
+    results = []
+    for density in [float(d) for d in args.densities.split(",")]:
         tokens = touched_rows(stream, rows, density, rank, size)
+        if rank == 0 and args.indices_dir:
+            with open(os.path.join(args.indices_dir, f"np{size}-d{density}.txt"), "w") as file:
+                for other in range(size):
+                    file.write(" ".join(map(str, touched_rows(stream, rows, density, other,
+                                                              size).tolist())) + "\n")
         values = torch.randn(tokens.numel(), args.width, generator=generator)
         out = torch.empty(rows, args.width)
         times = {}
@@ -82,7 +101,8 @@ def main():
             samples = []
             for rep in range(args.reps + 2):
                 start = time.perf_counter()
-                touched = runtime.sparse_allreduce(scheme, rows, args.width, tokens.numel(),
+                touched = runtime.sparse_allreduce(spelling.get(scheme, scheme), rows,
+                                                   args.width, tokens.numel(),
                                                    tokens.data_ptr(), values.data_ptr(),
                                                    out.data_ptr())
                 if rep >= 2:
@@ -90,10 +110,16 @@ def main():
             own = int(statistics.median(samples) * 1e6)
             times[scheme] = max(runtime.world_exchange(own, size))
         gamma = touched / max(1, tokens.numel())
+        results.append({"density": density, "rows_per_rank": tokens.numel(),
+                        "merged_rows": touched, "gamma": gamma, "time_us": times})
         if rank == 0:
             print(f"{density:>8.3f} {gamma:>6.2f} " + " ".join(
                 f"{times[s]:>7d}us {times['dense'] / max(times[s], 1):>4.1f}x" for s in SCHEMES),
                 flush=True)
+    if rank == 0 and args.json:
+        with open(args.json, "w") as file:
+            json.dump({"ranks": size, "rows": rows, "width": args.width, "tokens": len(stream),
+                       "reps": args.reps, "densities": results}, file, indent=1)
 
 
 if __name__ == "__main__":
