@@ -43,7 +43,9 @@ void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOp
   AutotuneOptions autotune;
   autotune.cluster = options.cluster;
   autotune.nodes = options.nodes;
-  autotune.compressor = options.compressor;
+  // ZeRO 2/3 reduce-scatter dense gradients (zen-shard-zero), as the search priced them.
+  if (config.zero < 2)
+    autotune.compressor = options.compressor;
   pm.addPass(createAutotune(autotune));
   if (config.zero >= 2)
     pm.addPass(createShardZero({config.zero, /*dp=*/0}));

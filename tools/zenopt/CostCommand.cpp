@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ClusterOption.h"
 #include "Command.h"
 
 #include "zen/CostModel/CostModel.h"
@@ -35,14 +36,7 @@ constexpr cost::Algorithm kAlgorithms[] = {cost::Algorithm::Ring, cost::Algorith
                                            cost::Algorithm::Hierarchical, cost::Algorithm::Direct};
 
 int runCost(const CostOptions &options) {
-  cost::Cluster cluster;
-  try {
-    cluster = cost::loadCluster(options.cluster);
-    if (options.nodes > 0)
-      cluster = cost::withNodes(std::move(cluster), options.nodes);
-  } catch (const cost::ClusterError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
-  }
+  cost::Cluster cluster = loadClusterOption(options.cluster, options.nodes);
   cost::CollectiveKind kind = *cost::parseCollectiveKind(options.op);
   cost::CostModel model(cluster);
   int64_t world = cluster.worldSize();

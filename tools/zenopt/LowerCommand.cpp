@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ClusterOption.h"
 #include "Command.h"
 #include "Diagnostics.h"
 
@@ -71,10 +72,7 @@ int runLower(const LowerOptions &options) {
   if (nodes == 0)
     if (auto recorded = (*module)->getAttrOfType<mlir::IntegerAttr>(ZenDialect::NodesAttrHelper::getNameStr()))
       nodes = recorded.getInt();
-  cost::Cluster cluster = cost::loadCluster(clusterName);
-  if (nodes > 0)
-    cluster = cost::withNodes(std::move(cluster), nodes);
-  cost::CostModel model(std::move(cluster));
+  cost::CostModel model(loadClusterOption(clusterName, nodes));
 
   DiagnosticCollector diagnostics(context);
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitModulePlan(*module, model);
@@ -105,8 +103,6 @@ CommandRegistration registration(
         try {
           return runLower(*options);
         } catch (const zen::io::FileError &error) {
-          return reportError(error.what(), exitCodeOf(error.kind));
-        } catch (const cost::ClusterError &error) {
           return reportError(error.what(), exitCodeOf(error.kind));
         } catch (const zenrt::PlanError &error) {
           return reportError(error.what(), exitCodeOf(error.kind));

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ClusterOption.h"
 #include "Command.h"
 #include "FastAllocator.h"
 #include "Diagnostics.h"
@@ -586,14 +587,7 @@ int runPlan(const PlanOptions &options) {
                                           "reaches a graph output): no gradients to plan");
   checkCommandLine(options, graph.parameters.size());
 
-  cost::Cluster cluster;
-  try {
-    cluster = cost::loadCluster(options.cluster);
-    if (options.nodes > 0)
-      cluster = cost::withNodes(std::move(cluster), options.nodes);
-  } catch (const cost::ClusterError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
-  }
+  cost::Cluster cluster = loadClusterOption(options.cluster, options.nodes);
   if (options.dp > cluster.worldSize())
     throw CommandError(ExitUsage, "--dp " + std::to_string(options.dp) + ": cluster '" +
                                       cluster.name + "' has only " +

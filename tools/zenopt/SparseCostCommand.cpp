@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "CliChecks.h"
+#include "ClusterOption.h"
 #include "Command.h"
 
 #include "zen/Codegen/SparsePlan.h"
@@ -40,14 +41,7 @@ struct SparseCostOptions {
 };
 
 int runSparseCost(const SparseCostOptions &options) {
-  cost::Cluster cluster;
-  try {
-    cluster = cost::loadCluster(options.cluster);
-    if (options.nodes > 0)
-      cluster = cost::withNodes(std::move(cluster), options.nodes);
-  } catch (const cost::ClusterError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
-  }
+  cost::Cluster cluster = loadClusterOption(options.cluster, options.nodes);
   if (options.ranks > cluster.worldSize())
     throw CommandError(ExitUsage, fmt::format("--ranks {} exceeds the {} GPUs of cluster {}",
                                               options.ranks, cluster.worldSize(), cluster.name));

@@ -79,8 +79,8 @@ struct LargeModelPipelineOptions {
 };
 
 /// Adds zen-partition-tensor-parallel and zen-decompose-tensor-parallel (tp > 1), zen-assign-pipeline-stages
-/// (pp > 1 with stage layers), zen-autotune (each stage's data-parallel sync)
-/// and zen-shard-zero (ZeRO 2 and 3) to `pm`.
+/// (pp > 1 with stage layers), zen-autotune (each stage's data-parallel sync,
+/// compressed only under ZeRO 0 and 1) and zen-shard-zero (ZeRO 2 and 3) to `pm`.
 void buildLargeModelPipeline(mlir::OpPassManager &pm, const LargeModelPipelineOptions &options);
 
 } // namespace zen
