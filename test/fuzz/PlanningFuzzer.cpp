@@ -310,7 +310,9 @@ cost::TransformerShape fuzzedTransformer(FuzzedDataProvider &bytes) {
     layer.fc1Rows = shape.gatedMlp() ? 2 * layer.ffn : layer.ffn;
     layer.experts = fuzzedCount(bytes, 512);
     layer.topK = bytes.ConsumeIntegralInRange<int64_t>(1, std::min<int64_t>(layer.experts, 8));
-    layer.capacityFactor = bytes.ConsumeBool() ? 1.0 : fuzzedDouble(bytes, 1.25);
+    // The recognition reads factor 1 (the cost model's imbalance prices the busiest
+    // expert), or the rows a fused pattern fixes: no arbitrary factor reaches planning.
+    layer.capacityFactor = 1.0;
     layer.biases = bytes.ConsumeBool();
     layer.capacityRows = bytes.ConsumeBool() ? 0 : fuzzedCount(bytes, int64_t{1} << 24);
     moe.expertParams = layer.expertParams();
