@@ -1295,9 +1295,28 @@ void validatePlan(const Plan &plan, const std::string &source, zen::ErrorKind ki
   Validator(plan, source, kind).run();
 }
 
+namespace {
+/// Values (scalars, objects and arrays) in `document`, as the plan reader counts them.
+size_t jsonValueCount(const ordered_json &document) {
+  size_t values = 1;
+  if (document.is_structured())
+    for (const ordered_json &child : document)
+      values += jsonValueCount(child);
+  return values;
+}
+} // namespace
+
 std::string writePlan(const Plan &plan) {
   validatePlan(plan, "plan being written", zen::ErrorKind::Internal);
-  return encodePlan(plan).dump(2) + "\n";
+  const ordered_json document = encodePlan(plan);
+  // A plan the reader would refuse is not written: the model is too large to run from one file.
+  if (const size_t values = jsonValueCount(document); values > zen::kMaxJsonValues)
+    throw PlanError(zen::ErrorKind::BadInput,
+                    "the plan of '" + plan.model.name + "' has " + std::to_string(values) +
+                        " JSON values, more than the " + std::to_string(zen::kMaxJsonValues) +
+                        " a plan file may hold (" + std::to_string(plan.tensors.size()) +
+                        " tensors); plan fewer, larger tensors");
+  return document.dump(2) + "\n";
 }
 
 void writeFileAtomically(const std::string &path, const std::string &text) {

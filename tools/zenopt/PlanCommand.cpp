@@ -218,7 +218,7 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
   } catch (const zen::io::FileError &error) {
     throw CommandError(exitCodeOf(error.kind), error.what());
   } catch (const zenrt::PlanError &error) {
-    throw CommandError(exitCodeOf(error.kind), error.what());
+    throw CommandError(exitCodeOf(error.kind), options.model + ": " + error.what());
   }
 
   if (options.emit == "mlir") {
