@@ -383,8 +383,17 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
     mlir::PassManager pipeline(module.getContext());
     pipeline.enableVerifier(options.emit == "mlir");
     buildLargeModelPipeline(pipeline, partition);
-    if (mlir::failed(pipeline.run(module)))
-      throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
+    if (mlir::failed(pipeline.run(module))) {
+      if (options.emit == "mlir")
+        throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
+      // The IR has no form for some partitionings yet (a weight sliced from a packed
+      // parameter); the plan is lowered from the recorded decision, which the failed
+      // pass left as it was.
+      if (!options.quiet)
+        std::cerr << "zenopt: warning: the IR is not partitioned (" << diagnostics.messages()
+                  << "); the plan is lowered from the recorded configuration\n";
+      recordParallelDecision(module, decision);
+    }
   }
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitParallelPlan(module, model);
   if (mlir::failed(plan))
