@@ -372,28 +372,22 @@ zenrt::Plan planLargeModel(const PlanOptions &options, const importer::ModelGrap
   const cost::ParallelConfig &c = decision.config;
   if (shape.moe)
     recordMoeSchedule(module, c);
-  if (shape.moe && c.tp > 1) {
-    // The plan is lowered from the recorded decision; the IR keeps its MoE blocks whole.
+  // What the IR has no form for is not partitioned; the plan is lowered from the decision.
+  std::optional<TensorParallelBlocker> blocker;
+  if (c.tp > 1)
+    if (std::optional<TransformerStructure> structure = analyzeTransformer(module, nullptr))
+      blocker = tensorParallelBlocker(*structure, c.tp);
+  if (blocker) {
     if (options.emit == "mlir")
-      throw CommandError(ExitDataError, options.model + ": --emit mlir: tensor parallelism does not "
-                                        "partition MoE blocks in the IR yet (tp " + std::to_string(c.tp) +
-                                        "); the plan file (-o) has the configuration");
+      throw CommandError(ExitDataError, options.model + ": --emit mlir: " + blocker->reason +
+                                            "; the plan file (-o) has the configuration");
   } else {
     LargeModelPipelineOptions partition{options.cluster, options.nodes, options.compressor, c};
     mlir::PassManager pipeline(module.getContext());
     pipeline.enableVerifier(options.emit == "mlir");
     buildLargeModelPipeline(pipeline, partition);
-    if (mlir::failed(pipeline.run(module))) {
-      if (options.emit == "mlir")
-        throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
-      // The IR has no form for some partitionings yet (a weight sliced from a packed
-      // parameter); the plan is lowered from the recorded decision, which the failed
-      // pass left as it was.
-      if (!options.quiet)
-        std::cerr << "zenopt: warning: the IR is not partitioned (" << diagnostics.messages()
-                  << "); the plan is lowered from the recorded configuration\n";
-      recordParallelDecision(module, decision);
-    }
+    if (mlir::failed(pipeline.run(module)))
+      throw CommandError(ExitSoftware, options.model + ": partitioning the IR failed: " + diagnostics.messages());
   }
   mlir::FailureOr<zenrt::Plan> plan = codegen::emitParallelPlan(module, model);
   if (mlir::failed(plan))

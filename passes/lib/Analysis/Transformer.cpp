@@ -743,4 +743,20 @@ std::optional<cost::TransformerShape> recognizeTransformer(ModuleOp module, std:
   return structure->shape;
 }
 
+std::optional<TensorParallelBlocker> tensorParallelBlocker(const TransformerStructure &structure,
+                                                           int64_t degree) {
+  for (const TransformerBlock &block : structure.blocks)
+    for (const WeightGemm &gemm : block.crossQkv)
+      if (gemm.weightSlice)
+        return TensorParallelBlocker{gemm.op, "tensor parallelism does not partition a weight sliced "
+                                              "from a packed parameter in the IR yet ('" +
+                                                  gemm.nodeName() + "', tp = " + std::to_string(degree) + ")"};
+  for (const TransformerBlock &block : structure.blocks)
+    if (block.moeLayer)
+      return TensorParallelBlocker{structure.moeLayers[*block.moeLayer].dispatch,
+                                   "tensor parallelism does not partition MoE blocks in the IR yet (tp = " +
+                                       std::to_string(degree) + ")"};
+  return std::nullopt;
+}
+
 } // namespace zen

@@ -331,23 +331,9 @@ struct PartitionTensorParallelPass
         module.emitError("tp = ") << degree << " does not divide " << name << " (" << size << ")";
         return signalPassFailure();
       }
-    // A weight sliced out of a packed one (nn.MultiheadAttention's in_proj
-    // read by a cross-attention) would need its slices sharded apart.
-    for (const TransformerBlock &block : structure->blocks)
-      for (const WeightGemm &gemm : block.crossQkv)
-        if (degree > 1 && gemm.weightSlice) {
-          ComputeOp(gemm.op).emitError("tensor parallelism does not partition a weight sliced from a packed "
-                            "parameter in the IR yet ('")
-              << gemm.nodeName() << "', tp = " << degree << ")";
-          return signalPassFailure();
-        }
-    // Megatron-Core splits an MoE block's tokens over the tensor-parallel
-    // ranks around the experts: the IR has no form for that split yet.
-    for (const TransformerBlock &block : structure->blocks)
-      if (degree > 1 && block.moeLayer) {
-        structure->moeLayers[*block.moeLayer].dispatch.emitError(
-            "tensor parallelism does not partition MoE blocks in the IR yet (tp = ")
-            << degree << ")";
+    if (degree > 1)
+      if (std::optional<TensorParallelBlocker> blocker = tensorParallelBlocker(*structure, degree)) {
+        blocker->op->emitError(blocker->reason);
         return signalPassFailure();
       }
     if (degree > 1 && failed(TensorParallelRewriter(*structure, degree, sequence).run()))

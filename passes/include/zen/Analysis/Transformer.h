@@ -82,6 +82,17 @@ struct TransformerStructure {
 /// The transformer in `module`, or nullopt with the reason in `whyNot`.
 std::optional<TransformerStructure> analyzeTransformer(mlir::ModuleOp module, std::string *whyNot);
 
+/// What the IR cannot partition yet at tensor parallelism `degree` (> 1): a
+/// cross-attention weight sliced from a packed parameter (nn.MultiheadAttention's
+/// in_proj), whose slices would need sharding apart, or an MoE block, whose tokens
+/// Megatron-Core splits over the tp ranks around the experts. The op and the reason.
+struct TensorParallelBlocker {
+  mlir::Operation *op;
+  std::string reason;
+};
+std::optional<TensorParallelBlocker> tensorParallelBlocker(const TransformerStructure &structure,
+                                                           int64_t degree);
+
 /// The shape alone (what the cost model needs).
 std::optional<cost::TransformerShape> recognizeTransformer(mlir::ModuleOp module,
                                                            std::string *whyNot);
