@@ -11,7 +11,6 @@
 #include "Diagnostics.h"
 #include "HeadOverrides.h"
 
-#include "zen/Codegen/MoePlan.h"
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
