@@ -25,6 +25,30 @@ std::string stringAttr(mlir::ModuleOp module, llvm::StringRef name, llvm::String
   return fallback.str();
 }
 
+/// The plan's sparse_tensors: each of the problem's row-sparse gradients with its scheme's
+/// parameter, the statistics it was priced from and its price alone.
+std::vector<zenrt::SparseTensor> sparseTensorsOf(const plan::Problem &problem,
+                                                 const cost::CostModel &model) {
+  std::vector<zenrt::SparseTensor> tensors;
+  for (const plan::SparseGradientTask &table : problem.sparse) {
+    const cost::SparseSync &sync = *table.sync;
+    const cost::SparseSyncCost priced =
+        cost::sparseSyncCost(model, sync.scheme, sync.table, sync.statistics, problem.group);
+    const auto &traits = vocab::traitsOf(sync.scheme);
+    zenrt::SparseTensor tensor;
+    tensor.name = table.name;
+    tensor.rows = sync.table.rows;
+    tensor.rowElements = sync.table.rowElements;
+    tensor.scheme = sync.scheme;
+    tensor.blockRows = traits.takesBlockRows ? priced.blockRows : 0;
+    tensor.denseThreshold = traits.takesDenseThreshold ? priced.denseThreshold : 0;
+    tensor.statistics = sparseStatisticsOf(sync.statistics);
+    tensor.predictedUs = priced.timeUs;
+    tensors.push_back(std::move(tensor));
+  }
+  return tensors;
+}
+
 } // namespace
 
 std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan::PlanChoice &choice,
@@ -71,6 +95,8 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
     out.buckets.push_back(std::move(bucket));
   }
 
+  out.sparseTensors = sparseTensorsOf(problem, model);
+
   // The gradients each backward segment completes, in ready order.
   std::vector<std::vector<const plan::GradientTensor *>> completes(problem.backward.size());
   for (const plan::GradientTensor &g : problem.gradients)
@@ -83,7 +109,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   // this one writes the plan and rescores it.
   std::future<plan::Evaluation> planned =
       std::async(std::launch::async, [&] { return plan::evaluateTasks(tasks, model); });
-  int forwardSegment = 0, backwardSegment = 0;
+  int forwardSegment = 0, backwardSegment = 0, sparseSync = 0, sparseOptimizer = 0;
   out.schedule.reserve(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
     const cost::SimTask &sim = tasks[i];
@@ -108,6 +134,12 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
       } else if (sim.phase == cost::TaskPhase::Optimizer) {
         // A decoupled bucket's optimizer step runs while the next forward does.
         task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Optimizer;
+        if (sim.bucket < 0) {  // a sparse gradient's step, after its synchronisation
+          const zenrt::SparseTensor &table = out.sparseTensors.at(sparseOptimizer++);
+          task.flops = plan::optimizerFlops(table.rows * table.rowElements);
+          task.bytes = plan::optimizerBytes(table.rows * table.rowElements, 4);
+          break;
+        }
         const plan::BucketChoice &bucket = choice.buckets.at(sim.bucket);
         for (int g = bucket.begin; g < bucket.end; ++g) {
           task.flops += plan::optimizerFlops(problem.gradients[g].elements);
@@ -127,9 +159,14 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
       task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
       break;
     case cost::TaskKind::Collective: {
-      task.kind = zenrt::TaskKind::Collective;
       task.stream = sim.stream;
       task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
+      if (sim.sparse) {
+        task.kind = zenrt::TaskKind::SparseSync;
+        task.sparseTensor = sparseSync++;
+        break;
+      }
+      task.kind = zenrt::TaskKind::Collective;
       if (task.bucket < 0 || task.bucket >= static_cast<int64_t>(out.buckets.size())) {
         error = "planner produced collective task '" + sim.name + "' without a valid bucket";
         return std::nullopt;

@@ -31,6 +31,32 @@ cost::ParallelConfig parallelConfigOf(const zenrt::Plan &plan) {
 }
 } // namespace
 
+zenrt::SparseStatistics sparseStatisticsOf(const cost::SparsityStatistics &statistics) {
+  zenrt::SparseStatistics out;
+  out.density = statistics.density;
+  out.gamma = statistics.gamma;
+  out.skew = statistics.skew;
+  out.source = cost::toString(statistics.source);
+  out.hashSkew = statistics.hashSkew;
+  out.blockDensity = statistics.blockDensity;
+  out.blockGamma = statistics.blockGamma;
+  return out;
+}
+
+cost::SparsityStatistics sparsityStatisticsOf(const zenrt::SparseStatistics &statistics) {
+  cost::SparsityStatistics out;
+  out.density = statistics.density;
+  out.gamma = statistics.gamma;
+  out.skew = statistics.skew;
+  out.source = statistics.source == "measured" ? cost::SparsitySource::Measured
+                                               : cost::SparsitySource::Model;
+  if (statistics.hashSkew > 0)
+    out.hashSkew = statistics.hashSkew;
+  out.blockDensity = statistics.blockDensity;
+  out.blockGamma = statistics.blockGamma;
+  return out;
+}
+
 int64_t parallelWorldSize(const zenrt::Plan &plan) { return parallelConfigOf(plan).gpus(); }
 
 cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &model) {
@@ -97,6 +123,16 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       cost::CompressionCost cost = model.compression(
           spec, bucket.elements, gathered ? bucketGroup(plan, bucket, model).ranks : 1);
       sim.durationUs = task.kind == zenrt::TaskKind::Compress ? cost.encodeUs : cost.decodeUs;
+      break;
+    }
+    case zenrt::TaskKind::SparseSync: {
+      const zenrt::SparseTensor &table = plan.sparseTensors.at(task.sparseTensor);
+      sim.kind = cost::TaskKind::Collective;
+      sim.sparse = std::make_shared<const cost::SparseSync>(
+          cost::SparseSync{table.scheme, {table.rows, table.rowElements},
+                           sparsityStatisticsOf(table.statistics)});
+      sim.group = dataParallelGroup(plan, model);
+      sim.bytes = sim.sparse->table.denseBytes();
       break;
     }
     case zenrt::TaskKind::Collective: {

@@ -1,6 +1,8 @@
 //===- Report.cpp - summary, Chrome trace and SVG timeline ----------------===//
 #include "zen/Codegen/Report.h"
 
+#include "zen/Codegen/SparsePlan.h"
+
 #include "zen/Codegen/ParallelPlan.h"
 
 #include <fmt/format.h>
@@ -50,6 +52,11 @@ int64_t gradientBytes(const zenrt::Plan &plan) {
 
 double ms(double us) { return us / 1000.0; }
 
+/// A collective of a bucket, or a sparse tensor's synchronisation.
+bool communicates(const zenrt::Task &task) {
+  return task.kind == zenrt::TaskKind::Collective || task.kind == zenrt::TaskKind::SparseSync;
+}
+
 bool onHostCpu(const zenrt::Plan &plan, const zenrt::Task &task) {
   return (task.kind == zenrt::TaskKind::Compress || task.kind == zenrt::TaskKind::Decompress) &&
          task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size()) &&
@@ -64,7 +71,7 @@ public:
     int64_t streams = 0;
     for (const zenrt::Task &task : plan.schedule) {
       hostCpu_ = hostCpu_ || onHostCpu(plan, task);
-      if (task.kind == zenrt::TaskKind::Collective)
+      if (communicates(task))
         streams = std::max(streams, task.stream + 1);
     }
     names_.push_back("compute");
@@ -74,7 +81,7 @@ public:
       names_.push_back(fmt::format("comm stream {}", s));
   }
   int64_t trackOf(const zenrt::Task &task) const {
-    if (task.kind == zenrt::TaskKind::Collective)
+    if (communicates(task))
       return (hostCpu_ ? 2 : 1) + task.stream;
     return hostCpu_ && onHostCpu(plan_, task) ? 1 : 0;
   }
@@ -127,7 +134,7 @@ std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
   std::vector<Interval> compute, comm;
   for (const zenrt::Task &task : plan.schedule) {
     Interval span{task.startUs, task.startUs + task.durationUs};
-    if (task.kind == zenrt::TaskKind::Collective)
+    if (communicates(task))
       comm.push_back(span);
     else if (!onHostCpu(plan, task))
       compute.push_back(span);
@@ -152,6 +159,7 @@ std::string escapeXml(const std::string &text) {
 const char *colorOf(const zenrt::Task &task) {
   switch (task.kind) {
   case zenrt::TaskKind::Collective: return "#e8833a";
+  case zenrt::TaskKind::SparseSync: return "#c0504d";
   case zenrt::TaskKind::Compress:
   case zenrt::TaskKind::Decompress: return "#8e6cc0";
   case zenrt::TaskKind::Compute: break;
@@ -261,6 +269,8 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
       uncompressed[name] = us;
     json["baselines_uncompressed"] = uncompressed;
   }
+  if (!context.sparse.tensors.empty())
+    json["sparse"] = sparseSummaryJson(context.sparse);
   return json;
 }
 
@@ -415,6 +425,15 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
                      expertBuckets ? fmt::format(" ({} of the experts' over their replicas)",
                                                  expertBuckets)
                                    : "");
+  if (!plan.sparseTensors.empty()) {
+    double denseBytes = 0;
+    for (const zenrt::SparseTensor &table : plan.sparseTensors)
+      denseBytes += 4.0 * double(table.rows) * double(table.rowElements);
+    out += fmt::format("  row-sparse gradients  {} table{}, {:.1f} MB dense, each synchronised by "
+                       "its sparse scheme\n",
+                       plan.sparseTensors.size(), plan.sparseTensors.size() == 1 ? "" : "s",
+                       denseBytes / 1e6);
+  }
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
   if (plan.computeDtype != "fp32")
     out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);
@@ -432,13 +451,16 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
     out += compressed ? "\n  baselines at their best: the fastest allowed compressor, or none "
                       "(uncompressed alongside)\n"
                       : "\n";
-    out += fmt::format("  {:<12} {:>14} {:>18}", "baseline", "iteration (ms)",
+    size_t width = 12;
+    for (const auto &entry : plan.baselines)
+      width = std::max(width, entry.first.size());
+    out += fmt::format("  {:<{}} {:>14} {:>18}", "baseline", width, "iteration (ms)",
                        fmt::format("{} speedup", plan.strategy));
     out += compressed ? fmt::format(" {:>18} {:>18}\n", "uncompressed (ms)",
                                     fmt::format("{} speedup", plan.strategy))
                       : "\n";
     for (const auto &[name, us] : plan.baselines) {
-      out += fmt::format("  {:<12} {:>14.3f} {:>17.3f}x", name, ms(us), speedup(us));
+      out += fmt::format("  {:<{}} {:>14.3f} {:>17.3f}x", name, width, ms(us), speedup(us));
       auto plain = plan.baselinesUncompressed.find(name);
       out += plain != plan.baselinesUncompressed.end()
                  ? fmt::format(" {:>18.3f} {:>17.3f}x\n", ms(plain->second), speedup(plain->second))
@@ -447,6 +469,8 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
     if (plan.strategy == "auto")
       out += "  (the baselines seed auto's search: auto is never slower than them by construction)\n";
   }
+  if (!context.sparse.tensors.empty())
+    out += "\n" + sparseSummaryText(context.sparse);
   return out;
 }
 

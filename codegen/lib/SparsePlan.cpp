@@ -1,6 +1,8 @@
 //===- SparsePlan.cpp - row-sparse gradients in the plan and summary ------===//
 #include "zen/Codegen/SparsePlan.h"
 
+#include "zen/Codegen/PlanSimulation.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -44,14 +46,48 @@ std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan)
     tensor.scheme = chosen.scheme;
     tensor.blockRows = traits.takesBlockRows ? chosen.blockRows : 0;
     tensor.denseThreshold = traits.takesDenseThreshold ? chosen.denseThreshold : 0;
-    tensor.statistics.density = decision.statistics.density;
-    tensor.statistics.gamma = decision.statistics.gamma;
-    tensor.statistics.skew = decision.statistics.skew;
-    tensor.statistics.source = cost::toString(decision.statistics.source);
+    tensor.statistics = sparseStatisticsOf(decision.statistics);
     tensor.predictedUs = chosen.timeUs;
     tensors.push_back(std::move(tensor));
   }
   return tensors;
+}
+
+plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model) {
+  std::vector<plan::SparseTensorRequest> requests;
+  for (const zenrt::SparseTensor &tensor : plan.sparseTensors) {
+    plan::SparseTensorRequest request;
+    request.name = tensor.name;
+    request.table = {tensor.rows, tensor.rowElements};
+    request.measured = sparsityStatisticsOf(tensor.statistics);
+    requests.push_back(std::move(request));
+  }
+  plan::SparsePlan decisions =
+      plan::planSparseTensors(requests, model, dataParallelGroup(plan, model));
+  // The plan's iteration with every sparse tensor under each baseline's scheme.
+  const std::vector<cost::SimTask> planned = planToSimTasks(plan, model);
+  for (const auto &traits : vocab::kSparseSchemes) {
+    if (!traits.baseline)
+      continue;
+    std::vector<cost::SimTask> tasks = planned;
+    for (cost::SimTask &task : tasks)
+      if (task.sparse) {
+        cost::SparseSync forced = *task.sparse;
+        forced.scheme = traits.value;
+        task.sparse = std::make_shared<const cost::SparseSync>(std::move(forced));
+      }
+    const cost::SimResult result = cost::simulate(model, tasks);
+    if (result.error.empty())
+      decisions.baselineIterationUs[traits.baseline] = result.iterationUs;
+  }
+  for (size_t t = 0; t < decisions.tensors.size(); ++t)
+    if (decisions.tensors[t].chosen().scheme != plan.sparseTensors[t].scheme)
+      throw zen::Error(zen::ErrorKind::Internal,
+                       "sparse tensor '" + plan.sparseTensors[t].name + "' runs " +
+                           vocab::toString(plan.sparseTensors[t].scheme) + " but " +
+                           vocab::toString(decisions.tensors[t].chosen().scheme) +
+                           " is the cheapest on cluster '" + model.cluster().name + "'");
+  return decisions;
 }
 
 nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan) {
@@ -67,8 +103,13 @@ nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan) {
   nlohmann::ordered_json baselines = nlohmann::ordered_json::object();
   for (const std::string &name : plan::sparseBaselineNames())
     baselines[name] = plan.baselines.at(name);
-  return {{"tensors", std::move(tensors)}, {"chosen_us", plan.chosenUs},
-          {"baselines", std::move(baselines)}};
+  nlohmann::ordered_json iterations = nlohmann::ordered_json::object();
+  for (const auto &[name, us] : plan.baselineIterationUs)
+    iterations[name] = us;
+  return {{"tensors", std::move(tensors)},
+          {"chosen_us", plan.chosenUs},
+          {"baselines", std::move(baselines)},
+          {"baseline_iteration_us", std::move(iterations)}};
 }
 
 std::string sparseSummaryText(const plan::SparsePlan &plan) {
@@ -86,7 +127,14 @@ std::string sparseSummaryText(const plan::SparsePlan &plan) {
   text += fmt::format("  sparse sync {:.1f} us; baselines:", plan.chosenUs);
   for (const std::string &name : plan::sparseBaselineNames())
     text += fmt::format(" {} {:.1f}", name, plan.baselines.at(name));
-  return text + " us\n";
+  text += " us\n";
+  if (!plan.baselineIterationUs.empty()) {
+    text += "  iteration with every sparse gradient under a baseline's scheme (these buckets):";
+    for (const auto &[name, us] : plan.baselineIterationUs)
+      text += fmt::format(" {} {:.3f}", name, us / 1000.0);
+    text += " ms\n";
+  }
+  return text;
 }
 
 } // namespace zen::codegen

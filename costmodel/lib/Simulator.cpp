@@ -105,7 +105,7 @@ public:
       streamOf_[i] = kFirstCommStream + task.stream;
       streams = std::max(streams, kFirstCommStream + 1 + task.stream);
       CollectiveCostCache::Times times;
-      if (cache) {
+      if (cache && !task.sparse) {
         times = cache->collective(task);
       } else {
         const CollectiveCost cost = collectiveCost(model, task);
@@ -458,6 +458,17 @@ private:
 } // namespace
 
 CollectiveCost collectiveCost(const CostModel &model, const SimTask &task) {
+  if (task.sparse) {
+    const SparseSyncCost priced = sparseSyncCost(model, task.sparse->scheme, task.sparse->table,
+                                                 task.sparse->statistics, task.group);
+    CollectiveCost cost;
+    cost.timeUs = priced.timeUs;
+    cost.latencyUs = priced.kernelUs;
+    cost.bandwidthUs = priced.communicationUs;
+    // Its exchanges cross the node's NICs when the group spans nodes.
+    (task.group.nodes > 1 ? cost.interNodeUs : cost.intraNodeUs) = priced.communicationUs;
+    return cost;
+  }
   if (task.compression.method != CompressionMethod::None)
     return model
         .syncCost(task.compression, task.scheme, task.elements, 0, task.group, task.chunks)

@@ -179,6 +179,29 @@ SparsityStatistics zipfStatistics(const SparseTable &table, int64_t lookupsPerSt
   return stats;
 }
 
+SparsityStatistics sharedRowsStatistics(const SparseTable &table, int64_t lookupsPerStep,
+                                        int64_t worldSize) {
+  SparsityStatistics stats;
+  stats.source = SparsitySource::Model;
+  const int64_t rows = std::max<int64_t>(table.rows, 1);
+  const int64_t touched = std::clamp<int64_t>(lookupsPerStep, 1, rows);
+  stats.density = double(touched) / double(rows);
+  // Every rank touches the same rows: merging ranks adds none.
+  int64_t powers = 1;
+  while ((int64_t(1) << powers) <= std::max<int64_t>(worldSize, 1))
+    ++powers;
+  stats.gamma.assign(size_t(powers), 1.0);
+  // Rows 0 .. touched-1: the first index ranges fill up, row r hashes to r mod 8.
+  const int64_t range = (rows + kSkewPartitions - 1) / kSkewPartitions;
+  stats.skew = std::max(1.0 / kSkewPartitions, double(std::min(range, touched)) / double(touched));
+  stats.hashSkew = double((touched + kSkewPartitions - 1) / kSkewPartitions) / double(touched);
+  const int64_t blockRows = omniReduceBlockRows(table);
+  const int64_t blocks = (rows + blockRows - 1) / blockRows;
+  stats.blockDensity = double((touched + blockRows - 1) / blockRows) / double(blocks);
+  stats.blockGamma.assign(size_t(powers), 1.0);
+  return stats;
+}
+
 namespace {
 
 /// The distinct rows of steps [first, first + count) of `batch` samples each.

@@ -113,6 +113,47 @@ int64_t CompressionAttr::compressedBytes(int64_t elements, int64_t rows) const {
 // ProcessGroupAttr, ScheduleAttr
 //===----------------------------------------------------------------------===//
 
+/// A growth curve: f64 values, 1 at one rank, never decreasing, finite.
+static LogicalResult verifyGrowth(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                  ArrayAttr growth, bool required) {
+  if (growth.empty())
+    return required ? (emitError() << name << " must not be empty") : success();
+  double previous = 1.0;
+  for (size_t k = 0; k < growth.size(); ++k) {
+    auto value = dyn_cast<FloatAttr>(growth[k]);
+    if (!value || !value.getType().isF64())
+      return emitError() << name << "[" << k << "] must be an f64, got " << growth[k];
+    const double v = value.getValueAsDouble();
+    if (k == 0 && v != 1.0)
+      return emitError() << name << " must start at 1 (one rank), got " << v;
+    if (!std::isfinite(v) || v < previous)
+      return emitError() << name << "[" << k << "] = " << v << " decreases or is not finite";
+    previous = v;
+  }
+  return success();
+}
+
+LogicalResult SparsityAttr::verify(function_ref<InFlightDiagnostic()> emitError, FloatAttr density,
+                                   ArrayAttr gamma, FloatAttr skew, FloatAttr hashSkew,
+                                   FloatAttr blockDensity, ArrayAttr blockGamma,
+                                   SparsitySource) {
+  const double d = density.getValueAsDouble();
+  if (!(d > 0 && d <= 1))
+    return emitError() << "sparsity density must be in (0, 1], got " << d;
+  // Shares of the fullest of 8 partitions: 1/8 when even, 1 when all fall in one.
+  for (auto [name, share] : {std::pair<StringRef, FloatAttr>{"skew", skew}, {"hash_skew", hashSkew}}) {
+    const double value = share.getValueAsDouble();
+    if (!(value >= 0.125 - 1e-12 && value <= 1))
+      return emitError() << "sparsity " << name << " must be in [1/8, 1], got " << value;
+  }
+  const double block = blockDensity.getValueAsDouble();
+  if (!(block >= 0 && block <= 1))
+    return emitError() << "sparsity block_density must be in [0, 1], got " << block;
+  if (failed(verifyGrowth(emitError, "sparsity gamma", gamma, /*required=*/true)))
+    return failure();
+  return verifyGrowth(emitError, "sparsity block_gamma", blockGamma, /*required=*/false);
+}
+
 LogicalResult ProcessGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                        int64_t size, int64_t nodes) {
   if (size < 1)

@@ -44,10 +44,16 @@ ZEN_SAME_ENUMERATOR(CollectiveAlgorithm::direct, vocab::Algorithm::Direct);
 ZEN_SAME_ENUMERATOR(Recompute::none, vocab::Recompute::None);
 ZEN_SAME_ENUMERATOR(Recompute::selective, vocab::Recompute::Selective);
 ZEN_SAME_ENUMERATOR(Recompute::full, vocab::Recompute::Full);
+ZEN_SAME_ENUMERATOR(SparseScheme::dense, vocab::SparseScheme::Dense);
+ZEN_SAME_ENUMERATOR(SparseScheme::agsparse, vocab::SparseScheme::AgSparse);
+ZEN_SAME_ENUMERATOR(SparseScheme::sparcml, vocab::SparseScheme::SparCml);
+ZEN_SAME_ENUMERATOR(SparseScheme::omnireduce, vocab::SparseScheme::OmniReduce);
+ZEN_SAME_ENUMERATOR(SparseScheme::balanced, vocab::SparseScheme::Balanced);
+ZEN_SAME_ENUMERATOR(SparseScheme::hierarchical, vocab::SparseScheme::Hierarchical);
 #undef ZEN_SAME_ENUMERATOR
 static_assert(std::size(vocab::kCompressionMethods) == 8 && std::size(vocab::kDevices) == 2 &&
                   std::size(vocab::kSyncSchemes) == 3 && std::size(vocab::kAlgorithms) == 4 &&
-                  std::size(vocab::kRecomputes) == 3,
+                  std::size(vocab::kRecomputes) == 3 && std::size(vocab::kSparseSchemes) == 6,
               "the vocabulary gained a case the dialect lacks");
 
 vocab::CompressionMethod zen::toVocabulary(CompressionMethod method) {
@@ -62,6 +68,12 @@ vocab::SyncScheme zen::toVocabulary(SyncScheme scheme) {
   return static_cast<vocab::SyncScheme>(scheme);
 }
 SyncScheme zen::fromVocabulary(vocab::SyncScheme scheme) { return static_cast<SyncScheme>(scheme); }
+vocab::SparseScheme zen::toVocabulary(SparseScheme scheme) {
+  return static_cast<vocab::SparseScheme>(scheme);
+}
+SparseScheme zen::fromVocabulary(vocab::SparseScheme scheme) {
+  return static_cast<SparseScheme>(scheme);
+}
 vocab::Algorithm zen::toVocabulary(CollectiveAlgorithm algorithm) {
   return static_cast<vocab::Algorithm>(algorithm);
 }

@@ -93,7 +93,31 @@ LogicalResult GradientOp::verify() {
   if (getReadyOrderAttr().getInt() < 0)
     return emitOpError("ready_order must be non-negative, got ")
            << getReadyOrderAttr().getInt();
+  if (std::optional<uint64_t> lookups = getRowLookups()) {
+    if (static_cast<int64_t>(*lookups) < 1)
+      return emitOpError("row_lookups must be at least 1, got ")
+             << static_cast<int64_t>(*lookups);
+    if (gradient.getRank() < 2)
+      return emitOpError("row_lookups needs a table of rank 2 or more, got ") << gradient;
+  } else if (getSharedRows()) {
+    return emitOpError("shared_rows needs row_lookups");
+  }
   return verifyStage(*this, getStageAttr());
+}
+
+LogicalResult SparseAllReduceOp::verify() {
+  auto gradient = getInput().getDefiningOp<GradientOp>();
+  if (!gradient || !gradient.getRowLookups())
+    return emitOpError("input must be a row-sparse zen.gradient (one with row_lookups)");
+  auto table = cast<RankedTensorType>(getInput().getType());
+  if (!table.getElementType().isF32() || !table.hasStaticShape())
+    return emitOpError("row-sparse gradient must be a static f32 table, got ") << table;
+  if (getScheme() == SparseScheme::hierarchical &&
+      (getGroup().getNodes() < 2 || getGroup().getNodes() == getGroup().getSize()))
+    return emitOpError("scheme 'hierarchical' needs more than one node with more than one rank "
+                       "each, got ")
+           << getGroup();
+  return success();
 }
 
 /// Shared by pack and unpack: a 1-D bucket at least as long as the pieces, one element type.

@@ -76,6 +76,12 @@ public:
     nodeNames.assign(graph.nodes.size(), mlir::StringAttr());
     for (size_t n = 0; n < graph.nodes.size(); ++n)
       emitForward(static_cast<int>(n));
+    rowLookups.assign(graph.parameters.size(), 0);
+    sharedRows.assign(graph.parameters.size(), false);
+    for (const SparseGradient &sparse : graph.sparseGradients) {
+      rowLookups[sparse.parameter] = sparse.lookupsPerStep(graph.batch);
+      sharedRows[sparse.parameter] = sparse.sharedAcrossSamples;
+    }
     gradients.resize(graph.backward.size());
     for (size_t s = 0; s < graph.backward.size(); ++s)
       emitBackward(graph.backward[s], s);
@@ -237,8 +243,12 @@ private:
     for (int param : step.completedParameters) {
       const Parameter &parameter = graph.parameters[param];
       mlir::Value gradient = gradients[parameter.gradient.step][parameter.gradient.result];
-      builder.create<GradientOp>(loc, gradient.getType(), values[parameter.tensor], gradient,
-                                 builder.getI64IntegerAttr(parameter.readyOrder));
+      auto op = builder.create<GradientOp>(loc, gradient.getType(), values[parameter.tensor],
+                                           gradient, builder.getI64IntegerAttr(parameter.readyOrder));
+      if (rowLookups[param] > 0)
+        op.setRowLookupsAttr(builder.getI64IntegerAttr(rowLookups[param]));
+      if (sharedRows[param])
+        op.setSharedRows(true);
     }
   }
 
@@ -247,6 +257,10 @@ private:
   mlir::OpBuilder builder;
   mlir::Location loc;
   PhaseAttr forwardPhase, backwardPhase; // every compute op carries one of the two
+  /// Per parameter: rows a rank's step looks up when its gradient is row-sparse, else 0.
+  std::vector<int64_t> rowLookups;
+  /// Per parameter: every sample looks up the same rows (position ids).
+  std::vector<bool> sharedRows;
   I64AttrCache workAttrs;                 // FLOP and byte counts
   std::vector<mlir::Type> types;
   llvm::StringMap<mlir::StringAttr> opTypes;

@@ -7,6 +7,12 @@
 namespace zen {
 
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options) {
+  PlanSparseOptions sparse;
+  sparse.cluster = options.cluster;
+  sparse.nodes = options.nodes;
+  sparse.dp = options.dp;
+  sparse.statistics = options.sparsity;
+  pm.addPass(createPlanSparse(sparse));
   AutotuneOptions autotune;
   autotune.cluster = options.cluster;
   autotune.nodes = options.nodes;

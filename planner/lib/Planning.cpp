@@ -24,6 +24,8 @@ double Problem::totalComputeUs() const {
     total += segment.durationUs;
   for (const GradientTensor &gradient : gradients)
     total += gradient.optimizerUs;
+  for (const SparseGradientTask &table : sparse)
+    total += table.optimizerUs;
   return total;
 }
 
@@ -72,7 +74,8 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
                   std::vector<SimTask> &tasks) {
   // At most five tasks a bucket: sized once, a baseline of one bucket per tensor would
   // otherwise regrow the vector (and fault in fresh memory for it) a dozen times.
-  tasks.reserve(problem.forward.size() + problem.backward.size() + 5 * choice.buckets.size());
+  tasks.reserve(problem.forward.size() + problem.backward.size() + 5 * choice.buckets.size() +
+                2 * problem.sparse.size());
   size_t used = 0;
   // A task after up to two others (negative: none).
   auto add = [&](TaskKind kind, TaskPhase phase, int64_t bucket, int dep, int otherDep = -1) {
@@ -203,6 +206,22 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
         tasks[forwardTask[firstForward]].deps.push_back(optimizer);
     }
   }
+  // Row-sparse gradients: each its own synchronisation, issued after the buckets ready with it.
+  const int64_t bucketCount = static_cast<int64_t>(choice.buckets.size());
+  for (size_t s = 0; s < problem.sparse.size(); ++s) {
+    const SparseGradientTask &table = problem.sparse[s];
+    const int ready = choice.afterBackward           ? backwardEnd
+                      : table.readyAfterSegment >= 0 ? backwardTask[table.readyAfterSegment]
+                                                     : forwardEnd;
+    const int sync = add(TaskKind::Collective, TaskPhase::Communicate, -1, ready);
+    tasks[sync].sparse = table.sync;
+    tasks[sync].group = problem.group;
+    tasks[sync].bytes = table.sync->table.denseBytes();
+    tasks[sync].priority = std::numeric_limits<int64_t>::max() / 2 + static_cast<int64_t>(s);
+    addCompute(TaskKind::Compute, TaskPhase::Optimizer, -1, table.optimizerUs,
+               tailPriority + 2 * bucketCount + static_cast<int64_t>(s), sync,
+               backwardEnd != sync ? backwardEnd : -1);
+  }
   tasks.resize(used);
 }
 } // namespace
@@ -212,9 +231,17 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
   std::vector<SimTask> tasks;
   fillSimTasks(problem, choice, model, tasks);
   // Forward and backward segments come first, in order; every other task names its bucket.
-  size_t forward = 0, backward = 0;
+  size_t forward = 0, backward = 0, sparseSync = 0, sparseOptimizer = 0;
   for (SimTask &task : tasks) {
     auto ofBucket = [&](const std::string &what) { return what + ".b" + std::to_string(task.bucket); };
+    if (task.bucket < 0 && task.phase == TaskPhase::Communicate) {
+      task.name = "sparse_all_reduce." + problem.sparse[sparseSync++].name;
+      continue;
+    }
+    if (task.bucket < 0 && task.phase == TaskPhase::Optimizer) {
+      task.name = "optimizer." + problem.sparse[sparseOptimizer++].name;
+      continue;
+    }
     switch (task.phase) {
     case TaskPhase::Forward:
       task.name = "fwd." + problem.forward[forward++].name;

@@ -4,14 +4,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <stdexcept>
+#include "zen/Errors.h"
 
 namespace zen::plan {
 namespace {
 
 void checkStatistics(const std::string &name, const cost::SparsityStatistics &stats) {
   auto bad = [&](const std::string &what) {
-    throw std::invalid_argument("sparse tensor '" + name + "': " + what);
+    throw zen::Error(zen::ErrorKind::BadInput, "sparse tensor '" + name + "': " + what);
   };
   if (!(stats.density > 0 && stats.density <= 1))
     bad(fmt::format("density {} is not in (0, 1]", stats.density));
@@ -68,15 +68,16 @@ SparsePlan planSparseTensors(const std::vector<SparseTensorRequest> &requests,
       plan.baselines[traits.baseline] = 0;
   for (const SparseTensorRequest &request : requests) {
     if (request.table.rows <= 0 || request.table.rowElements <= 0)
-      throw std::invalid_argument("sparse tensor '" + request.name +
+      throw zen::Error(zen::ErrorKind::BadInput, "sparse tensor '" + request.name +
                                   "': rows and row elements must be positive");
     SparseDecision decision;
     decision.name = request.name;
     decision.table = request.table;
-    decision.statistics = request.measured
-                              ? *request.measured
-                              : cost::zipfStatistics(request.table, request.lookupsPerStep,
-                                                     std::max<int64_t>(group.ranks, 1));
+    const int64_t ranks = std::max<int64_t>(group.ranks, 1);
+    decision.statistics =
+        request.measured     ? *request.measured
+        : request.sharedRows ? cost::sharedRowsStatistics(request.table, request.lookupsPerStep, ranks)
+                             : cost::zipfStatistics(request.table, request.lookupsPerStep, ranks);
     checkStatistics(request.name, decision.statistics);
     completeBlockStatistics(request.table, decision.statistics);
     decision.ranking = cost::rankSparseSchemes(model, request.table, decision.statistics, group);

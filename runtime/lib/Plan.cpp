@@ -41,7 +41,8 @@ template <typename Enum> struct Spelling {
 constexpr Spelling<TaskKind> kTaskKinds[] = {{TaskKind::Compute, "compute"},
                                              {TaskKind::Compress, "compress"},
                                              {TaskKind::Collective, "collective"},
-                                             {TaskKind::Decompress, "decompress"}};
+                                             {TaskKind::Decompress, "decompress"},
+                                             {TaskKind::SparseSync, "sparse_sync"}};
 constexpr Spelling<Phase> kPhases[] = {{Phase::Forward, "forward"},
                                        {Phase::Backward, "backward"},
                                        {Phase::Optimizer, "optimizer"},
@@ -313,6 +314,8 @@ Plan decodePlan(const Node &root) {
         task.kind = t.field("kind").asEnum<TaskKind>();
         task.name = t.field("name").asString();
         task.bucket = t.field("bucket").asInt();
+        if (auto sparse = t.optionalField("sparse_tensor"))
+          task.sparseTensor = sparse->asInt();
         task.stream = t.field("stream").asInt();
         task.startUs = t.field("start_us").asNumber();
         task.durationUs = t.field("duration_us").asNumber();
@@ -377,6 +380,13 @@ Plan decodePlan(const Node &root) {
               tensor.statistics.gamma.push_back(g.asNumber());
             tensor.statistics.skew = s.field("skew").asNumber();
             tensor.statistics.source = s.field("source").asString();
+            if (auto hashSkew = s.optionalField("hash_skew"))
+              tensor.statistics.hashSkew = hashSkew->asNumber();
+            if (auto blockDensity = s.optionalField("block_density"))
+              tensor.statistics.blockDensity = blockDensity->asNumber();
+            if (auto blockGamma = s.optionalField("block_gamma"))
+              for (const Node &g : blockGamma->elements())
+                tensor.statistics.blockGamma.push_back(g.asNumber());
           });
           tensor.predictedUs = t.field("predicted_us").asNumber();
           plan.sparseTensors.push_back(std::move(tensor));
@@ -809,9 +819,10 @@ private:
       size_t powers = 1;
       while ((int64_t(1) << powers) <= plan.cluster.worldSize)
         ++powers;
-      if (stats.gamma.size() != powers)
+      // Up to the world size: a data-parallel group may be smaller.
+      if (stats.gamma.empty() || stats.gamma.size() > powers)
         error(path + "/statistics/gamma",
-              "must hold " + std::to_string(powers) + " values (1, 2, 4, ... up to " +
+              "must hold 1 to " + std::to_string(powers) + " values (1, 2, 4, ... up to " +
                   std::to_string(plan.cluster.worldSize) + " ranks merged)");
       for (size_t k = 0; k < stats.gamma.size(); ++k)
         if (!(stats.gamma[k] >= 1 && stats.gamma[k] <= double(int64_t(1) << k)))
@@ -820,6 +831,17 @@ private:
                     std::to_string(int64_t(1) << k) + " ranks merged)");
       if (!(stats.skew >= 0 && stats.skew <= 1))
         error(path + "/statistics/skew", "must be in [0, 1]");
+      if (!(stats.hashSkew >= 0 && stats.hashSkew <= 1))
+        error(path + "/statistics/hash_skew", "must be in [0, 1]");
+      if (!(stats.blockDensity >= 0 && stats.blockDensity <= 1))
+        error(path + "/statistics/block_density", "must be in [0, 1]");
+      if (stats.blockGamma.size() > powers)
+        error(path + "/statistics/block_gamma",
+              "must hold at most " + std::to_string(powers) + " values");
+      for (size_t k = 0; k < stats.blockGamma.size(); ++k)
+        if (!(stats.blockGamma[k] >= 1 && stats.blockGamma[k] <= double(int64_t(1) << k)))
+          error(path + "/statistics/block_gamma/" + std::to_string(k),
+                "must be in [1, " + std::to_string(int64_t(1) << k) + "]");
       if (stats.source != "model" && stats.source != "measured")
         error(path + "/statistics/source",
               "unknown value '" + stats.source + "' (expected model|measured)");
@@ -1016,6 +1038,7 @@ private:
         nextForward.emplace(plan.schedule[i].id, i);
     std::map<int64_t, size_t> position;
     std::vector<size_t> collectiveTasksSeen(plan.buckets.size(), 0);
+    std::set<int64_t> sparseSynced;
     std::vector<int> compressTasks(plan.buckets.size(), 0), decompressTasks(plan.buckets.size(), 0);
     std::set<std::string> produced;
     for (size_t i = 0; i < plan.schedule.size(); ++i) {
@@ -1052,9 +1075,21 @@ private:
         if (!produced.insert(task.produces[p]).second)
           error(ppath, "tensor '" + task.produces[p] + "' is produced by two tasks");
       }
+      if (task.kind != TaskKind::SparseSync && task.sparseTensor != -1)
+        error(path + "/sparse_tensor", "is only for sparse_sync tasks");
       if (task.kind == TaskKind::Compute) {
         if (task.bucket != -1)
           error(path + "/bucket", "must be -1 for a compute task");
+        continue;
+      }
+      if (task.kind == TaskKind::SparseSync) {
+        if (task.bucket != -1)
+          error(path + "/bucket", "must be -1 for a sparse_sync task");
+        inRange(path + "/sparse_tensor", task.sparseTensor, 0,
+                int64_t(plan.sparseTensors.size()) - 1);
+        if (!sparseSynced.insert(task.sparseTensor).second)
+          error(path + "/sparse_tensor",
+                "sparse tensor " + std::to_string(task.sparseTensor) + " has two sparse_sync tasks");
         continue;
       }
       inRange(path + "/bucket", task.bucket, 0, int64_t(plan.buckets.size()) - 1);
@@ -1184,6 +1219,8 @@ ordered_json encodePlan(const Plan &plan) {
     task["kind"] = toString(t.kind);
     task["name"] = t.name;
     task["bucket"] = t.bucket;
+    if (t.kind == TaskKind::SparseSync)
+      task["sparse_tensor"] = t.sparseTensor;
     task["stream"] = t.stream;
     task["start_us"] = t.startUs;
     task["duration_us"] = t.durationUs;
@@ -1228,6 +1265,12 @@ ordered_json encodePlan(const Plan &plan) {
                               {"gamma", t.statistics.gamma},
                               {"skew", t.statistics.skew},
                               {"source", t.statistics.source}};
+      if (t.statistics.hashSkew > 0)
+        tensor["statistics"]["hash_skew"] = t.statistics.hashSkew;
+      if (t.statistics.blockDensity > 0)
+        tensor["statistics"]["block_density"] = t.statistics.blockDensity;
+      if (!t.statistics.blockGamma.empty())
+        tensor["statistics"]["block_gamma"] = t.statistics.blockGamma;
       tensor["predicted_us"] = t.predictedUs;
       root["sparse_tensors"].push_back(std::move(tensor));
     }

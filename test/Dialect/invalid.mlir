@@ -1006,3 +1006,100 @@ module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searc
 
 // expected-error @+1 {{'zen.moe_search' must be a #zen.moe_search, got 8 : i64}}
 module attributes {zen.moe_search = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{sparsity density must be in (0, 1], got 0}}
+module attributes {zen.s = #zen.sparsity<density = 0.0 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity skew must be in [1/8, 1], got 5.000000e-02}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.05 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity hash_skew must be in [1/8, 1], got 2}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 2.0 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity block_density must be in [0, 1], got 1.5}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 1.5 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity gamma must not be empty}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity gamma must start at 1 (one rank), got 2}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [2.0 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity gamma[1] = 5.000000e-01 decreases or is not finite}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 0.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} {}
+
+// -----
+
+// expected-error @+1 {{sparsity block_gamma[1] must be an f64, got 2 : i64}}
+module attributes {zen.s = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 2 : i64], source = model>} {}
+
+// -----
+
+func.func @f(%d: tensor<100x8xf32>) {
+  %w = zen.param "table" : tensor<100x8xf32>
+  // expected-error @+1 {{row_lookups must be at least 1, got 0}}
+  %g = zen.gradient %w, %d {ready_order = 0 : i64, row_lookups = 0 : i64} : tensor<100x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<100xf32>) {
+  %w = zen.param "table" : tensor<100xf32>
+  // expected-error @+1 {{row_lookups needs a table of rank 2 or more, got 'tensor<100xf32>'}}
+  %g = zen.gradient %w, %d {ready_order = 0 : i64, row_lookups = 4 : i64} : tensor<100xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<100x8xf32>) {
+  %w = zen.param "table" : tensor<100x8xf32>
+  // expected-error @+1 {{shared_rows needs row_lookups}}
+  %g = zen.gradient %w, %d {ready_order = 0 : i64, shared_rows} : tensor<100x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<100x8xf32>) {
+  %w = zen.param "table" : tensor<100x8xf32>
+  %g = zen.gradient %w, %d {ready_order = 0 : i64} : tensor<100x8xf32>
+  // expected-error @+1 {{input must be a row-sparse zen.gradient (one with row_lookups)}}
+  %s = zen.sparse_all_reduce %g balanced {group = #zen.group<size = 2, nodes = 1>, statistics = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} : tensor<100x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<100x8xf16>) {
+  %w = zen.param "table" : tensor<100x8xf16>
+  %g = zen.gradient %w, %d {ready_order = 0 : i64, row_lookups = 4 : i64} : tensor<100x8xf16>
+  // expected-error @+1 {{row-sparse gradient must be a static f32 table, got 'tensor<100x8xf16>'}}
+  %s = zen.sparse_all_reduce %g balanced {group = #zen.group<size = 2, nodes = 1>, statistics = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} : tensor<100x8xf16>
+  return
+}
+
+// -----
+
+func.func @f(%d: tensor<100x8xf32>) {
+  %w = zen.param "table" : tensor<100x8xf32>
+  %g = zen.gradient %w, %d {ready_order = 0 : i64, row_lookups = 4 : i64} : tensor<100x8xf32>
+  // expected-error @+1 {{scheme 'hierarchical' needs more than one node with more than one rank each, got #zen.group<size = 2, nodes = 1>}}
+  %s = zen.sparse_all_reduce %g hierarchical {group = #zen.group<size = 2, nodes = 1>, statistics = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} : tensor<100x8xf32>
+  return
+}

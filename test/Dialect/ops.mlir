@@ -121,3 +121,16 @@ module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.2 : f64,
     searched = {"1" = 12.5 : f64, "2" = 8.0 : f64}, not_fitting = {"8" = 9.0e10 : f64},
     baselines = {ddp = 20.0 : f64}, baselines_uncompressed = {ddp = 25.0 : f64}>} {
 }
+
+// A row-sparse gradient synchronised under its sparse scheme, with the statistics it was chosen from.
+// CHECK-LABEL: func.func @sparse
+// CHECK-SAME: (%[[D:.*]]: tensor<1000x8xf32>)
+func.func @sparse(%d: tensor<1000x8xf32>) {
+  // CHECK: %[[T:.*]] = zen.param "table" : tensor<1000x8xf32>
+  %t = zen.param "table" : tensor<1000x8xf32>
+  // CHECK: %[[G:.*]] = zen.gradient %[[T]], %[[D]] {ready_order = 0 : i64, row_lookups = 64 : i64, shared_rows} : tensor<1000x8xf32>
+  %g = zen.gradient %t, %d {ready_order = 0 : i64, row_lookups = 64 : i64, shared_rows} : tensor<1000x8xf32>
+  // CHECK: %[[S:.*]] = zen.sparse_all_reduce %[[G]] balanced {group = #zen.group<size = 4, nodes = 2>, statistics = #zen.sparsity<density = 6.300000e-02 : f64, gamma = [1.000000e+00, 1.930000e+00, 3.700000e+00], skew = 5.100000e-01 : f64, hash_skew = 1.250000e-01 : f64, block_density = 2.000000e-01 : f64, block_gamma = [1.000000e+00, 1.800000e+00, 3.200000e+00], source = measured>} : tensor<1000x8xf32>
+  %s = zen.sparse_all_reduce %g balanced {group = #zen.group<size = 4, nodes = 2>, statistics = #zen.sparsity<density = 0.063 : f64, gamma = [1.0 : f64, 1.93 : f64, 3.7 : f64], skew = 0.51 : f64, hash_skew = 0.125 : f64, block_density = 0.2 : f64, block_gamma = [1.0 : f64, 1.8 : f64, 3.2 : f64], source = measured>} : tensor<1000x8xf32>
+  return
+}

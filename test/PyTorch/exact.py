@@ -117,7 +117,7 @@ def main():
              ("cnn", "wfbp", None, 1, []), ("cnn", "manual", [2, 3, 1], 1, []),
              ("cnn", "auto", None, 2, []), ("cnn", "auto", None, 1, ["conv1.weight"]),
              ("transformer", "auto", None, 1, []), ("transformer", "ddp", None, 1, []),
-             ("transformer", "wfbp", None, 1, []), ("transformer", "manual", [4, 6, 5], 1, [])]
+             ("transformer", "wfbp", None, 1, []), ("transformer", "manual", [4, 6, 4], 1, [])]
     for case in cases:
         check(*case, rank, size, device)
     if rank == 0:

@@ -14,6 +14,8 @@
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
+#include "zen/Codegen/SparsePlan.h"
+#include "zen/CostModel/Sparse.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Dialect/ZenDialect.h"
 #include "zen/Importer/ZenImporter.h"
@@ -27,6 +29,7 @@
 #include "zen/Support/FileIO.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -87,6 +90,9 @@ struct PlanOptions {
   // Mixture of Experts (docs/design.md "Mixture of Experts"): 0 = searched / not given.
   int64_t ep = 0;
   double moeImbalance = 0;
+  /// Measured sparsity statistics (zenopt sparsity -o): FILE for every row-sparse gradient,
+  /// PARAM=FILE for one.
+  std::vector<std::string> sparsity;
   HeadOverrides heads;
 
   bool largeModelFlags() const {
@@ -182,22 +188,66 @@ private:
   std::shared_future<bool> verified;
 };
 
-void checkCommandLine(const PlanOptions &options, size_t gradientCount) {
+void checkCommandLine(const PlanOptions &options) {
   std::string error;
   if (!plan::parseCompressors(options.compressor, error))
     throw CommandError(ExitUsage, "--compressor: " + error);
   if (!options.schedule.empty() && !cost::parseSchedule(options.schedule))
     throw CommandError(ExitUsage, "--schedule " + options.schedule + ": expected 1f1b or interleaved:V (V >= 2)");
-  if (options.strategy == "manual") {
-    if (options.buckets.empty())
-      throw CommandError(ExitUsage, "--strategy manual needs --buckets (bucket sizes in tensors)");
-    int64_t total = std::accumulate(options.buckets.begin(), options.buckets.end(), int64_t{0});
-    if (total != static_cast<int64_t>(gradientCount))
-      throw CommandError(ExitUsage, "--buckets: the sizes add up to " + std::to_string(total) +
-                                        " tensors but " + options.model + " has " +
-                                        std::to_string(gradientCount) + " gradient tensors");
-  } else if (!options.buckets.empty()) {
+  if (options.strategy == "manual" && options.buckets.empty())
+    throw CommandError(ExitUsage, "--strategy manual needs --buckets (bucket sizes in tensors)");
+  if (options.strategy != "manual" && !options.buckets.empty())
     throw CommandError(ExitUsage, "--buckets needs --strategy manual");
+}
+
+/// --buckets against the gradients that go into buckets: every gradient but the row-sparse
+/// ones zen-plan-sparse synchronises on their own (none in a model with MoE layers).
+void checkManualBuckets(const PlanOptions &options, mlir::ModuleOp module, bool moe) {
+  if (options.buckets.empty())
+    return;
+  int64_t gradients = 0, sparse = 0;
+  module.walk([&](GradientOp gradient) {
+    ++gradients;
+    sparse += !moe && plan::plansSparse(gradient);
+  });
+  const int64_t total = std::accumulate(options.buckets.begin(), options.buckets.end(), int64_t{0});
+  if (total != gradients - sparse)
+    throw CommandError(ExitUsage,
+                       fmt::format("--buckets: the sizes add up to {} tensors but {} has {} gradient "
+                                   "tensors in buckets{}",
+                                   total, options.model, gradients - sparse,
+                                   sparse ? fmt::format(" ({} row-sparse more synchronised on their own)",
+                                                        sparse)
+                                          : ""));
+}
+
+/// Checks --sparsity before planning: every file reads as statistics (65 naming the file and
+/// field, 66 when missing), every PARAM names a row-sparse gradient of the model, and the
+/// model has one (2 otherwise).
+void checkSparsityOption(const PlanOptions &options, const importer::ModelGraph &graph) {
+  if (options.sparsity.empty())
+    return;
+  std::vector<std::string> tables;
+  for (const importer::SparseGradient &sparse : graph.sparseGradients)
+    tables.push_back(graph.parameters[sparse.parameter].name);
+  if (tables.empty())
+    throw CommandError(ExitUsage, "--sparsity: " + options.model +
+                                      " has no row-sparse gradient (zenopt inspect lists them)");
+  for (const std::string &entry : options.sparsity) {
+    const size_t equals = entry.find('=');
+    const std::string path = equals == std::string::npos ? entry : entry.substr(equals + 1);
+    if (equals != std::string::npos &&
+        std::find(tables.begin(), tables.end(), entry.substr(0, equals)) == tables.end())
+      throw CommandError(ExitUsage, fmt::format("--sparsity {}: '{}' is not a row-sparse gradient of "
+                                                "{} (it has: {})",
+                                                entry, entry.substr(0, equals), options.model,
+                                                fmt::join(tables, ", ")));
+    try {
+      cost::parseSparsityStatistics(
+          io::readBounded(path, cost::kMaxStatisticsFileBytes, "statistics file"), path);
+    } catch (const zen::Error &error) {
+      throw CommandError(exitCodeOf(error.kind), "--sparsity: " + std::string(error.what()));
+    }
   }
 }
 
@@ -479,6 +529,7 @@ DataParallelPlan planDataParallel(const PlanOptions &options, const std::string 
   pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
   pipelineOptions.ep = options.ep;
   pipelineOptions.moeImbalance = moeImbalanceOf(options);
+  pipelineOptions.sparsity = options.sparsity;
   mlir::PassManager pipeline(module.getContext());
   // The imported module was verified. zen-autotune's output is verified when it is printed
   // (--emit mlir); otherwise codegen reads it through readPlan's structural checks and the
@@ -587,7 +638,8 @@ int runPlan(const PlanOptions &options) {
     throw CommandError(ExitDataError, options.model +
                                           ": no trainable parameters (no float initializer "
                                           "reaches a graph output): no gradients to plan");
-  checkCommandLine(options, graph.parameters.size());
+  checkCommandLine(options);
+  checkSparsityOption(options, graph);
 
   cost::Cluster cluster = loadClusterOption(options.cluster, options.nodes);
   if (options.dp > cluster.worldSize())
@@ -639,6 +691,7 @@ int runPlan(const PlanOptions &options) {
     std::string moeNotFitting;
     std::vector<zen::plan::MoeLayer> moeLayers =
         checkMoeOptions(options, *module, model, dpGroup, diagnostics, moeNotFitting);
+    checkManualBuckets(options, *module, !moeLayers.empty());
     // Every path checks memory: the large-model search its configurations,
     // zen-plan-moe every ep, and here data parallelism without MoE layers.
     std::optional<cost::MemoryBreakdown> denseMemory;
@@ -692,6 +745,7 @@ int runPlan(const PlanOptions &options) {
       planned = lowerDataParallel(options, *module, model, diagnostics);
     }
     summary.memory = codegen::memoryJson(planned.moeMemory ? *planned.moeMemory : *denseMemory);
+    summary.sparse = codegen::sparseDecisionsOf(planned.plan, model);
     exitAfterReport(report(options, planned.plan, *module, summary));
   } catch (const CommandError &) {
     // An unverified module's error comes first, as when the module was verified first.
@@ -784,6 +838,10 @@ CommandRegistration registration(
       app.add_option("--moe-imbalance", options->moeImbalance,
                      "MoE models: the busiest expert gets X times the mean load (X >= 1, default 1)")
           ->check(realNumber(1, 1e6));
+      app.add_option("--sparsity", options->sparsity,
+                     "Measured sparsity statistics of row-sparse gradients (zenopt sparsity -o): "
+                     "FILE for every one, or PARAM=FILE, comma-separated (default: the Zipf model)")
+          ->delimiter(',');
       options->heads.addOptions(app);
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
       return [options] { return runPlan(*options); };

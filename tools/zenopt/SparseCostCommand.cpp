@@ -26,9 +26,6 @@
 namespace zen::cli {
 namespace {
 
-/// A statistics file is a few hundred bytes; this bounds a wrong file's read.
-constexpr uint64_t kMaxStatisticsFileBytes = uint64_t(1) << 20;
-
 struct SparseCostOptions {
   std::string cluster = cost::defaultPresetName();
   int64_t nodes = 0;
@@ -48,12 +45,14 @@ int runSparseCost(const SparseCostOptions &options) {
   cost::CostModel model(cluster);
   const cost::Group group =
       options.ranks > 0 ? model.groupOf(options.ranks) : model.worldGroup();
-  plan::SparseTensorRequest request{"table", {options.rows, options.rowElements}, options.lookups,
-                                    std::nullopt};
+  plan::SparseTensorRequest request;
+  request.name = "table";
+  request.table = {options.rows, options.rowElements};
+  request.lookupsPerStep = options.lookups;
   if (!options.statistics.empty()) {
     try {
       request.measured = cost::parseSparsityStatistics(
-          io::readBounded(options.statistics, kMaxStatisticsFileBytes, "statistics file"),
+          io::readBounded(options.statistics, cost::kMaxStatisticsFileBytes, "statistics file"),
           options.statistics);
     } catch (const Error &error) {
       throw CommandError(exitCodeOf(error.kind), error.what());
@@ -62,8 +61,8 @@ int runSparseCost(const SparseCostOptions &options) {
   plan::SparsePlan planned;
   try {
     planned = plan::planSparseTensors({request}, model, group);
-  } catch (const std::invalid_argument &error) {
-    throw CommandError(ExitDataError, options.statistics + ": " + error.what());
+  } catch (const Error &error) {
+    throw CommandError(exitCodeOf(error.kind), options.statistics + ": " + error.what());
   }
   const plan::SparseDecision &decision = planned.tensors.front();
   if (options.json) {

@@ -226,6 +226,57 @@ FailureOr<BucketOps> readBucket(Operation *head, const DenseMap<Value, int> &gra
 
 } // namespace
 
+bool plansSparse(GradientOp gradient) {
+  auto type = cast<RankedTensorType>(gradient.getType());
+  return gradient.getRowLookups() && gradient.getParam().getType() == type &&
+         type.getElementType().isF32() && type.hasStaticShape();
+}
+
+SparseAllReduceOp sparseSyncOf(GradientOp gradient) {
+  for (Operation *user : gradient.getResult().getUsers())
+    if (auto sparse = dyn_cast<SparseAllReduceOp>(user))
+      return sparse;
+  return {};
+}
+
+/// An array of f64 FloatAttr (#zen.sparsity verified it).
+static std::vector<double> valuesOf(ArrayAttr array) {
+  std::vector<double> values;
+  for (Attribute value : array)
+    values.push_back(cast<FloatAttr>(value).getValueAsDouble());
+  return values;
+}
+
+cost::SparsityStatistics statisticsOf(SparsityAttr attr) {
+  cost::SparsityStatistics stats;
+  stats.density = attr.getDensity().getValueAsDouble();
+  stats.gamma = valuesOf(attr.getGamma());
+  stats.skew = attr.getSkew().getValueAsDouble();
+  stats.hashSkew = attr.getHashSkew().getValueAsDouble();
+  stats.blockDensity = attr.getBlockDensity().getValueAsDouble();
+  stats.blockGamma = valuesOf(attr.getBlockGamma());
+  stats.source = attr.getSource() == SparsitySource::measured ? cost::SparsitySource::Measured
+                                                              : cost::SparsitySource::Model;
+  return stats;
+}
+
+SparsityAttr sparsityAttr(MLIRContext *context, const cost::SparsityStatistics &stats) {
+  Builder builder(context);
+  return SparsityAttr::get(
+      context, builder.getF64FloatAttr(stats.density), builder.getF64ArrayAttr(stats.gamma),
+      builder.getF64FloatAttr(stats.skew), builder.getF64FloatAttr(stats.hashSkew),
+      builder.getF64FloatAttr(stats.blockDensity), builder.getF64ArrayAttr(stats.blockGamma),
+      stats.source == cost::SparsitySource::Measured ? SparsitySource::measured
+                                                     : SparsitySource::model);
+}
+
+cost::SparseSync sparseSyncOf(SparseAllReduceOp op) {
+  auto type = cast<RankedTensorType>(op.getInput().getType());
+  const int64_t rows = type.getDimSize(0);
+  return {toVocabulary(op.getScheme()), {rows, type.getNumElements() / std::max<int64_t>(rows, 1)},
+          statisticsOf(op.getStatistics())};
+}
+
 double opComputeUs(Operation *op, cost::DType computeDtype, const cost::CostModel &model) {
   OpWork work;
   if (auto moe = asMoe(op))
@@ -409,20 +460,32 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     if (!seenParams.insert(param).second)
       return gradient.emitError("parameter '") << param.getName() << "' has two gradients";
     auto type = cast<RankedTensorType>(gradient.getType());
+    auto optimizer = optimizerUs.find(gradient.getParam());
+    auto optimizerStepUs = [&] {
+      return optimizer != optimizerUs.end()
+                 ? optimizer->second
+                 : model.computeUs(static_cast<double>(optimizerFlops(type.getNumElements())),
+                                   static_cast<double>(optimizerBytes(type.getNumElements(),
+                                                                      elementBytes(type))),
+                                   dtypeOf(type));
+    };
+    if (SparseAllReduceOp sparse = sparseSyncOf(gradient)) {
+      SparseGradientTask table;
+      table.name = param.getName().str();
+      table.readyAfterSegment = entry.readyAfterSegment;
+      table.optimizerUs = optimizerStepUs();
+      table.sync = std::make_shared<const cost::SparseSync>(sparseSyncOf(sparse));
+      problem.sparse.push_back(std::move(table));
+      training.sparse.push_back(sparse);
+      continue;
+    }
     GradientTensor tensor;
     tensor.name = param.getName().str();
     tensor.elements = type.getNumElements();
     tensor.bytes = tensor.elements * elementBytes(type);
     tensor.readyAfterSegment = entry.readyAfterSegment;
     tensor.forwardSegment = firstForwardUse.lookup(gradient.getParam());
-    auto optimizer = optimizerUs.find(gradient.getParam());
-    tensor.optimizerUs =
-        optimizer != optimizerUs.end()
-            ? optimizer->second
-            : model.computeUs(static_cast<double>(optimizerFlops(tensor.elements)),
-                              static_cast<double>(optimizerBytes(tensor.elements,
-                                                                 elementBytes(type))),
-                              dtypeOf(type));
+    tensor.optimizerUs = optimizerStepUs();
     problem.gradients.push_back(tensor);
     training.gradients.push_back(gradient);
   }

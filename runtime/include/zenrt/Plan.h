@@ -43,7 +43,9 @@ using zen::vocab::SyncScheme;
 using zen::vocab::Device;
 using zen::vocab::toString;
 
-enum class TaskKind { Compute, Compress, Collective, Decompress };
+/// SparseSync: one row-sparse gradient's synchronisation under its scheme (`sparse_tensor`
+/// names it); the executor's streams never run it (zenrt::sparse::allReduce does).
+enum class TaskKind { Compute, Compress, Collective, Decompress, SparseSync };
 enum class Phase { Forward, Backward, Optimizer, NextForward };
 
 /// Spellings used in the file ("compute", "next_forward", ...).
@@ -90,6 +92,12 @@ struct SparseStatistics {
   std::vector<double> gamma;  // aggregated density / density after merging 1, 2, 4, ... ranks
   double skew = 0;            // share of the touched rows in the fullest of 8 range partitions
   std::string source = "model";  // "model" (documented default) or "measured"
+  /// Optional (0 / empty when absent): what the cost model also priced the scheme from, so
+  /// `zenopt simulate` re-scores the plan exactly. The same share over 8 hash partitions;
+  /// the share of OmniReduce's blocks holding a touched row, and its growth as `gamma`.
+  double hashSkew = 0;
+  double blockDensity = 0;
+  std::vector<double> blockGamma;
 };
 
 /// A row-sparse gradient (an embedding table's), synchronised by zenrt::sparse::allReduce
@@ -161,7 +169,8 @@ struct Task {
   int64_t id = 0;
   TaskKind kind = TaskKind::Compute;
   std::string name;
-  int64_t bucket = -1;  // -1 for compute tasks
+  int64_t bucket = -1;  // -1 for compute and sparse_sync tasks
+  int64_t sparseTensor = -1;  // sparse_sync tasks: index into Plan::sparseTensors
   int64_t stream = 0;
   double startUs = 0;
   double durationUs = 0;       // simulated: start to end, contention included

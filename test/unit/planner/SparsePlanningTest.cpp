@@ -62,7 +62,8 @@ TEST(SparsePlanning, RefusesStatisticsOutOfRange) {
     request.measured = stats;
     try {
       planSparseTensors({request}, model, model.groupOf(8));
-    } catch (const std::invalid_argument &error) {
+    } catch (const zen::Error &error) {
+      EXPECT_EQ(error.kind, zen::ErrorKind::BadInput);
       return std::string(error.what());
     }
     return std::string();

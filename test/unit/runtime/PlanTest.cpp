@@ -427,8 +427,12 @@ TEST(Plan, SparseTensorsRoundTripAndAreChecked) {
             at + "row_elements: must be <= 351843720");
   EXPECT_EQ(errorOf([](json &t) { t["name"] = "fc1.weight"; }),
             at + "name: 'fc1.weight' is also a dense tensor of /tensors");
-  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["gamma"] = {1.0}; }),
-            at + "statistics/gamma: must hold 2 values (1, 2, 4, ... up to 2 ranks merged)");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["gamma"] = {1.0, 1.5, 1.5}; }),
+            at + "statistics/gamma: must hold 1 to 2 values (1, 2, 4, ... up to 2 ranks merged)");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["hash_skew"] = 1.5; }),
+            at + "statistics/hash_skew: must be in [0, 1]");
+  EXPECT_EQ(errorOf([](json &t) { t["statistics"]["block_gamma"] = {1.0, 3.0}; }),
+            at + "statistics/block_gamma/1: must be in [1, 2]");
   EXPECT_EQ(errorOf([](json &t) { t["statistics"]["gamma"][1] = 2.5; }),
             at + "statistics/gamma/1: must be in [1, 2] (2 ranks merged)");
   EXPECT_EQ(errorOf([](json &t) { t["statistics"]["density"] = -0.1; }),

@@ -26,7 +26,13 @@ cost::Group bucketGroup(const zenrt::Plan &plan, const zenrt::Bucket &bucket,
 /// tp x pp x dp of a large-model plan's `parallel` section.
 int64_t parallelWorldSize(const zenrt::Plan &plan);
 
-/// One SimTask per schedule task, in schedule order (ids are positions).
+/// A row-sparse gradient's statistics as the plan file carries them, and back; a plan
+/// without hash_skew prices hash partitions as even (1/8).
+zenrt::SparseStatistics sparseStatisticsOf(const cost::SparsityStatistics &statistics);
+cost::SparsityStatistics sparsityStatisticsOf(const zenrt::SparseStatistics &statistics);
+
+/// One SimTask per schedule task, in schedule order (ids are positions); a
+/// sparse_sync task is its sparse tensor's collective, priced by cost::sparseSyncCost.
 /// Compute tasks keep their recorded duration on the plan's own cluster and are
 /// re-costed from their FLOPs and bytes on another one: forward and backward
 /// tasks at the plan's compute_dtype, optimizer steps at fp32.

@@ -2,6 +2,7 @@
 #ifndef ZEN_CODEGEN_REPORT_H
 #define ZEN_CODEGEN_REPORT_H
 
+#include "zen/Planner/Sparse.h"
 #include "zenrt/Plan.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,9 @@ struct SummaryContext {
   /// A data-parallel plan's memory per GPU (codegen::memoryJson); null for a
   /// large-model plan, whose `parallel` section carries its own.
   nlohmann::ordered_json memory;
+  /// The plan's row-sparse gradients as decided (codegen::sparseDecisionsOf): the summary's
+  /// `sparse` section; empty when the plan has none.
+  plan::SparsePlan sparse;
 };
 
 /// The summary as one JSON object: strategy, iteration_us, compute_us,

@@ -22,6 +22,11 @@ namespace zen::codegen {
 /// dense_threshold for sparcml), the statistics it was chosen from and its predicted time.
 std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan);
 
+/// The decisions behind a plan's sparse_tensors: each tensor's schemes ranked again from the
+/// statistics the plan carries, over its data-parallel group on `model`. Throws zen::Error
+/// (Internal) when a tensor's scheme is not the cheapest there (a plan for another cluster).
+plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model);
+
 /// The `--json` summary's `sparse`: per tensor its name, shape, scheme, statistics,
 /// predicted_us, `reason` and `runner_up` {scheme, predicted_us}; `baselines` (name -> µs)
 /// and `chosen_us`.

@@ -12,7 +12,9 @@
 #define ZEN_COSTMODEL_SIMULATOR_H
 
 #include "zen/CostModel/CostModel.h"
+#include "zen/CostModel/Sparse.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,13 @@ enum class TaskKind { Compute, Collective, Compression };
 /// What a task does in the training iteration (zen/Vocabulary.h), for those that lower
 /// or report a task graph (codegen): the simulator itself schedules by kind alone.
 using vocab::TaskPhase;
+
+/// What prices a row-sparse gradient's synchronisation (sparseSyncCost).
+struct SparseSync {
+  SparseScheme scheme = SparseScheme::Dense;
+  SparseTable table;
+  SparsityStatistics statistics;
+};
 
 struct SimTask {
   std::string name;
@@ -58,6 +67,10 @@ struct SimTask {
   CompressionSpec compression;
   SyncScheme scheme = SyncScheme::AllReduce;
   int64_t elements = 0;
+  /// Collective tasks of a row-sparse gradient: sparseSyncCost prices the whole
+  /// synchronisation (its network part shared with concurrent collectives, its
+  /// kernels not); null for every other task.
+  std::shared_ptr<const SparseSync> sparse;
   /// Lower issues first among ready tasks on the same stream.
   int64_t priority = 0;
   /// Indices of tasks that must finish first.

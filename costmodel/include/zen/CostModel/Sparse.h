@@ -81,6 +81,12 @@ struct SparsityStatistics {
 SparsityStatistics zipfStatistics(const SparseTable &table, int64_t lookupsPerStep,
                                   int64_t worldSize, double exponent = kZipfExponent);
 
+/// The statistics of a table every sample looks up in the same `lookupsPerStep` rows, the
+/// first ones (position ids: rows 0 .. L-1): exact, not modelled. One rank touches
+/// min(L, rows) rows and every rank the same ones, so gamma is 1 at every power of two up
+/// to `worldSize`; skew and hash skew are those of L consecutive rows.
+SparsityStatistics sharedRowsStatistics(const SparseTable &table, int64_t lookupsPerStep,
+                                        int64_t worldSize);
 /// Statistics measured from an index stream (source `measured`): `samples` holds each
 /// sample's row indices, in [0, rows); a rank's step takes `batch` consecutive samples (a
 /// trailing part step is left out) and k ranks' steps merged are k consecutive steps. The
@@ -99,6 +105,8 @@ double measuredMergedDensity(const std::vector<std::vector<int64_t>> &samples, i
 /// gamma, skew, hash_skew (optional), source} (other top-level fields are ignored). Strict:
 /// duplicate or unknown keys, a density outside (0, 1], gamma not starting at 1 or decreasing,
 /// a skew outside [1/8, 1] are zen::Error BadInput naming `source` and the JSON path.
+/// A statistics file is a few hundred bytes; this bounds a wrong file's read.
+inline constexpr uint64_t kMaxStatisticsFileBytes = uint64_t(1) << 20;
 SparsityStatistics parseSparsityStatistics(const std::string &text, const std::string &source);
 
 /// What one scheme costs for one tensor; +infinity when the scheme cannot run on the group

@@ -287,6 +287,34 @@ def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_SparsityAttr : Zen_Attr<"Sparsity", "sparsity"> {
+  let summary = "A row-sparse gradient's sparsity statistics";
+  let description = [{
+    What a sparse scheme is priced from (costmodel/include/zen/CostModel/Sparse.h):
+    `density` the share of rows one rank's gradient touches in a step, in (0, 1];
+    `gamma` the density of 2^k ranks' gradients merged over `density` (k = 0, 1, ...
+    up to the group; starts at 1, never decreases); `skew` and `hash_skew` the share
+    of the non-zero rows in the fullest of 8 index-range and hash partitions, in
+    [1/8, 1]; `block_density` and `block_gamma` the same for OmniReduce's blocks;
+    `source` the documented Zipf `model` or `measured` from an index stream.
+
+    ```mlir
+    #zen.sparsity<density = 0.0095 : f64, gamma = [1.0 : f64, 1.9 : f64, 3.6 : f64],
+        skew = 0.61 : f64, hash_skew = 0.13 : f64, block_density = 0.02 : f64,
+        block_gamma = [1.0 : f64, 1.8 : f64, 3.2 : f64], source = model>
+    ```
+  }];
+  // Arrays of f64 FloatAttr, not DenseF64ArrayAttr: they print every digit, so a printed
+  // module lowers to the same plan.
+  let parameters = (ins "::mlir::FloatAttr":$density, "::mlir::ArrayAttr":$gamma,
+                        "::mlir::FloatAttr":$skew, "::mlir::FloatAttr":$hash_skew,
+                        "::mlir::FloatAttr":$block_density,
+                        "::mlir::ArrayAttr":$block_gamma,
+                        EnumParameter<Zen_SparsitySource>:$source);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zen_ShardAttr : Zen_Attr<"Shard", "shard"> {
   let summary = "How tensor parallelism splits a parameter";
   let description = [{

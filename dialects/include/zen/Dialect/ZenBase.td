@@ -129,6 +129,29 @@ def Zen_SyncScheme : I32EnumAttr<"SyncScheme", "how a gradient bucket crosses th
 }
 def Zen_SyncSchemeAttr : EnumAttr<Zen_Dialect, Zen_SyncScheme, "sync">;
 
+// The vocabulary's SparseScheme (vocabulary/include/zen/SparseScheme.h) under the same
+// spellings: which scheme synchronises a row-sparse gradient (zen.sparse_all_reduce).
+def Zen_SparseScheme : I32EnumAttr<"SparseScheme", "how a row-sparse gradient crosses the group", [
+    I32EnumAttrCase<"dense", 0>,
+    I32EnumAttrCase<"agsparse", 1>,
+    I32EnumAttrCase<"sparcml", 2>,
+    I32EnumAttrCase<"omnireduce", 3>,
+    I32EnumAttrCase<"balanced", 4>,
+    I32EnumAttrCase<"hierarchical", 5>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+def Zen_SparseSchemeAttr : EnumAttr<Zen_Dialect, Zen_SparseScheme, "sparse_scheme">;
+
+// Where a row-sparse gradient's statistics come from (#zen.sparsity): the documented Zipf
+// model, or an index stream `zenopt sparsity` measured.
+def Zen_SparsitySource : I32EnumAttr<"SparsitySource", "origin of sparsity statistics", [
+    I32EnumAttrCase<"model", 0>,
+    I32EnumAttrCase<"measured", 1>]> {
+  let cppNamespace = "::zen";
+  let genSpecializedAttr = 0;
+}
+
 // How an MoE layer's all-to-alls run (#zen.moe_schedule): one exchange among the ep
 // ranks, or Tutel's hierarchical one (spelled "2d", as the plan file does).
 def Zen_MoeAllToAll : I32EnumAttr<"MoeAllToAll", "MoE all-to-all", [

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "zen/SparseScheme.h"
 #include "zen/SyncScheme.h"
 
 #include <functional>
@@ -28,7 +29,7 @@
 #include "zen/Dialect/ZenTypes.h.inc"
 
 namespace zen {
-/// The dialect's compression, device, sync-scheme, algorithm and recompute enums are the vocabulary's
+/// The dialect's compression, device, sync-scheme, sparse-scheme, algorithm and recompute enums are the vocabulary's
 /// (vocabulary/include/zen/Vocabulary.h) under MLIR spellings; these are the
 /// only conversions, checked case by case in ZenDialect.cpp.
 vocab::CompressionMethod toVocabulary(CompressionMethod method);
@@ -37,6 +38,8 @@ vocab::Device toVocabulary(Device device);
 Device fromVocabulary(vocab::Device device);
 vocab::SyncScheme toVocabulary(SyncScheme scheme);
 SyncScheme fromVocabulary(vocab::SyncScheme scheme);
+vocab::SparseScheme toVocabulary(SparseScheme scheme);
+SparseScheme fromVocabulary(vocab::SparseScheme scheme);
 vocab::Algorithm toVocabulary(CollectiveAlgorithm algorithm);
 CollectiveAlgorithm fromVocabulary(vocab::Algorithm algorithm);
 vocab::Recompute toVocabulary(Recompute recompute);

@@ -82,19 +82,26 @@ def Zen_GradientOp : Zen_Op<"gradient", [Pure, AllTypesMatch<["value", "result"]
     becomes ready during backward (0 = first). The parameter has the
     gradient's type, except a ZeRO-3 shard (zen-shard-zero), whose smaller
     type is printed after the keyword `shard`: the gradient stays whole until it
-    is reduce-scattered.
+    is reduce-scattered. `row_lookups` marks a row-sparse gradient (an embedding
+    table whose every forward use is a row gather): one rank's step looks up that
+    many rows, so at most that many rows of the gradient are non-zero;
+    `shared_rows` says every sample looks up the same rows (position ids), so
+    every rank touches the same ones.
 
     ```mlir
     %g = zen.gradient %w, %dw {ready_order = 0 : i64} : tensor<1000x2048xf32>
     %g3 = zen.gradient %w3, %dw3 {ready_order = 1 : i64} : tensor<1000x2048xf32> shard tensor<250x2048xf32>
+    %e = zen.gradient %table, %dtable {ready_order = 2 : i64, row_lookups = 4096 : i64} : tensor<200000x64xf32>
     ```
   }];
   let arguments = (ins Zen_Tensor:$param, Zen_Tensor:$value, I64Attr:$ready_order,
-                       OptionalAttr<I64Attr>:$stage);
+                       OptionalAttr<I64Attr>:$stage, OptionalAttr<I64Attr>:$row_lookups,
+                       UnitAttr:$shared_rows);
   let builders = [
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$param, "::mlir::Value":$value,
                    "::mlir::IntegerAttr":$ready_order), [{
-      build($_builder, $_state, result, param, value, ready_order, /*stage=*/nullptr);
+      build($_builder, $_state, result, param, value, ready_order, /*stage=*/nullptr,
+            /*row_lookups=*/nullptr, /*shared_rows=*/nullptr);
     }]>
   ];
   let results = (outs Zen_Tensor:$result);
@@ -210,6 +217,29 @@ def Zen_AllGatherOp : Zen_CollectiveOp<"all_gather"> {
   let arguments = !con((ins Zen_Payload:$input, UnitAttr:$decoupled), collectiveArgs);
   let results = (outs Zen_Payload:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Zen_SparseAllReduceOp : Zen_Op<"sparse_all_reduce", [SameOperandsAndResultType]> {
+  let summary = "Sums a row-sparse gradient over the group under a sparse scheme";
+  let description = [{
+    The sum over `group` of a row-sparse gradient (a `zen.gradient` with
+    `row_lookups`), moved by `scheme` (zen/SparseScheme.h: `dense`, `agsparse`,
+    `sparcml`, `omnireduce`, `balanced`, `hierarchical`) as zen-plan-sparse chose it
+    from `statistics`; the result is the dense sum, as an all-reduce's would be. The
+    gradient is in no bucket. `gamma` covers the powers of two up to the group.
+
+    ```mlir
+    %s = zen.sparse_all_reduce %e balanced {group = #zen.group<size = 4, nodes = 2>,
+        statistics = #zen.sparsity<density = 0.0095 : f64, gamma = [1.0 : f64, 1.9 : f64, 3.6 : f64],
+          skew = 0.61 : f64, hash_skew = 0.13 : f64, block_density = 0.02 : f64,
+          block_gamma = [1.0 : f64, 1.8 : f64, 3.2 : f64], source = model>}
+        : tensor<200000x64xf32>
+    ```
+  }];
+  let arguments = (ins Zen_Tensor:$input, Zen_SparseSchemeAttr:$scheme,
+                       Zen_ProcessGroupAttr:$group, Zen_SparsityAttr:$statistics);
+  let results = (outs Zen_Tensor:$result);
+  let assemblyFormat = "$input `` $scheme attr-dict `:` type($input)";
 }
 
 def Zen_AllToAllOp : Zen_CollectiveOp<"all_to_all", [SameOperandsAndResultType]> {

@@ -36,12 +36,26 @@ struct TrainingFunction {
   mlir::func::FuncOp func;
   Problem problem;
   std::vector<GradientOp> gradients;
+  /// The row-sparse gradients' synchronisations; parallels problem.sparse.
+  std::vector<SparseAllReduceOp> sparse;
   /// The compute segment of every zen.moe_experts (a forward segment, which
   /// it starts: it reads its experts first) and every MoEGrad zen.compute (a
   /// backward segment, which it ends: the experts' gradients are its), in
   /// program order.
   std::vector<std::pair<mlir::Operation *, int>> moeSegments;
 };
+
+/// Whether zen-plan-sparse synchronises `gradient` on its own in a module without MoE
+/// layers: a row-sparse (row_lookups) static f32 table, not a ZeRO-3 shard.
+bool plansSparse(GradientOp gradient);
+/// The zen.sparse_all_reduce that synchronises `gradient`, or null: such a gradient is in
+/// Problem::sparse, not in Problem::gradients and no bucket.
+SparseAllReduceOp sparseSyncOf(GradientOp gradient);
+/// What prices a zen.sparse_all_reduce: its scheme, its table (rows x the rest) and statistics.
+cost::SparseSync sparseSyncOf(SparseAllReduceOp op);
+/// #zen.sparsity and the cost model's statistics, both ways.
+cost::SparsityStatistics statisticsOf(SparsityAttr attr);
+SparsityAttr sparsityAttr(mlir::MLIRContext *context, const cost::SparsityStatistics &stats);
 
 /// What extractTraining prices `op` (a zen.compute or an MoE op) at: its FLOPs
 /// and bytes at the precision it runs at when fp32 ops run at `computeDtype`.

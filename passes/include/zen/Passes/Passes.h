@@ -58,10 +58,15 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
   Option<double> moeImbalance{*this, "moe-imbalance",
                               llvm::cl::desc("MoE: the busiest expert's load over the mean"),
                               llvm::cl::init(1.0)};
+  ListOption<std::string> sparsity{
+      *this, "sparsity",
+      llvm::cl::desc("Measured sparsity statistics: FILE for every row-sparse gradient, or "
+                     "PARAM=FILE for one (zen-plan-sparse)")};
 };
 
-/// Adds the planning pipeline to `pm` (a module pass manager): zen-autotune,
-/// then zen-plan-moe (which leaves a module without MoE layers unchanged).
+/// Adds the planning pipeline to `pm` (a module pass manager): zen-plan-sparse (the
+/// row-sparse gradients' schemes), zen-autotune (the dense buckets around them), then
+/// zen-plan-moe (which leaves a module without MoE layers unchanged).
 void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &options);
 /// Registers zen-plan-pipeline for zenopt-opt.
 void registerPlanPipeline();

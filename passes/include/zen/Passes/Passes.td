@@ -280,6 +280,31 @@ def AssignPipelineStages : Pass<"zen-assign-pipeline-stages", "mlir::ModuleOp"> 
   let dependentDialects = ["::zen::ZenDialect"];
 }
 
+def PlanSparse : Pass<"zen-plan-sparse", "mlir::ModuleOp"> {
+  let summary = "Choose each row-sparse gradient's sparse synchronisation scheme";
+  let description = [{
+    Every `zen.gradient` with `row_lookups` (an embedding table whose every
+    forward use is a row gather) is synchronised by a `zen.sparse_all_reduce`
+    over the data-parallel group under the cheapest scheme the cost model prices
+    for it (plan::planSparseTensors: dense, agsparse, sparcml, omnireduce,
+    balanced, hierarchical), from its sparsity statistics: a file `zenopt
+    sparsity` measured (`statistics`: FILE for every table, or PARAM=FILE for
+    one), else the documented Zipf model for its lookups. The op records the
+    scheme and the statistics; the gradient leaves the dense buckets, and
+    zen-autotune plans the rest around its task on the same timeline. An
+    existing sparse synchronisation is planned again. A module with MoE layers
+    keeps its tables dense (zen-plan-moe prices the gradients without them).
+    Example: `--zen-plan-sparse="dp=64 statistics=wte=wte.json"`.
+  }];
+  let options = [
+    clusterOption, nodesOption, dpOption,
+    ListOption<"statistics", "statistics", "std::string",
+               "Measured statistics files (zenopt sparsity -o): FILE for every row-sparse "
+               "gradient, or PARAM=FILE for one">
+  ];
+  let dependentDialects = ["::zen::ZenDialect"];
+}
+
 def PlanMoe : Pass<"zen-plan-moe", "mlir::ModuleOp"> {
   let summary = "Choose expert parallelism, pipelining degrees and all-to-all per MoE layer";
   let description = [{

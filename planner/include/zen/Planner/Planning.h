@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,10 +57,25 @@ struct GradientTensor {
   int64_t readyOrder = -1;
 };
 
+/// A row-sparse gradient synchronised on its own under its sparse scheme
+/// (zen.sparse_all_reduce, zen-plan-sparse), in no bucket.
+struct SparseGradientTask {
+  std::string name;        // the parameter's name
+  /// As GradientTensor::readyAfterSegment.
+  int readyAfterSegment = -1;
+  double optimizerUs = 0;
+  /// The scheme, table and statistics that price it (cost::sparseSyncCost).
+  std::shared_ptr<const cost::SparseSync> sync;
+};
+
 struct Problem {
   std::vector<ComputeSegment> forward;
   std::vector<ComputeSegment> backward;
   std::vector<GradientTensor> gradients;
+  /// Row-sparse gradients, in backward-ready order: each is one collective task
+  /// from its ready segment on communication stream 0, after every ready bucket,
+  /// and an optimizer step, whatever the PlanChoice.
+  std::vector<SparseGradientTask> sparse;
   cost::Group group;       // the data-parallel ranks
   /// The ranks holding the same experts (expert parallelism): what buckets
   /// marked expertReplicas synchronise over.
@@ -125,7 +141,8 @@ std::string validateChoice(const Problem &problem, const PlanChoice &choice);
 /// offload: the simulator's host compression worker).
 /// Every task carries its phase and bucket; names (for traces and reports only):
 /// "fwd.<node>", "bwd.<node>", "compress.b<N>", "all_reduce.b<N>",
-/// "reduce_scatter.b<N>", "all_gather.b<N>", "decompress.b<N>", "optimizer.b<N>".
+/// "reduce_scatter.b<N>", "all_gather.b<N>", "decompress.b<N>", "optimizer.b<N>",
+/// and per sparse gradient (bucket -1) "sparse_all_reduce.<param>", "optimizer.<param>".
 std::vector<cost::SimTask> buildSimTasks(const Problem &problem, const PlanChoice &choice,
                                          const cost::CostModel &model);
 

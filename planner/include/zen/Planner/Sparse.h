@@ -27,6 +27,9 @@ struct SparseTensorRequest {
   int64_t lookupsPerStep = 0;
   /// Measured statistics (zenopt --sparsity); the Zipf model when absent.
   std::optional<cost::SparsityStatistics> measured;
+  /// Every sample looks up the same rows (position ids): cost::sharedRowsStatistics, not
+  /// the Zipf model, when nothing was measured.
+  bool sharedRows = false;
 };
 
 struct SparseDecision {
@@ -48,9 +51,12 @@ struct SparsePlan {
   std::map<std::string, double> baselines;
   /// The summed sync time of the chosen schemes (µs).
   double chosenUs = 0;
+  /// Baseline name -> the whole iteration with every sparse tensor under its scheme and the
+  /// dense buckets as planned (µs); filled by whoever simulates the plan (codegen).
+  std::map<std::string, double> baselineIterationUs;
 };
 
-/// Chooses each tensor's scheme over `group`. Throws std::invalid_argument naming the tensor
+/// Chooses each tensor's scheme over `group`. Throws zen::Error (BadInput) naming the tensor
 /// when its shape or statistics are out of range (rows or row elements not positive, a
 /// density outside (0, 1], gamma not starting at 1 or decreasing).
 SparsePlan planSparseTensors(const std::vector<SparseTensorRequest> &requests,
