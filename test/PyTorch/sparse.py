@@ -10,9 +10,10 @@ zen/SparseScheme.h. Each run must end
 and the check is sharp (training on the local batch alone ends far outside it). Every third
 step leaves the table unused, so it gets no gradient on any rank, which must not fail.
 
-The plan: zenopt plans the dense layers (a twin model without the table, parameter names
-alike) and the table is added as the plan's `sparse_tensors` entry, as the planner writes it
-(docs/plan-format.md), with each scheme in turn.
+The plans: each scheme in turn is forced on the table (a twin model without it planned by
+zenopt, the table added as the plan's `sparse_tensors` entry, as the planner writes it:
+docs/plan-format.md); then zenopt plans the whole model itself, with the table's statistics
+measured from the first steps (plan's sparsity_batches).
 """
 import copy
 import hashlib
@@ -157,24 +158,25 @@ def main():
                 first = (label, model)
             assert digest(model) == digest(first[1]), \
                 f"{label} differs from {first[0]} (every scheme sums exactly)"
-        # A plan with the table in a dense bucket (the planner's choice, or a plan from before
-        # sparse_tensors): sparse COO gradients are averaged dense and handed back sparse.
-        # Every step uses the table: a bucket's tensor without a gradient gets the average
-        # (zeros), which momentum would apply where single-process training skips it.
-        reference = copy.deepcopy(initial)
-        train(reference, data, torch.optim.SGD(reference.parameters(), lr=LR, momentum=0.9),
-              skip_table=False)
+        # zenopt's own plan of the whole model: the table is a sparse tensor, its statistics
+        # measured from the first steps' lookups (plan's sparsity_batches, as Zen measures).
         model = copy.deepcopy(initial)
-        bucketed = zenopt.torch.plan(model, local_part(data[0], rank)[0], strategy="ddp")
+        planned = zenopt.torch.plan(model, local_part(data[0], rank)[0], strategy="ddp",
+                                    sparsity_batches=[local_part(b, rank)[0] for b in data])
+        with open(planned.path) as file:
+            tables = json.load(file).get("sparse_tensors", [])
+        assert [(t["name"], t["statistics"]["source"]) for t in tables] == \
+            [("embedding.weight", "measured")], f"zenopt's plan: {tables}"
         optimizer = zenopt.torch.DistributedOptimizer(
-            torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9), model, bucketed)
-        train(model, [local_part(b, rank) for b in data], optimizer, skip_table=False)
+            torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9), model, planned)
+        train(model, [local_part(b, rank) for b in data], optimizer)
         optimizer.close()
         error = max_difference(model, reference)
         if rank == 0:
-            print(f"{'sparse' if sparse else 'dense'} embedding in a dense bucket: max |zenopt - "
-                  f"single process| = {error:.2e}", flush=True)
-        assert error <= TOLERANCE, f"rank {rank}: dense bucket: parameters differ by {error:.3e}"
+            print(f"{'sparse' if sparse else 'dense'} embedding, zenopt's plan "
+                  f"({tables[0]['scheme']}, density {tables[0]['statistics']['density']:.3f} "
+                  f"measured): max |zenopt - single process| = {error:.2e}", flush=True)
+        assert error <= TOLERANCE, f"rank {rank}: zenopt's plan: parameters differ by {error:.3e}"
         assert sharpness > 100 * TOLERANCE, "the check is not sharp"
     if rank == 0:
         print(f"sparse: ok on {size} ranks")

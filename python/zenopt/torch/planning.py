@@ -25,6 +25,7 @@ ONNX_OPSET = 14
 
 # plan() sets these flags itself.
 _RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp", "frozen"}
+# (with sparsity_batches, plan() also sets --sparsity)
 
 
 def zenopt_binary():
@@ -211,7 +212,85 @@ def untrained_initializers(model):
     return names
 
 
-def _plan_here(model, example_inputs, cluster, dp, options):
+def _as_tuple(inputs):
+    return inputs if isinstance(inputs, tuple) else (inputs,)
+
+
+def _lookup_samples(module, args):
+    """The rows one forward call of an nn.Embedding / nn.EmbeddingBag looks up, per sample
+    (an EmbeddingBag's offsets given positionally: torch 1.13's pre-hooks see no keywords)."""
+    indices = args[0]
+    offsets = args[1] if len(args) > 1 else None
+    if isinstance(module, torch.nn.EmbeddingBag) and indices.dim() == 1 and offsets is not None:
+        bounds = offsets.tolist() + [indices.numel()]
+        flat = indices.tolist()
+        return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+    if indices.dim() == 0:
+        return [[int(indices)]]
+    return [row.reshape(-1).tolist() for row in indices]
+
+
+def measure_sparsity(model, batches, ranks, directory, tables=None):
+    """Zen's statistics from the first steps: runs `model` forward on each of `batches` (a
+    step's local inputs each, no gradient, in eval mode, then restored) recording the rows
+    every nn.Embedding / nn.EmbeddingBag looks up, and has `zenopt sparsity` measure each
+    table's density, gamma up to `ranks` (k consecutive steps standing for k ranks, as the
+    command documents) and skew. Returns ["PARAM=stats.json", ...] for zenopt's --sparsity,
+    for the tables in `tables` (parameter names; default all)."""
+    recorded, hooks = {}, []
+    for name, module in model.named_modules():
+        if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            parameter = f"{name}.weight" if name else "weight"
+            if tables is not None and parameter not in tables:
+                continue
+            recorded[parameter] = (module.num_embeddings, [], [])
+
+            def hook(module, args, parameter=parameter):
+                samples = _lookup_samples(module, args)
+                recorded[parameter][1].extend(samples)
+                recorded[parameter][2].append(len(samples))
+            hooks.append(module.register_forward_pre_hook(hook))
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            for batch in batches:
+                model(*_as_tuple(batch))
+    finally:
+        for handle in hooks:
+            handle.remove()
+        model.train(was_training)
+    flags = []
+    for parameter, (rows, samples, per_call) in recorded.items():
+        if not samples:
+            continue
+        calls_per_step = max(1, len(per_call) // max(1, len(batches)))
+        batch = sum(per_call[:calls_per_step])
+        indices = os.path.join(directory, f"{parameter}.indices.txt")
+        statistics = os.path.join(directory, f"{parameter}.sparsity.json")
+        with open(indices, "w") as file:
+            for sample in samples:
+                file.write(" ".join(str(row) for row in sample) + "\n")
+        command = [zenopt_binary(), "sparsity", "--indices", indices, "--rows", str(rows),
+                   "--batch", str(batch), "--ranks", str(ranks), "-o", statistics]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ZenoptError(f"measuring the sparsity of {parameter} failed (zenopt exit code "
+                              f"{result.returncode}): {result.stderr.strip()}")
+        flags.append(f"{parameter}={statistics}")
+    return flags
+
+
+def _row_sparse_gradients(onnx_path):
+    """The parameters zenopt finds row-sparse in the export (zenopt inspect --json)."""
+    result = subprocess.run([zenopt_binary(), "inspect", "--json", onnx_path],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ZenoptError(f"zenopt inspect {onnx_path} failed: {result.stderr.strip()}")
+    return {entry["name"] for entry in json.loads(result.stdout).get("sparse_gradients", [])}
+
+
+def _plan_here(model, example_inputs, cluster, dp, options, sparsity_batches=None):
     """Exports and plans in this process: (plan text, summary)."""
     name = type(model).__name__
     with tempfile.TemporaryDirectory(prefix="zenopt-export-") as scratch:
@@ -220,6 +299,12 @@ def _plan_here(model, example_inputs, cluster, dp, options):
         export_onnx(model, example_inputs, onnx_path)
         command = [zenopt_binary(), onnx_path, "--cluster", cluster, "--dp", str(dp),
                    "-o", plan_path, "--json", "--quiet"] + _flags(options)
+        if sparsity_batches is not None:
+            tables = _row_sparse_gradients(onnx_path)
+            measured = measure_sparsity(model, sparsity_batches, dp, scratch, tables) \
+                if tables else []
+            if measured:
+                command += ["--sparsity", ",".join(measured)]
         frozen = untrained_initializers(model)
         if frozen:
             command += ["--frozen", ",".join(frozen)]
@@ -239,7 +324,8 @@ def _plan_here(model, example_inputs, cluster, dp, options):
         return text, json.loads(result.stdout)
 
 
-def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None, **options):
+def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None,
+         sparsity_batches=None, **options):
     """Plans the communication of `model` and returns the Plan (its path and summary).
 
     Every rank calls it (collective): rank 0 exports and plans, the others receive the plan.
@@ -247,14 +333,18 @@ def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None, **opt
     example_inputs: one local batch (a tensor or a tuple of forward's arguments); its batch
     size is the planner's. cluster: a preset name or cluster JSON file. dp: ranks to plan for
     (default: the job's). output: where to write the plan (default: a temporary file removed
-    at exit). Other keyword options are zenopt's flags: strategy="ddp", buckets=[3, 5],
+    at exit). sparsity_batches: the first steps' local inputs (as many as ranks, at least):
+    the row-sparse gradients' statistics are measured from the rows their embeddings look up
+    (measure_sparsity, as Zen measures them) instead of taken from the Zipf model. Other
+    keyword options are zenopt's flags: strategy="ddp", buckets=[3, 5],
     compressor="topk:0.01", precision="bf16", batch=32, trace="t.json", ...
     """
     rank, size = world.init()
     dp = size if dp is None else dp
     if rank == 0:
         try:
-            text, summary = _plan_here(model, example_inputs, cluster, dp, options)
+            text, summary = _plan_here(model, example_inputs, cluster, dp, options,
+                                       sparsity_batches)
             outcome = {"plan": text, "summary": summary}
         except ZenoptError as error:
             outcome = {"error": f"rank 0: {error}" if size > 1 else str(error)}
