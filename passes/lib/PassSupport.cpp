@@ -10,42 +10,6 @@ using namespace mlir;
 
 namespace zen {
 
-StringRef strategyName(FusionStrategy strategy) {
-  switch (strategy) {
-  case FusionStrategy::wfbp: return "wfbp";
-  case FusionStrategy::ddp: return "ddp";
-  case FusionStrategy::horovod: return "horovod";
-  case FusionStrategy::mgwfbp: return "mgwfbp";
-  case FusionStrategy::threshold: return "threshold";
-  case FusionStrategy::manual: return "manual";
-  case FusionStrategy::nooverlap: return "nooverlap";
-  }
-  return "ddp";
-}
-
-StringRef strategyName(PlanStrategy strategy) {
-  switch (strategy) {
-  case PlanStrategy::automatic: return "auto";
-  case PlanStrategy::nooverlap: return "nooverlap";
-  case PlanStrategy::wfbp: return "wfbp";
-  case PlanStrategy::ddp: return "ddp";
-  case PlanStrategy::horovod: return "horovod";
-  case PlanStrategy::mgwfbp: return "mgwfbp";
-  case PlanStrategy::threshold: return "threshold";
-  case PlanStrategy::manual: return "manual";
-  }
-  return "auto";
-}
-
-std::optional<PlanStrategy> parsePlanStrategy(StringRef name) {
-  for (PlanStrategy strategy :
-       {PlanStrategy::automatic, PlanStrategy::nooverlap, PlanStrategy::wfbp, PlanStrategy::ddp,
-        PlanStrategy::horovod, PlanStrategy::mgwfbp, PlanStrategy::threshold, PlanStrategy::manual})
-    if (strategyName(strategy) == name)
-      return strategy;
-  return std::nullopt;
-}
-
 namespace detail {
 
 FailureOr<PlanningState> preparePlanning(ModuleOp module, StringRef clusterOption,

@@ -1,6 +1,8 @@
 //===- Planning.cpp - problems, plan choices, simulator tasks, baselines ---===//
 #include "zen/Planner/Planning.h"
 
+#include "zen/Strategy.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -373,7 +375,13 @@ std::vector<CompressionSpec> placements(const CompressionSpec &allowed) {
 //===----------------------------------------------------------------------===//
 
 const std::vector<std::string> &baselineNames() {
-  static const std::vector<std::string> names = {"nooverlap", "wfbp", "ddp", "horovod", "mgwfbp"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> baselines;
+    for (const vocab::StrategyTraits &traits : vocab::kStrategies)
+      if (traits.baseline)
+        baselines.push_back(traits.spelling);
+    return baselines;
+  }();
   return names;
 }
 
@@ -447,6 +455,15 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
     return std::nullopt;
   const int count = static_cast<int>(problem.gradients.size());
   std::vector<std::pair<int, int>> ranges;
+  const std::optional<vocab::Strategy> strategy = vocab::parseStrategy(name);
+  if (!strategy || !vocab::traitsOf(*strategy).rule) {
+    std::string rules;
+    for (const vocab::StrategyTraits &traits : vocab::kStrategies)
+      if (traits.rule)
+        rules += (rules.empty() ? "" : ", ") + std::string(traits.spelling);
+    error = "unknown strategy '" + name + "' (expected " + rules + ")";
+    return std::nullopt;
+  }
   PlanChoice choice;
   choice.strategy = name;
   auto singletons = [&] {
@@ -462,17 +479,26 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
       return close;
     });
   };
-  if (name == "nooverlap") {
+  switch (*strategy) {
+  case vocab::Strategy::NoOverlap: {
     singletons();
     choice.afterBackward = true;
-  } else if (name == "wfbp") {
+    break;
+  }
+  case vocab::Strategy::Wfbp: {
     singletons();
-  } else if (name == "ddp") {
+    break;
+  }
+  case vocab::Strategy::Ddp: {
     ranges = reachesCap(1 << 20, 25 << 20);
-  } else if (name == "threshold") {
+    break;
+  }
+  case vocab::Strategy::Threshold: {
     double cap = static_cast<double>(options.thresholdBytes);
     ranges = reachesCap(cap, cap);
-  } else if (name == "horovod") {
+    break;
+  }
+  case vocab::Strategy::Horovod: {
     std::vector<double> ready = readyTimes(problem);
     auto cycleOf = [&](int g) { return std::ceil(ready[g] / options.horovodCycleUs); };
     const double fusionBytes = static_cast<double>(options.horovodFusionBytes);
@@ -480,7 +506,9 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
       return cycleOf(g) != cycleOf(g - 1) ||
              bytes + static_cast<double>(problem.gradients[g].bytes) > fusionBytes;
     });
-  } else if (name == "mgwfbp") {
+    break;
+  }
+  case vocab::Strategy::MgWfbp: {
     const double alpha = bucketCommUs(problem, model, 4, 1, options.compression);
     std::vector<double> ready = readyTimes(problem);
     int begin = 0;
@@ -500,7 +528,9 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
     }
     if (count > 0)
       ranges.emplace_back(begin, count);
-  } else if (name == "manual") {
+    break;
+  }
+  case vocab::Strategy::Manual: {
     int begin = 0;
     for (int64_t size : options.manualBuckets) {
       if (size < 1 || begin + size > count) {
@@ -516,10 +546,10 @@ std::optional<PlanChoice> baselineChoice(const std::string &name, const Problem 
               std::to_string(count) + " gradient tensors";
       return std::nullopt;
     }
-  } else {
-    error = "unknown strategy '" + name +
-            "' (expected nooverlap, wfbp, ddp, horovod, mgwfbp, threshold or manual)";
-    return std::nullopt;
+    break;
+  }
+  case vocab::Strategy::Auto:
+    break; // refused above: not a rule
   }
   for (auto [begin, end] : ranges) {
     BucketChoice bucket;

@@ -6,7 +6,8 @@
 // them, with fuzzed rank counts, byte ranges and coefficients), written as JSON and read
 // back by parseCluster so its validation applies; then either a data-parallel problem
 // (segments and up to 300 gradients of any size) planned by the autotuner and a baseline
-// with a fuzzed compressor set, or a transformer (dense or with Mixture-of-Experts blocks:
+// with a fuzzed compressor set (beside up to two row-sparse tables under the sparse planner's
+// schemes), or a transformer (dense or with Mixture-of-Experts blocks:
 // experts, top-k, capacity, every k-th block, a forced ep) searched by searchParallel with
 // fuzzed forced degrees, batches and schedule as the command line passes them.
 // The expected answers to bad input: ClusterError(BadInput) for the cluster, a
@@ -22,6 +23,7 @@
 #include "zen/CostModel/Transformer.h"
 #include "zen/Planner/ParallelSearch.h"
 #include "zen/Planner/Planning.h"
+#include "zen/Planner/Sparse.h"
 #include "zen/Vocabulary.h"
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -214,6 +216,27 @@ plan::Problem fuzzedProblem(FuzzedDataProvider &bytes, const cost::CostModel &mo
         static_cast<double>(plan::optimizerFlops(gradient.elements)),
         static_cast<double>(plan::optimizerBytes(gradient.elements, elementBytes)));
     problem.gradients.push_back(gradient);
+  }
+  // Row-sparse tables (embeddings), each with the scheme the sparse planner chooses for it,
+  // synchronised on their own from a backward segment.
+  std::vector<plan::SparseTensorRequest> tables;
+  for (int64_t t = 0, count = bytes.ConsumeIntegralInRange(0, 2); t < count; ++t) {
+    plan::SparseTensorRequest table;
+    table.name = "e" + std::to_string(t);
+    table.table = {fuzzedCount(bytes, int64_t{1} << 30), fuzzedCount(bytes, int64_t{1} << 12)};
+    table.lookupsPerStep = fuzzedCount(bytes, int64_t{1} << 30);
+    table.sharedRows = bytes.ConsumeBool();
+    tables.push_back(table);
+  }
+  const plan::SparsePlan sparse = plan::planSparseTensors(tables, model, problem.group);
+  for (const plan::SparseDecision &decision : sparse.tensors) {
+    plan::SparseGradientTask task;
+    task.name = decision.name;
+    task.readyAfterSegment =
+        bytes.ConsumeIntegralInRange(-1, static_cast<int>(problem.backward.size()) - 1);
+    task.sync = std::make_shared<const cost::SparseSync>(
+        cost::SparseSync{decision.chosen().scheme, decision.table, decision.statistics});
+    problem.sparse.push_back(task);
   }
   return problem;
 }

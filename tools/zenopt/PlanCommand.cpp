@@ -188,6 +188,15 @@ private:
   std::shared_future<bool> verified;
 };
 
+/// `--strategy`'s choices, in zen/Strategy.h's order.
+std::vector<std::string> commandLineStrategies() {
+  std::vector<std::string> spellings;
+  for (const vocab::StrategyTraits &traits : vocab::kStrategies)
+    if (traits.onCommandLine)
+      spellings.push_back(traits.spelling);
+  return spellings;
+}
+
 void checkCommandLine(const PlanOptions &options) {
   std::string error;
   if (!plan::parseCompressors(options.compressor, error))
@@ -523,7 +532,7 @@ DataParallelPlan planDataParallel(const PlanOptions &options, const std::string 
   pipelineOptions.compressor = options.compressor;
   pipelineOptions.compressGradients = compressGradients;
   // --strategy is checked against the same names on the command line.
-  pipelineOptions.strategy = *parsePlanStrategy(options.strategy);
+  pipelineOptions.strategy = *vocab::parseStrategy(options.strategy);
   pipelineOptions.buckets = options.buckets;
   pipelineOptions.horovodCycleTimeMs = options.horovodCycleTimeMs;
   pipelineOptions.horovodFusionThresholdMb = options.horovodFusionThresholdMb;
@@ -774,7 +783,7 @@ CommandRegistration registration(
           ->check(wholeNumber(1));
       app.add_option("--strategy", options->strategy,
                      "auto, or a baseline: nooverlap, wfbp, ddp, horovod, mgwfbp, manual")
-          ->check(CLI::IsMember({"auto", "nooverlap", "wfbp", "ddp", "horovod", "mgwfbp", "manual"}))
+          ->check(CLI::IsMember(commandLineStrategies()))
           ->capture_default_str();
       app.add_option("--buckets", options->buckets,
                      "With --strategy manual: bucket sizes in tensors, in gradient-ready order (3,5,2)")

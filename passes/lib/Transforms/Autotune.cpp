@@ -117,7 +117,7 @@ private:
     const std::vector<cost::CompressionSpec> &allowed = options.compressors;
     PlannedSync planned;
     PlanChoice choice;
-    if (strategy == PlanStrategy::automatic) {
+    if (strategy == Strategy::Auto) {
       AutotuneResult result = autotune(problem, model, options);
       choice = std::move(result.best);
       planned.evaluation = std::move(result.bestEval);
@@ -127,7 +127,7 @@ private:
       // A baseline with compressors allowed: the best of them, as the report compares.
       std::string error;
       std::optional<BaselineResult> baseline = bestBaseline(
-          strategyName(strategy).str(), problem, model, options.baseline, allowed, error);
+          vocab::toString(strategy), problem, model, options.baseline, allowed, error);
       if (!baseline)
         return module.emitError("zen-autotune: ") << error;
       choice = std::move(baseline->choice);

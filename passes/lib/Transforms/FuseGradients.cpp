@@ -30,7 +30,7 @@ struct FuseGradientsPass : impl::FuseGradientsBase<FuseGradientsPass> {
                                                       horovodFusionThresholdMb);
     std::string error;
     std::optional<PlanChoice> choice = baselineChoice(
-        strategyName(strategy).str(), state->training.problem, *state->model, options, error);
+        vocab::toString(strategy), state->training.problem, *state->model, options, error);
     if (!choice) {
       module.emitError("zen-fuse-gradients: ") << error;
       return signalPassFailure();
@@ -38,7 +38,7 @@ struct FuseGradientsPass : impl::FuseGradientsBase<FuseGradientsPass> {
     if (failed(applyPlan(state->training, *choice, state->group)))
       return signalPassFailure();
     ZenDialect::StrategyAttrHelper(&getContext())
-        .setAttr(module, StringAttr::get(&getContext(), strategyName(strategy)));
+        .setAttr(module, StringAttr::get(&getContext(), vocab::toString(strategy)));
     markAnalysesPreserved<CostModelAnalysis>();
   }
 };

@@ -1,11 +1,13 @@
 //===- PassOptions.h - typed options of the zen planning passes -*- C++ -*-===//
 //
-// The enums behind the passes' options and the one list of their spellings
-// (the `cl::values` that Passes.td and the zen-plan-pipeline share).
+// The enums behind the passes' options and their spellings for llvm::cl: the strategies
+// come from the vocabulary's one table (zen/Strategy.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZEN_PASSES_PASSOPTIONS_H
 #define ZEN_PASSES_PASSOPTIONS_H
+
+#include "zen/Strategy.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -14,33 +16,24 @@
 
 namespace zen {
 
-/// zen-fuse-gradients: the bucketing rule.
-enum class FusionStrategy { wfbp, ddp, horovod, mgwfbp, threshold, manual, nooverlap };
-/// zen-autotune and zen-plan-pipeline: the joint search or a baseline.
-enum class PlanStrategy { automatic, nooverlap, wfbp, ddp, horovod, mgwfbp, threshold, manual };
+using vocab::Strategy;
 /// zen-place-compression: where compression goes.
 enum class CompressionMode { automatic, all };
 /// zen-decompose: which all-reduces are split.
 enum class SplitMode { none, all, automatic };
 
-/// The planner's name of a strategy (planner/include/zen/Planner/Planning.h).
-llvm::StringRef strategyName(FusionStrategy strategy);
-llvm::StringRef strategyName(PlanStrategy strategy);
-/// The strategy spelled `name` ("auto", "ddp", ...), or nullopt.
-std::optional<PlanStrategy> parsePlanStrategy(llvm::StringRef name);
-
-/// Spellings for llvm::cl options of type PlanStrategy.
-inline auto planStrategyValues() {
-  return llvm::cl::values(
-      clEnumValN(PlanStrategy::automatic, "auto", "joint search"),
-      clEnumValN(PlanStrategy::nooverlap, "nooverlap", "no-overlap baseline"),
-      clEnumValN(PlanStrategy::wfbp, "wfbp", "WFBP baseline"),
-      clEnumValN(PlanStrategy::ddp, "ddp", "PyTorch DDP baseline"),
-      clEnumValN(PlanStrategy::horovod, "horovod", "Horovod baseline"),
-      clEnumValN(PlanStrategy::mgwfbp, "mgwfbp", "MG-WFBP baseline"),
-      clEnumValN(PlanStrategy::threshold, "threshold", "fixed-threshold fusion"),
-      clEnumValN(PlanStrategy::manual, "manual", "bucket sizes from `buckets`"));
-}
+/// The llvm::cl values of an option of type Strategy: every strategy of zen/Strategy.h, or
+/// only the bucketing rules (zen-fuse-gradients), with their spellings and descriptions.
+struct StrategyValues {
+  bool rulesOnly = false;
+  template <class Opt> void apply(Opt &option) const {
+    for (const vocab::StrategyTraits &traits : vocab::kStrategies)
+      if (traits.rule || !rulesOnly)
+        option.getParser().addLiteralOption(traits.spelling, traits.value, traits.description);
+  }
+};
+inline StrategyValues strategyValues() { return {false}; }
+inline StrategyValues bucketingRuleValues() { return {true}; }
 
 } // namespace zen
 

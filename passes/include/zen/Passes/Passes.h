@@ -41,8 +41,8 @@ struct PlanPipelineOptions : mlir::PassPipelineOptions<PlanPipelineOptions> {
       llvm::cl::desc("Whether zen-autotune may compress gradients with them (false: only the "
                      "MoE tokens may be compressed)"),
       llvm::cl::init(true)};
-  Option<PlanStrategy> strategy{*this, "strategy", llvm::cl::desc("auto or a baseline"),
-                                llvm::cl::init(PlanStrategy::automatic), planStrategyValues()};
+  Option<Strategy> strategy{*this, "strategy", llvm::cl::desc("auto or a baseline"),
+                            llvm::cl::init(Strategy::Auto), strategyValues()};
   ListOption<int64_t> buckets{*this, "buckets",
                               llvm::cl::desc("Bucket sizes in tensors (strategy manual)")};
   Option<double> horovodCycleTimeMs{*this, "horovod-cycle-time-ms",

@@ -48,15 +48,8 @@ def FuseGradients : Pass<"zen-fuse-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     clusterOption, nodesOption,
-    Option<"strategy", "strategy", "::zen::FusionStrategy", "::zen::FusionStrategy::ddp",
-           "Bucketing rule", [{::llvm::cl::values(
-             clEnumValN(::zen::FusionStrategy::wfbp, "wfbp", "one bucket per tensor"),
-             clEnumValN(::zen::FusionStrategy::ddp, "ddp", "PyTorch DDP: 25 MiB, first bucket 1 MiB"),
-             clEnumValN(::zen::FusionStrategy::horovod, "horovod", "Horovod: cycle-time fusion up to the threshold"),
-             clEnumValN(::zen::FusionStrategy::mgwfbp, "mgwfbp", "merge while the wait is shorter than the start-up time"),
-             clEnumValN(::zen::FusionStrategy::threshold, "threshold", "close at threshold-bytes"),
-             clEnumValN(::zen::FusionStrategy::manual, "manual", "bucket sizes from `buckets`"),
-             clEnumValN(::zen::FusionStrategy::nooverlap, "nooverlap", "per tensor, after backward"))}]>,
+    Option<"strategy", "strategy", "::zen::Strategy", "::zen::Strategy::Ddp",
+           "Bucketing rule", [{::zen::bucketingRuleValues()}]>,
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size at which `threshold` closes a bucket">,
     ListOption<"buckets", "buckets", "int64_t",
@@ -168,8 +161,8 @@ def Autotune : Pass<"zen-autotune", "mlir::ModuleOp"> {
     clusterOption, nodesOption, dpOption,
     Option<"compressor", "compressor", "std::string", "\"\"",
            "Allowed compression methods, comma-separated, each optionally @gpu or @cpu (none by default)">,
-    Option<"strategy", "strategy", "::zen::PlanStrategy", "::zen::PlanStrategy::automatic",
-           "The joint search, or a baseline to materialise", [{::zen::planStrategyValues()}]>,
+    Option<"strategy", "strategy", "::zen::Strategy", "::zen::Strategy::Auto",
+           "The joint search, or a baseline to materialise", [{::zen::strategyValues()}]>,
     Option<"thresholdBytes", "threshold-bytes", "int64_t", "26214400",
            "Bucket size for strategy threshold">,
     ListOption<"buckets", "buckets", "int64_t",
