@@ -378,6 +378,56 @@ TEST(Plan, BaselineKeysAreEscapedInPaths) {
 
 // docs/plan-format.md "sparse_tensors": optional, round-trips, and every field is checked
 // with its JSON path.
+// A sparse_sync task names its sparse tensor, once, and belongs to no bucket; no other task
+// names one.
+TEST(Plan, SparseSyncTasksAreChecked) {
+  Plan sparse = samplePlan();
+  zenrt::SparseTensor table;
+  table.name = "embedding.weight";
+  table.rows = 1000;
+  table.rowElements = 8;
+  table.scheme = zen::vocab::SparseScheme::Balanced;
+  table.statistics = {0.01, {1.0, 1.5}, 0.5, "model"};
+  sparse.sparseTensors = {table};
+  zenrt::Task sync;
+  sync.id = 1000;
+  sync.kind = zenrt::TaskKind::SparseSync;
+  sync.name = "sparse_all_reduce.embedding.weight";
+  sync.sparseTensor = 0;
+  sparse.schedule.push_back(sync);
+  const std::string text = zenrt::writePlan(sparse);
+  const Plan parsed = zenrt::parsePlan(text, "plan.json");
+  EXPECT_EQ(zenrt::writePlan(parsed), text);
+  EXPECT_EQ(parsed.schedule.back().kind, zenrt::TaskKind::SparseSync);
+  EXPECT_EQ(parsed.schedule.back().sparseTensor, 0);
+
+  const size_t last = parsed.schedule.size() - 1;
+  auto errorOf = [&](const std::function<void(json &)> &edit) {
+    json document = json::parse(text);
+    edit(document["schedule"]);
+    try {
+      zenrt::parsePlan(document.dump(2), "plan.json");
+    } catch (const PlanError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string at = "plan.json: /schedule/" + std::to_string(last);
+  EXPECT_NE(errorOf([&](json &s) { s[last]["sparse_tensor"] = 1; }).find(at + "/sparse_tensor"),
+            std::string::npos);
+  EXPECT_EQ(errorOf([&](json &s) { s[last]["bucket"] = 0; }),
+            at + "/bucket: must be -1 for a sparse_sync task");
+  EXPECT_EQ(errorOf([&](json &s) {
+              json twin = s[last];
+              twin["id"] = 1001;
+              s.push_back(twin);
+            }),
+            "plan.json: /schedule/" + std::to_string(last + 1) +
+                "/sparse_tensor: sparse tensor 0 has two sparse_sync tasks");
+  EXPECT_EQ(errorOf([&](json &s) { s[0]["sparse_tensor"] = 0; }),
+            "plan.json: /schedule/0/sparse_tensor: is only for sparse_sync tasks");
+}
+
 TEST(Plan, SparseTensorsRoundTripAndAreChecked) {
   Plan sparse = samplePlan();
   zenrt::SparseTensor table;
