@@ -141,7 +141,7 @@ void attachMoe(zenrt::Plan &plan, const std::vector<plan::MoeLayer> &layers,
       {"other_parameters_bytes",
        dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes},
       {"other_activations_bytes", dense.activationsBytes},
-      {"reserve_bytes", dense.reserveBytes},
+      {"reserve_bytes", whole.reserveBytes},
       {"per_gpu_bytes", whole.perGpuBytes()},
       {"capacity_bytes", whole.capacityBytes}};
   if (eval.scheduled)

@@ -53,7 +53,8 @@ ordered_json memoryJson(const cost::MemoryBreakdown &memory) {
 ordered_json parallelSection(const cost::TransformerShape &shape, const cost::TrainingSetup &setup,
                              const plan::ParallelEvaluation &chosen, int64_t configurationsScored,
                              const std::map<std::string, double> &baselines,
-                             const std::map<std::string, std::string> &baselinesWhyNot) {
+                             const std::map<std::string, std::string> &baselinesWhyNot,
+                             const std::map<std::string, std::string> &baselineConfigurations) {
   const cost::ParallelConfig &config = chosen.config;
   ordered_json section;
   section["tp"] = config.tp;
@@ -101,6 +102,8 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
                       {"expert_parameters", shape.moe->expertParams * double(shape.moeBlocks())}};
   }
   section["iteration_us"] = chosen.iterationUs;
+  section["compute_us"] = chosen.computeUs;
+  section["lower_bound_us"] = chosen.lowerBoundUs;
   section["bubble_us"] = chosen.pipeline.bubbleUs;
   section["tensor_comm_us"] = chosen.tensorCommUs;
   section["pipeline_comm_us"] = chosen.pipelineCommUs;
@@ -117,6 +120,10 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["baselines_not_fitting"] = ordered_json::object();
   for (const auto &[name, why] : baselinesWhyNot)
     section["baselines_not_fitting"][name] = why;
+  section["baseline_configurations"] = ordered_json::object();
+  for (const auto &[name, text] : baselineConfigurations)
+    section["baseline_configurations"][name] = {{"configuration", text},
+                                                {"rule", plan::parallelBaselineRule(name)}};
   section["replicated"] = shape.replicated;
   section["configurations_scored"] = configurationsScored;
   section["stages"] = ordered_json::array();

@@ -386,7 +386,7 @@ mlir::FailureOr<zenrt::Plan> emitParallelPlan(mlir::ModuleOp module, const cost:
        choice.strategy, decision->compressor,
        nlohmann::json(parallelSection(decision->shape, decision->setup, chosen,
                                       decision->configurationsScored, decision->baselines,
-                                      decision->baselinesWhyNot))
+                                      decision->baselinesWhyNot, decision->baselineConfigurations))
            .dump()},
       error);
   if (!plan)

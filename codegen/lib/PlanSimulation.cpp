@@ -2,6 +2,7 @@
 #include "zen/Codegen/PlanSimulation.h"
 
 #include "zen/CostModel/Moe.h"
+#include "zen/CostModel/Sparse.h"
 #include "zen/CostModel/Transformer.h"
 
 #include <algorithm>
@@ -214,6 +215,12 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
     commBoundUs = std::max(commBoundUs, model.communicationBoundUs(
                                             gradientBytes(plan, true),
                                             cost::expertReplicaGroup(ep, group), compressors));
+  // Each row-sparse table is synchronised by its scheme whatever the buckets: its network
+  // time adds to what they need.
+  for (const zenrt::SparseTensor &table : plan.sparseTensors)
+    commBoundUs += cost::sparseSyncCost(model, table.scheme, {table.rows, table.rowElements},
+                                        sparsityStatisticsOf(table.statistics), group)
+                       .communicationUs;
   plan.predictions.commBoundUs = commBoundUs;
   plan.predictions.lowerBoundUs = std::max(modelComputeUs, commBoundUs);
   return result;

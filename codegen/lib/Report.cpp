@@ -195,6 +195,29 @@ double iterationUs(const zenrt::Plan &plan, const json &parallel, const json &mo
     return parallel["iteration_us"].get<double>();
   return moe.is_object() ? moe["iteration_us"].get<double>() : plan.predictions.iterationUs;
 }
+
+/// The whole iteration's parts (docs/plan-format.md "The --json summary"): iteration =
+/// compute + exposed communication + bubble + MoE extra, for every plan.
+struct IterationParts {
+  double computeUs = 0, exposedCommUs = 0, bubbleUs = 0, moeExtraUs = 0, lowerBoundUs = 0;
+};
+IterationParts iterationParts(const zenrt::Plan &plan, const json &parallel, double iteration) {
+  const zenrt::Predictions &p = plan.predictions;
+  if (!parallel.is_object())
+    // A data-parallel schedule: the MoE layers' co-scheduling adds to it.
+    return {p.computeUs, p.exposedCommUs, 0, iteration - p.iterationUs, p.lowerBoundUs};
+  IterationParts parts;
+  parts.bubbleUs = parallel["bubble_us"].get<double>();
+  parts.exposedCommUs = parallel["tensor_comm_us"].get<double>() +
+                        parallel["pipeline_comm_us"].get<double>() +
+                        parallel["data_comm_us"].get<double>();
+  // Plans written before compute_us was: the rest of the iteration is compute.
+  parts.computeUs = parallel.contains("compute_us")
+                        ? parallel["compute_us"].get<double>()
+                        : iteration - parts.exposedCommUs - parts.bubbleUs;
+  parts.lowerBoundUs = parallel.value("lower_bound_us", parts.computeUs);
+  return parts;
+}
 } // namespace
 
 ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context) {
@@ -206,11 +229,19 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
   json["cluster"] = plan.cluster.name;
   json["world_size"] = plan.cluster.worldSize;
   json["strategy"] = plan.strategy;
+  const IterationParts parts = iterationParts(plan, parallel, iteration);
   json["iteration_us"] = iteration;
-  json["compute_us"] = plan.predictions.computeUs;
-  json["exposed_comm_us"] = plan.predictions.exposedCommUs;
-  json["lower_bound_us"] = plan.predictions.lowerBoundUs;
+  json["compute_us"] = parts.computeUs;
+  json["exposed_comm_us"] = parts.exposedCommUs;
+  json["bubble_us"] = parts.bubbleUs;
+  json["moe_extra_us"] = parts.moeExtraUs;
+  json["lower_bound_us"] = parts.lowerBoundUs;
   json["comm_bound_us"] = plan.predictions.commBoundUs;
+  if (parallel.is_object() || moe.is_object())
+    json["data_parallel_schedule"] = {{"iteration_us", plan.predictions.iterationUs},
+                                      {"compute_us", plan.predictions.computeUs},
+                                      {"exposed_comm_us", plan.predictions.exposedCommUs},
+                                      {"lower_bound_us", plan.predictions.lowerBoundUs}};
   json["buckets"] = static_cast<int64_t>(plan.buckets.size());
   json["gradient_tensors"] = static_cast<int64_t>(plan.tensors.size());
   json["gradient_bytes"] = gradientBytes(plan);
@@ -238,10 +269,11 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
                             "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes"})
       memory[key] = parallel["memory"][key];
     json["memory"] = memory;
-    for (const char *key : {"tflops_per_gpu", "model_tflops_per_gpu", "mfu", "bubble_us",
-                            "tensor_comm_us", "pipeline_comm_us", "data_comm_us"})
+    for (const char *key : {"tflops_per_gpu", "model_tflops_per_gpu", "mfu", "tensor_comm_us",
+                            "pipeline_comm_us", "data_comm_us"})
       json[key] = parallel[key];
     json["baselines_not_fitting"] = parallel["baselines_not_fitting"];
+    json["baseline_configurations"] = parallel.value("baseline_configurations", json::object());
   } else if (!context.memory.is_null()) {
     json["memory"] = context.memory;
   }
@@ -286,7 +318,7 @@ std::string memoryLine(const json &memory, const std::string &where) {
                      gb("buffers_bytes"), gb("reserve_bytes"));
 }
 
-std::string parallelText(const json &parallel) {
+std::string parallelText(const zenrt::Plan &plan, const json &parallel) {
   std::string out;
   const json &memory = parallel["memory"];
   out += fmt::format("  configuration         tp {} x pp {} x dp {}, ZeRO {}, sequence parallel {}, "
@@ -316,11 +348,16 @@ std::string parallelText(const json &parallel) {
                        moe["tokens"].get<int64_t>(), moe["capacity"].get<int64_t>(),
                        shards > 1 ? fmt::format("; every expert split over {} tensor-parallel ranks", shards) : "");
   }
-  out += fmt::format("  predicted iteration   {:10.3f} ms\n", parallel["iteration_us"].get<double>() / 1e3);
+  const IterationParts parts = iterationParts(plan, parallel, parallel["iteration_us"].get<double>());
+  out += fmt::format("  predicted iteration   {:10.3f} ms   (plan is {:.3f}x the bound)\n",
+                     parallel["iteration_us"].get<double>() / 1e3,
+                     parts.lowerBoundUs > 0 ? parallel["iteration_us"].get<double>() / parts.lowerBoundUs : 0.0);
+  out += fmt::format("  compute               {:10.3f} ms\n", parts.computeUs / 1e3);
   out += fmt::format("  pipeline bubble       {:10.3f} ms\n", parallel["bubble_us"].get<double>() / 1e3);
   out += fmt::format("  exposed TP comm       {:10.3f} ms\n", parallel["tensor_comm_us"].get<double>() / 1e3);
   out += fmt::format("  exposed PP comm       {:10.3f} ms\n", parallel["pipeline_comm_us"].get<double>() / 1e3);
   out += fmt::format("  exposed DP/ZeRO comm  {:10.3f} ms\n", parallel["data_comm_us"].get<double>() / 1e3);
+  out += fmt::format("  lower bound           {:10.3f} ms\n", parts.lowerBoundUs / 1e3);
   out += fmt::format("  throughput            {:.1f} TFLOP/s per GPU ({:.1f} model TFLOP/s, MFU {:.1f}%)\n",
                      parallel["tflops_per_gpu"].get<double>(), parallel["model_tflops_per_gpu"].get<double>(),
                      100 * parallel["mfu"].get<double>());
@@ -378,7 +415,7 @@ std::string moeText(const json &moe) {
                      "dp / ep ranks)\n",
                      moe["moe_us"].get<double>() / 1e3, moe["expert_sync_us"].get<double>() / 1e3);
   out += fmt::format("  predicted iteration   {:10.3f} ms with the MoE layers co-scheduled "
-                     "with the gradient sync; the data-parallel schedule:\n",
+                     "with the gradient sync\n",
                      moe["iteration_us"].get<double>() / 1e3);
   return out;
 }
@@ -411,7 +448,7 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
   if (!context.transformer.is_null())
     out += "  transformer           " + transformerText(context.transformer) + "\n";
   if (parallel.is_object())
-    out += parallelText(parallel);
+    out += parallelText(plan, parallel);
   const json moe = moeOf(plan);
   if (moe.is_object())
     out += moeText(moe);  // with the whole memory per GPU
@@ -437,12 +474,19 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
   if (plan.computeDtype != "fp32")
     out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);
-  out += fmt::format("  predicted iteration   {:10.3f} ms\n", ms(p.iterationUs));
-  out += fmt::format("  compute               {:10.3f} ms\n", ms(p.computeUs));
-  out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
-  out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
-                     ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
   const double whole = iterationUs(plan, parallel, moe);
+  if (parallel.is_object() || moe.is_object()) {
+    // The whole iteration was printed above; this is the part the schedule covers.
+    out += fmt::format("  data-parallel schedule {:9.3f} ms: compute {:.3f} ms, exposed communication "
+                       "{:.3f} ms, lower bound {:.3f} ms\n",
+                       ms(p.iterationUs), ms(p.computeUs), ms(p.exposedCommUs), ms(p.lowerBoundUs));
+  } else {
+    out += fmt::format("  predicted iteration   {:10.3f} ms\n", ms(p.iterationUs));
+    out += fmt::format("  compute               {:10.3f} ms\n", ms(p.computeUs));
+    out += fmt::format("  exposed communication {:10.3f} ms\n", ms(p.exposedCommUs));
+    out += fmt::format("  lower bound           {:10.3f} ms   (plan is {:.3f}x the bound)\n",
+                       ms(p.lowerBoundUs), p.lowerBoundUs > 0 ? p.iterationUs / p.lowerBoundUs : 0.0);
+  }
   auto speedup = [&](double us) { return whole > 0 ? us / whole : 0.0; };
   const bool compressed = !plan.baselinesUncompressed.empty();
   if (!plan.baselines.empty()) {
@@ -466,6 +510,10 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
                  ? fmt::format(" {:>18.3f} {:>17.3f}x\n", ms(plain->second), speedup(plain->second))
                  : "\n";
     }
+    if (parallel.is_object() && parallel.contains("baseline_configurations"))
+      for (const auto &[name, seed] : parallel["baseline_configurations"].items())
+        out += fmt::format("  {:<{}} {} ({})\n", name, width, seed["configuration"].get<std::string>(),
+                           seed["rule"].get<std::string>());
     if (plan.strategy == "auto")
       out += "  (the baselines seed auto's search: auto is never slower than them by construction)\n";
   }

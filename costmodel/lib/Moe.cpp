@@ -284,6 +284,7 @@ MemoryBreakdown withMoeMemory(MemoryBreakdown base, const MoeMemory &moe) {
   base.optimizerBytes += moe.optimizerBytes;
   base.activationsBytes += moe.activationsBytes;
   base.buffersBytes += moe.buffersBytes;
+  base.reserveBytes = reserveBytes(base.capacityBytes, base.activationsBytes + base.buffersBytes);
   return base;
 }
 

@@ -204,10 +204,17 @@ double tiedCopyParams(const TransformerShape &shape, const ParallelConfig &confi
 
 } // namespace
 
+DType gradientAccumulationDtype(const TrainingSetup &setup) {
+  if (setup.gradientAccumulation)
+    return *setup.gradientAccumulation;
+  return setup.computeDtype == DType::F16 ? DType::F16 : DType::F32;
+}
+
 BytesPerParameter bytesPerParameter(const TrainingSetup &setup) {
+  const double gradients = gradientAccumulationDtype(setup) == DType::F32 ? 4 : 2;
   if (isMixedPrecision(setup.computeDtype))
-    return {2, 2, setup.optimizer == Optimizer::Adam ? 12.0 : 8.0};
-  return {4, 4, setup.optimizer == Optimizer::Adam ? 8.0 : 4.0};
+    return {2, gradients, setup.optimizer == Optimizer::Adam ? 12.0 : 8.0};
+  return {4, gradients, setup.optimizer == Optimizer::Adam ? 8.0 : 4.0};
 }
 
 std::string checkConfig(const TransformerShape &shape, const ParallelConfig &config,
@@ -388,10 +395,6 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
 
 namespace {
 
-/// The CUDA context and the cuBLAS/NCCL workspaces (about 1 GB on A100/H100)
-/// and 5% of the device for the caching allocator's fragmentation.
-double reserveBytes(double capacity) { return capacity > 0 ? 1e9 + 0.05 * capacity : 0; }
-
 /// Memory of one GPU of `stage` holding `layers` blocks from `first` on.
 MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig &config,
                             const TrainingSetup &setup, const CostModel &model, int64_t stage,
@@ -469,7 +472,7 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   if (config.tp > 1)
     buffers += tokens * shape.hidden * elementBytes;
   memory.buffersBytes = buffers;
-  memory.reserveBytes = reserveBytes(capacity);
+  memory.reserveBytes = reserveBytes(capacity, memory.activationsBytes + buffers);
   if (moeLayers == 0)
     return memory;
   // The experts: experts / ep per layer, ZeRO over their replicas; without
@@ -495,15 +498,23 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
 
 } // namespace
 
-MemoryBreakdown replicatedParameterMemory(double params, const TrainingSetup &setup,
-                                          const CostModel &model) {
+double reserveBytes(double capacityBytes, double dynamicBytes) {
+  if (capacityBytes <= 0)
+    return 0;
+  return kDeviceRuntimeBytes +
+         dynamicBytes * kAllocatorFragmentation / (1.0 - kAllocatorFragmentation);
+}
+
+MemoryBreakdown replicatedParameterMemory(double params, double activationBytes,
+                                          const TrainingSetup &setup, const CostModel &model) {
   const BytesPerParameter perParam = bytesPerParameter(setup);
   MemoryBreakdown memory;
   memory.capacityBytes = model.cluster().gpu.memoryGB * 1e9;
   memory.weightsBytes = params * perParam.weights;
   memory.gradientsBytes = params * perParam.gradients;
   memory.optimizerBytes = params * perParam.optimizer;
-  memory.reserveBytes = reserveBytes(memory.capacityBytes);
+  memory.activationsBytes = activationBytes;
+  memory.reserveBytes = reserveBytes(memory.capacityBytes, activationBytes);
   return memory;
 }
 

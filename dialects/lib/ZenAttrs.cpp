@@ -323,7 +323,8 @@ LogicalResult MoeSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError
 LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                          int64_t globalBatch, StringRef optimizer,
                                          FloatAttr moeImbalance, StringRef, bool, int64_t scored,
-                                         DictionaryAttr baselines, DictionaryAttr notFitting) {
+                                         DictionaryAttr baselines, DictionaryAttr notFitting,
+                                         DictionaryAttr configurations) {
   if (globalBatch < 1 || scored < 0)
     return emitError() << "parallel_search global_batch must be at least 1 and "
                           "configurations_scored non-negative";
@@ -339,6 +340,11 @@ LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emit
     if (!mlir::isa<StringAttr>(reason.getValue()))
       return emitError() << "parallel_search baselines_not_fitting '" << reason.getName().getValue()
                          << "' must be a reason (a string)";
+  if (configurations)
+    for (NamedAttribute configuration : configurations)
+      if (!mlir::isa<StringAttr>(configuration.getValue()))
+        return emitError() << "parallel_search baseline_configurations '"
+                           << configuration.getName().getValue() << "' must be a configuration (a string)";
   return success();
 }
 

@@ -146,6 +146,11 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == ClusterAttrHelper::getNameStr() || name == ComputeDtypeAttrHelper::getNameStr() ||
       name == StrategyAttrHelper::getNameStr() || name == CompressorAttrHelper::getNameStr())
     return expect(isa<StringAttr>(value), "a string");
+  if (name == GradAccumulationDtypeAttrHelper::getNameStr()) {
+    auto dtype = dyn_cast<StringAttr>(value);
+    return expect(dtype && llvm::is_contained({"fp32", "bf16", "fp16"}, dtype.getValue()),
+                  "\"fp32\", \"bf16\" or \"fp16\"");
+  }
   if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr() ||
       name == HeadsAttrHelper::getNameStr() || name == KvHeadsAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 1,

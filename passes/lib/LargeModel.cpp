@@ -17,9 +17,10 @@ using namespace mlir;
 namespace zen {
 
 std::string configText(const cost::ParallelConfig &c) {
-  return fmt::format("tp {} x pp {} x dp {}{}, ZeRO {}, recompute {}, micro-batch {}", c.tp, c.pp, c.dp,
+  return fmt::format("tp {} x pp {} x dp {}{}, ZeRO {}, recompute {}, micro-batch {}{}", c.tp, c.pp, c.dp,
                      c.ep > 1 ? fmt::format(" (ep {})", c.ep) : "", c.zero,
-                     cost::toString(c.recompute), c.microBatch);
+                     cost::toString(c.recompute), c.microBatch,
+                     c.sequenceParallel ? ", sequence parallel" : "");
 }
 
 std::string memoryText(const cost::MemoryBreakdown &m) {
@@ -165,10 +166,17 @@ ParallelDecision planParallel(const cost::TransformerShape &shape, const cost::C
   decision.compressor = compressor;
   decision.forced = request.forcesAny();
   decision.configurationsScored = result.configurationsScored;
-  for (const auto &[name, eval] : result.baselines)
+  for (const auto &[name, eval] : result.baselines) {
     decision.baselines[name] = eval.iterationUs;
+    decision.baselineConfigurations[name] = configText(eval.config);
+  }
   decision.baselinesWhyNot = result.baselinesWhyNot;
   return decision;
+}
+
+std::optional<cost::DType> gradientAccumulationOf(ModuleOp module) {
+  auto dtype = module->getAttrOfType<StringAttr>(ZenDialect::GradAccumulationDtypeAttrHelper::getNameStr());
+  return dtype ? cost::parseDType(dtype.str()) : std::nullopt;
 }
 
 ParallelAttr parallelAttr(MLIRContext *context, const cost::ParallelConfig &c) {
@@ -209,9 +217,11 @@ void recordParallelDecision(ModuleOp module, const ParallelDecision &decision) {
   module->setAttr(ZenDialect::TransformerAttrHelper::getNameStr(),
                   transformerAttr(context, decision.shape));
   module->setAttr(ZenDialect::ParallelAttrHelper::getNameStr(), parallelAttr(context, decision.config));
-  SmallVector<NamedAttribute> baselines, whyNot;
+  SmallVector<NamedAttribute> baselines, whyNot, configurations;
   for (const auto &[name, us] : decision.baselines)
     baselines.emplace_back(StringAttr::get(context, name), f64(context, us));
+  for (const auto &[name, text] : decision.baselineConfigurations)
+    configurations.emplace_back(StringAttr::get(context, name), StringAttr::get(context, text));
   for (const auto &[name, why] : decision.baselinesWhyNot)
     whyNot.emplace_back(StringAttr::get(context, name), StringAttr::get(context, why));
   const cost::TrainingSetup &setup = decision.setup;
@@ -220,7 +230,8 @@ void recordParallelDecision(ModuleOp module, const ParallelDecision &decision) {
                                           f64(context, setup.moeImbalance), decision.compressor,
                                           decision.forced, decision.configurationsScored,
                                           DictionaryAttr::get(context, baselines),
-                                          DictionaryAttr::get(context, whyNot)));
+                                          DictionaryAttr::get(context, whyNot),
+                                          DictionaryAttr::get(context, configurations)));
 }
 
 bool hasParallelDecision(ModuleOp module) {
@@ -252,6 +263,7 @@ FailureOr<ParallelDecision> readParallelDecision(ModuleOp module) {
   if (!dtype)
     return module.emitError("zen.compute_dtype: unknown precision '") << precision << "'";
   setup.computeDtype = *dtype;
+  setup.gradientAccumulation = gradientAccumulationOf(module);
   decision.compressor = search.getCompressor().str();
   decision.forced = search.getForced();
   decision.configurationsScored = search.getConfigurationsScored();
@@ -259,6 +271,10 @@ FailureOr<ParallelDecision> readParallelDecision(ModuleOp module) {
     decision.baselines[baseline.getName().str()] = cast<FloatAttr>(baseline.getValue()).getValueAsDouble();
   for (NamedAttribute reason : search.getBaselinesNotFitting())
     decision.baselinesWhyNot[reason.getName().str()] = cast<StringAttr>(reason.getValue()).str();
+  if (DictionaryAttr configurations = search.getBaselineConfigurations())
+    for (NamedAttribute configuration : configurations)
+      decision.baselineConfigurations[configuration.getName().str()] =
+          cast<StringAttr>(configuration.getValue()).str();
   return decision;
 }
 

@@ -2,6 +2,7 @@
 #include "zen/Passes/Moe.h"
 
 #include "zen/Analysis/IRPlan.h"
+#include "zen/Passes/LargeModel.h"
 #include "zen/Planner/Planning.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -140,6 +141,7 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
   if (auto name = module->getAttrOfType<StringAttr>(
           ZenDialect::ComputeDtypeAttrHelper::getNameStr()))
     request.setup.computeDtype = plan::parseComputeDtype(name.str()).value_or(cost::DType::F32);
+  request.setup.gradientAccumulation = gradientAccumulationOf(module);
   llvm::StringSet<> expertParameters;
   for (const plan::MoeLayer &layer : layers)
     expertParameters.insert(layer.parameters.begin(), layer.parameters.end());
@@ -194,8 +196,8 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
     if (!expertParameters.contains(param.getName()))
       denseParams += double(cast<ShapedType>(param.getType()).getNumElements());
   });
-  request.dense = cost::replicatedParameterMemory(denseParams, request.setup, model);
-  request.dense.activationsBytes = keptActivationBytes(training->func, request.setup);
+  request.dense = cost::replicatedParameterMemory(
+      denseParams, keptActivationBytes(training->func, request.setup), request.setup, model);
   return request;
 }
 

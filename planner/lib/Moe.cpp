@@ -468,7 +468,7 @@ std::string memoryText(const MoeEvaluation &eval, const MoeRequest &request) {
       (experts.weightsBytes + experts.gradientsBytes + experts.optimizerBytes) / 1e9,
       experts.activationsBytes / 1e9, experts.buffersBytes / 1e9,
       (dense.weightsBytes + dense.gradientsBytes + dense.optimizerBytes) / 1e9,
-      dense.activationsBytes / 1e9, dense.reserveBytes / 1e9);
+      dense.activationsBytes / 1e9, total.reserveBytes / 1e9);
 }
 
 } // namespace

@@ -81,22 +81,22 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
   } else {
     eval.pipeline = cost::pipelineTime(eval.stages, config.microBatches, config.virtualStages);
   }
+  // The slowest stage paces the pipeline (m of its micro-batches plus the bubble): its
+  // parts are the iteration's, so that compute + exposed communication + bubble adds up.
+  const cost::StageCost &pacing = *std::max_element(
+      eval.stages.begin(), eval.stages.end(), [](const cost::StageCost &a, const cost::StageCost &b) {
+        return a.perMicroBatchUs() < b.perMicroBatchUs();
+      });
   const cost::StageCost &first = eval.stages.front();
   const double m = double(config.microBatches);
-  eval.tensorCommUs = m * first.tensorCommUs;
-  eval.pipelineCommUs = m * first.pipelineCommUs;
-  eval.dataCommUs = m * first.zeroCommUs;
-  // After backward: the tied embedding's all-reduce (first and last stage),
-  // then the optimizer step; the slowest stage ends the iteration.
-  double stepUs = 0, embeddingSyncUs = 0;
+  eval.tensorCommUs = m * pacing.tensorCommUs;
+  eval.pipelineCommUs = m * pacing.pipelineCommUs;
+  eval.dataCommUs = m * pacing.zeroCommUs;
   for (const cost::StageCost &stage : eval.stages) {
     eval.optimizerUs = std::max(eval.optimizerUs, stage.optimizerUs);
-    stepUs = std::max(stepUs, stage.embeddingSyncUs + stage.optimizerUs);
-    embeddingSyncUs = std::max(embeddingSyncUs, stage.embeddingSyncUs);
     eval.flopsPerGpu += stage.flops * m / double(eval.stages.size());
     eval.modelFlopsPerGpu += stage.modelFlops * m / double(eval.stages.size());
   }
-  eval.pipelineCommUs += embeddingSyncUs;  // between stages, on the critical path
   // ZeRO 2 keeps only its gradient shard: after the optimizer step every rank
   // all-gathers the updated weights (ZeRO 3 gathers them before use instead).
   double postOptimizerUs = 0;
@@ -104,15 +104,47 @@ ParallelEvaluation scorePipeline(const cost::TransformerShape &shape, const Para
     postOptimizerUs = dataParallelUs(model, cost::CollectiveKind::AllGather, first,
                                      cost::bytesPerParameter(setup).weights, config);
   eval.dataCommUs += postOptimizerUs;
-  eval.iterationUs = eval.pipeline.totalUs + stepUs + postOptimizerUs;
+  eval.iterationUs = eval.pipeline.totalUs + postOptimizerUs;
+  eval.computeUs = m * (pacing.forwardUs + pacing.backwardUs);
+  // As the data-parallel planner's bound: the compute with every optimizer step, or moving
+  // the gradients once.
+  eval.lowerBoundUs = std::max(
+      eval.computeUs + eval.optimizerUs,
+      model.communicationBoundUs(gradientElements(first) * 4,
+                                 cost::parallelGroups(config, model.cluster()).data));
   return eval;
 }
 
-/// Adds the data-parallel sync left exposed and derives the throughput.
-void finish(ParallelEvaluation &eval, double syncExposedUs, const cost::CostModel &model,
+/// What follows the first stage's last backward: its optimizer step and its data-parallel
+/// sync, the compute part (the step, and the compute the sync slows while it overlaps, as
+/// the data-parallel planner's timeline counts it) and what the sync leaves exposed.
+struct FirstStageTail {
+  double computeUs = 0;
+  double exposedCommUs = 0;
+};
+
+/// Ends the iteration after the last backward: each stage's tied-embedding all-reduce (first
+/// and last stage) then its tail (the first stage's as given, the others' their optimizer
+/// step); the slowest stage ends it. Derives the throughput.
+void finish(ParallelEvaluation &eval, const FirstStageTail &firstTail, const cost::CostModel &model,
             cost::DType dtype) {
-  eval.dataCommUs += syncExposedUs;
-  eval.iterationUs += syncExposedUs;
+  const cost::StageCost &first = eval.stages.front();
+  double tailUs = first.embeddingSyncUs + firstTail.computeUs + firstTail.exposedCommUs;
+  double computeUs = firstTail.computeUs, exposedUs = firstTail.exposedCommUs;
+  double embeddingSyncUs = first.embeddingSyncUs;
+  for (size_t s = 1; s < eval.stages.size(); ++s) {
+    const cost::StageCost &stage = eval.stages[s];
+    if (stage.embeddingSyncUs + stage.optimizerUs > tailUs) {
+      tailUs = stage.embeddingSyncUs + stage.optimizerUs;
+      computeUs = stage.optimizerUs;
+      exposedUs = 0;
+      embeddingSyncUs = stage.embeddingSyncUs;
+    }
+  }
+  eval.computeUs += computeUs;
+  eval.dataCommUs += exposedUs;
+  eval.pipelineCommUs += embeddingSyncUs;  // between stages, on the critical path
+  eval.iterationUs += tailUs;
   eval.tflopsPerGpu = eval.flopsPerGpu / eval.iterationUs / 1e6;
   eval.modelTflopsPerGpu = eval.modelFlopsPerGpu / eval.iterationUs / 1e6;
   eval.mfu = eval.modelTflopsPerGpu / peakTflops(model, dtype);
@@ -135,6 +167,9 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
                          std::vector<bool> *experts) {
   Problem problem;
   const int n = int(stage.units.size());
+  double stageElements = 0;
+  for (const cost::StageCost::Unit &unit : stage.units)
+    stageElements += unit.gradientElements + unit.expertElements;
   for (int i = n - 1; i >= 0; --i)
     problem.forward.push_back({stage.units[i].name, stage.units[i].forwardUs, 0, 0});
   for (int i = 0; i < n; ++i) {
@@ -146,6 +181,8 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
     gradient.bytes = gradient.elements * 4;  // fp32 main gradients on the wire
     gradient.readyAfterSegment = i;
     gradient.forwardSegment = n - 1 - i;
+    // The stage's optimizer step, each gradient its share by elements (ZeRO 1: of its shard).
+    gradient.optimizerUs = stageElements > 0 ? stage.optimizerUs * unit.gradientElements / stageElements : 0;
     // A unit without parameters (the head of an encoder without an LM head, or of one tied to
     // the embedding) has no gradient to sync.
     if (gradient.elements > 0) {
@@ -159,6 +196,7 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
       // Every rank's share alike: expertParallelSync divides it by ep again.
       expert.elements = int64_t(std::llround(unit.expertElements)) * config.ep;
       expert.bytes = expert.elements * 4;
+      expert.optimizerUs = stage.optimizerUs * unit.expertElements * double(config.ep) / stageElements;
       problem.gradients.push_back(expert);
       if (experts)
         experts->push_back(true);
@@ -172,15 +210,15 @@ Problem stageSyncProblem(const cost::StageCost &stage, const ParallelConfig &con
 ParallelEvaluation scoreConfig(const cost::TransformerShape &shape, const ParallelConfig &config,
                                const cost::TrainingSetup &setup, const cost::CostModel &model) {
   ParallelEvaluation eval = scorePipeline(shape, config, setup, model, PipelineTiming::ClosedForm);
-  double exposed = 0;
+  const cost::StageCost &first = eval.stages.front();
+  FirstStageTail tail{first.optimizerUs, 0};
   if (syncsByAllReduce(config)) {
-    const cost::StageCost &first = eval.stages.front();
     double allReduceUs = dataParallelUs(model, cost::CollectiveKind::AllReduce, first, 4, config);
     double window = first.backwardUs;
-    exposed = std::max(0.0, allReduceUs - window) +
-              (model.overlapSlowdown() - 1.0) * std::min(allReduceUs, window);
+    tail.exposedCommUs = std::max(0.0, allReduceUs - window);
+    tail.computeUs += (model.overlapSlowdown() - 1.0) * std::min(allReduceUs, window);
   }
-  finish(eval, exposed, model, setup.computeDtype);
+  finish(eval, tail, model, setup.computeDtype);
   return eval;
 }
 
@@ -189,18 +227,24 @@ ParallelEvaluation scoreWithSync(const cost::TransformerShape &shape, const Para
                                  const AutotuneOptions &sync) {
   ParallelEvaluation eval = scorePipeline(shape, config, setup, model, PipelineTiming::Simulated);
   if (!syncsByAllReduce(config)) {
-    finish(eval, 0, model, setup.computeDtype);
+    finish(eval, {eval.stages.front().optimizerUs, 0}, model, setup.computeDtype);
     return eval;
   }
   GradientSync gradients;
   gradients.problem = stageSyncProblem(eval.stages.front(), config, setup, model, &gradients.expert);
   AutotuneResult planned = autotune(gradients.problem, model, sync);
   gradients.plan = planned.best;
-  double exposedUs = planned.bestEval.exposedCommUs;
+  Evaluation synced = planned.bestEval;
   ExpertParallelSync split = overExpertReplicas(gradients, config);
   if (config.ep > 1)
-    exposedUs = evaluate(split.problem, split.plan, model).exposedCommUs;
-  finish(eval, exposedUs, model, setup.computeDtype);
+    synced = evaluate(split.problem, split.plan, model);
+  // The optimizer steps are in the sync's timeline (each bucket's after its collective), as
+  // in a data-parallel plan: its compute beyond the last micro-batch's is the tail's.
+  double forwardBackwardUs = 0;
+  for (const std::vector<ComputeSegment> *segments : {&split.problem.forward, &split.problem.backward})
+    for (const ComputeSegment &segment : *segments)
+      forwardBackwardUs += segment.durationUs;
+  finish(eval, {synced.computeUs - forwardBackwardUs, synced.exposedCommUs}, model, setup.computeDtype);
   eval.syncProblem = std::move(split.problem);
   eval.syncPlan = std::move(split.plan);
   eval.syncPlanned = true;
@@ -381,26 +425,36 @@ std::optional<ParallelConfig> seedConfig(const std::string &name, const cost::Tr
     return firstThatFits(candidates, shape, model, setup, whyNot);
   }
   if (name == "megatron") {
-    // Megatron-LM's recipe (SC21 section 5): tensor parallelism inside a node,
-    // the fewest pipeline stages that fit, the rest data parallel, full
-    // recomputation, 1F1B, micro-batch 1.
-    int64_t tp = 1;
+    // Megatron-LM's own guidance (Narayanan et al. SC21, takeaways 1 and 2; Korthikanti et
+    // al. 2022): tensor parallelism inside a node, the smallest degree that fits; pipeline
+    // stages next, the fewest that fit at the node's tp; the rest data parallel; selective
+    // recomputation where it fits (full where only that does), sequence parallelism with
+    // tp > 1; 1F1B, micro-batch 1 (SC21 section 5's runs).
+    std::vector<int64_t> tps;
     for (int64_t candidate = 1; candidate <= model.cluster().gpusPerNode; ++candidate)
       if (model.cluster().gpusPerNode % candidate == 0 && shape.heads % candidate == 0 &&
-          shape.ffn % candidate == 0 && gpus % candidate == 0)
-        tp = candidate;
+          shape.keyValueHeads() % candidate == 0 && shape.ffn % candidate == 0 && gpus % candidate == 0)
+        tps.push_back(candidate);
+    std::vector<std::pair<int64_t, int64_t>> degrees;  // (tp, pp) in the guidance's order
+    for (int64_t tp : tps)
+      degrees.emplace_back(tp, 1);
+    for (int64_t pp : divisors(gpus / tps.back()))
+      if (pp > 1)
+        degrees.emplace_back(tps.back(), pp);
     std::vector<ParallelConfig> candidates;
-    for (int64_t pp : divisors(gpus / tp)) {
-      ParallelConfig config;
-      config.tp = tp;
-      config.pp = pp;
-      config.dp = gpus / (tp * pp);
-      config.recompute = Recompute::Full;
-      if (pp > shape.layers || setup.globalBatch % config.dp != 0)
-        continue;
-      config.microBatches = setup.globalBatch / config.dp;
-      candidates.push_back(config);
-    }
+    for (auto [tp, pp] : degrees)
+      for (Recompute recompute : {Recompute::Selective, Recompute::Full}) {
+        ParallelConfig config;
+        config.tp = tp;
+        config.pp = pp;
+        config.dp = gpus / (tp * pp);
+        config.sequenceParallel = tp > 1;
+        config.recompute = recompute;
+        if (pp > shape.layers || setup.globalBatch % config.dp != 0)
+          continue;
+        config.microBatches = setup.globalBatch / config.dp;
+        candidates.push_back(config);
+      }
     if (candidates.empty()) {
       whyNot = "no pipeline depth divides the GPUs and the global batch";
       return std::nullopt;
@@ -409,6 +463,22 @@ std::optional<ParallelConfig> seedConfig(const std::string &name, const cost::Tr
   }
   whyNot = "unknown baseline " + name;
   return std::nullopt;
+}
+
+std::string parallelBaselineRule(const std::string &name) {
+  static const std::map<std::string, std::string> rules = {
+      {"megatron", "Megatron-LM's guidance: the smallest tp within a node that fits, then the fewest "
+                   "pipeline stages, selective recomputation where it fits, sequence parallel with tp > 1, "
+                   "micro-batch 1"},
+      {"zero3", "FSDP / ZeRO-3: pure data parallelism, the largest micro-batch that fits"},
+      {"ddp", "PyTorch DDP: pure data parallelism, the whole per-rank batch at once"},
+      {"tp-nodecomp", "the chosen configuration, no tensor-parallel decomposition"},
+      {"tp-asynctp", "the chosen configuration, every GEMM in tp chunks (PyTorch async-TP)"},
+      {"tp-uniform", "the chosen configuration, the best single chunk count"},
+      {"moe-nopipe", "the chosen configuration, MoE layers unpipelined with flat all-to-alls"},
+      {"tutel", "the chosen configuration, one MoE degree and algorithm for every layer (Tutel)"}};
+  auto rule = rules.find(name);
+  return rule == rules.end() ? std::string() : rule->second;
 }
 
 ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::CostModel &model,

@@ -1,5 +1,6 @@
 //===- Planning.cpp - problems, plan choices, simulator tasks, baselines ---===//
 #include "zen/Planner/Planning.h"
+#include "zen/CostModel/Sparse.h"
 
 #include "zen/Strategy.h"
 
@@ -290,8 +291,16 @@ Evaluation evaluateTasks(const std::vector<SimTask> &tasks, const cost::CostMode
 
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model,
                     const std::vector<cost::CompressionSpec> &compressors) {
-  return model.lowerBoundUs(problem.totalComputeUs(), problem.totalGradientBytes(), problem.group,
-                            compressors);
+  // Each row-sparse table is synchronised by its scheme whatever the buckets: its network
+  // time adds to what they need.
+  double sparseUs = 0;
+  for (const SparseGradientTask &table : problem.sparse)
+    sparseUs += cost::sparseSyncCost(model, table.sync->scheme, table.sync->table,
+                                     table.sync->statistics, problem.group)
+                    .communicationUs;
+  return std::max(problem.totalComputeUs(),
+                  model.communicationBoundUs(problem.totalGradientBytes(), problem.group,
+                                             compressors) + sparseUs);
 }
 
 std::optional<cost::DType> parseComputeDtype(const std::string &name) {

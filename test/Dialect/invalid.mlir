@@ -974,6 +974,11 @@ module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, 
 
 // -----
 
+// expected-error @+1 {{parallel_search baseline_configurations 'megatron' must be a configuration (a string)}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}, baseline_configurations = {megatron = 8 : i64}>} {}
+
+// -----
+
 // expected-error @+1 {{'zen.transformer' must be a #zen.transformer, got 8 : i64}}
 module attributes {zen.transformer = 8 : i64} {}
 
@@ -981,6 +986,11 @@ module attributes {zen.transformer = 8 : i64} {}
 
 // expected-error @+1 {{'zen.parallel_search' must be a #zen.parallel_search, got 8 : i64}}
 module attributes {zen.parallel_search = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{'zen.grad_accumulation_dtype' must be "fp32", "bf16" or "fp16", got "int8"}}
+module attributes {zen.grad_accumulation_dtype = "int8"} {}
 
 // -----
 

@@ -69,6 +69,8 @@ struct PlanOptions {
   int64_t horovodFusionThresholdMb = 128;
   std::string compressor;
   std::string precision = "fp32";
+  /// --grad-accumulation-dtype: fp32, bf16 or fp16; empty: the frameworks' default.
+  std::string gradAccumulationDtype;
   std::string output;
   std::string trace;
   std::string timelineSvg;
@@ -198,6 +200,13 @@ std::vector<std::string> commandLineStrategies() {
 }
 
 void checkCommandLine(const PlanOptions &options) {
+  // 16-bit gradients are the compute precision's own: mixed precision's 16-bit format.
+  if (!options.gradAccumulationDtype.empty() && options.gradAccumulationDtype != "fp32" &&
+      options.gradAccumulationDtype != options.precision)
+    throw CommandError(ExitUsage, "--grad-accumulation-dtype " + options.gradAccumulationDtype +
+                                      ": 16-bit gradients need --precision " +
+                                      options.gradAccumulationDtype + " (got " + options.precision +
+                                      "); fp32 works with every precision");
   std::string error;
   if (!plan::parseCompressors(options.compressor, error))
     throw CommandError(ExitUsage, "--compressor: " + error);
@@ -323,6 +332,8 @@ void recordMoeSchedule(mlir::ModuleOp module, const cost::ParallelConfig &config
 cost::TrainingSetup trainingSetup(const PlanOptions &options, int64_t perGpuBatch, int64_t gpus) {
   cost::TrainingSetup setup;
   setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
+  if (!options.gradAccumulationDtype.empty())
+    setup.gradientAccumulation = cost::parseDType(options.gradAccumulationDtype);
   setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
                                               : *cost::parseOptimizer(options.optimizer);
   // Saturated: planLargeModel refuses a default global batch beyond the limit by name.
@@ -375,10 +386,8 @@ cost::MemoryBreakdown dataParallelMemory(const PlanOptions &options, const impor
     ddp.microBatch = perGpuBatchOf(options, graph, shape);
     return cost::memoryPerGpu(*shape, ddp, setup, model);
   }
-  cost::MemoryBreakdown memory =
-      cost::replicatedParameterMemory(double(graph.trainableElements()), setup, model);
-  memory.activationsBytes = keptActivationBytes(graph, setup);
-  return memory;
+  return cost::replicatedParameterMemory(double(graph.trainableElements()),
+                                         keptActivationBytes(graph, setup), setup, model);
 }
 
 /// Large-model planning of a recognised transformer: the tp/pp/dp/ZeRO (and ep)
@@ -677,6 +686,9 @@ int runPlan(const PlanOptions &options) {
   if (options.precision != "fp32")
     ZenDialect::ComputeDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.precision));
+  if (!options.gradAccumulationDtype.empty())
+    ZenDialect::GradAccumulationDtypeAttrHelper(&context)
+        .setAttr(*module, mlir::StringAttr::get(&context, options.gradAccumulationDtype));
   // Set before the verification starts, not by the passes while it runs.
   ZenDialect::ClusterAttrHelper(&context).setAttr(*module,
                                                   mlir::StringAttr::get(&context, options.cluster));
@@ -806,6 +818,10 @@ CommandRegistration registration(
                      "AMP): fp32, tf32, bf16, fp16; gradients stay fp32 on the wire")
           ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
           ->capture_default_str();
+      app.add_option("--grad-accumulation-dtype", options->gradAccumulationDtype,
+                     "Dtype gradients accumulate and reduce in, for memory: fp32, bf16, fp16 (default: "
+                     "fp32, and fp16 under --precision fp16, as Megatron-LM and DeepSpeed do)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
       app.add_option("-o,--output", options->output, "Write the plan file here");
       app.add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of one iteration");
       app.add_option("--timeline-svg", options->timelineSvg, "Write an SVG timeline picture");

@@ -9,6 +9,7 @@
 
 #include "zen/Codegen/PlanSimulation.h"
 #include "zen/Codegen/Report.h"
+#include "zen/Codegen/SparsePlan.h"
 #include "zen/CostModel/Cluster.h"
 #include "zen/Support/FileIO.h"
 
@@ -51,10 +52,13 @@ int runSimulate(const SimulateOptions &options) {
     if (!options.svgPath.empty())
       outputs.add(options.svgPath, codegen::timelineSvg(plan));
     outputs.commit();
+    // The row-sparse tables' decisions, re-priced on this cluster, as zenopt reports them.
+    codegen::SummaryContext context;
+    context.sparse = codegen::sparseDecisionsOf(plan, model);
     if (options.json)
-      std::cout << codegen::summaryJson(plan).dump() << "\n";
+      std::cout << codegen::summaryJson(plan, context).dump() << "\n";
     else
-      std::cout << codegen::summaryText(plan);
+      std::cout << codegen::summaryText(plan, context);
     return ExitSuccess;
   } catch (const zenrt::PlanError &error) {
     std::string message = error.what();

@@ -1,5 +1,6 @@
 //===- IRPlan.cpp - problem extraction and plan reading (never rewrites) ===//
 #include "zen/Analysis/IRPlan.h"
+#include "zen/Analysis/Transformer.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -334,6 +335,115 @@ void forEachFunction(ModuleOp module, function_ref<void(func::FuncOp)> visit) {
   });
 }
 
+namespace {
+
+/// Scales `segments[first, last)` to take `targetUs` together, in proportion to their IR
+/// prices (evenly when those are all zero).
+void scaleSegments(std::vector<ComputeSegment> &segments, size_t first, size_t last,
+                   double targetUs) {
+  if (first >= last)
+    return;
+  double irUs = 0;
+  for (size_t s = first; s < last; ++s)
+    irUs += segments[s].durationUs;
+  for (size_t s = first; s < last; ++s)
+    segments[s].durationUs = irUs > 0 ? segments[s].durationUs * targetUs / irUs
+                                      : targetUs / double(last - first);
+}
+
+/// One cost model (issue 40): a recognised dense transformer's data-parallel problem is the
+/// tp = pp = 1 case of the large-model cost model. Its forward and backward take the
+/// per-block times cost::stageCosts gives (GEMMs priced by shape, element-wise work as
+/// Megatron's fused kernels move it), its optimizer step the large-model one (Adam, at the
+/// precision's bytes per parameter); the IR keeps where in a block the time falls and when
+/// each gradient is ready. So `zenopt MODEL` and `zenopt MODEL --tp 1 --pp 1 --zero 0`
+/// price the same configuration alike. Modules the partitioning passes rewrote, pipeline
+/// stages and MoE models keep their IR prices.
+void priceAsTransformer(ModuleOp module, TrainingFunction &training, const cost::CostModel &model) {
+  Problem &problem = training.problem;
+  if (module->hasAttr(ZenDialect::ParallelAttrHelper::getNameStr()) || !training.moeSegments.empty() ||
+      problem.backward.empty() || problem.forward.empty())
+    return;
+  std::optional<TransformerStructure> structure = analyzeTransformer(module, nullptr);
+  if (!structure || structure->shape.moe)
+    return;
+  const cost::TransformerShape &shape = structure->shape;
+  cost::ParallelConfig config;
+  // One rank's compute: the data-parallel degree does not change it at ZeRO 0. The IR's
+  // shapes keep the exported batch; its work is priced at the importer's (zen.batch).
+  auto batch = module->getAttrOfType<IntegerAttr>("zen.batch");
+  config.microBatch = batch && batch.getInt() > 0 ? batch.getInt() : shape.modelBatch;
+  cost::TrainingSetup setup;
+  setup.globalBatch = config.microBatch;
+  setup.computeDtype = problem.computeDtype;
+  if (!cost::checkConfig(shape, config, setup, config.gpus()).empty())
+    return;
+  const cost::StageCost stage = cost::stageCosts(shape, config, setup, model).front();
+
+  // Each parameter's unit of the stage: "head", "block.<i>", "embedding".
+  DenseMap<Operation *, size_t> unitOf;
+  std::map<std::string, size_t> unitIndex;
+  for (size_t u = 0; u < stage.units.size(); ++u)
+    unitIndex[stage.units[u].name] = u;
+  auto assign = [&](ArrayRef<ParamOp> params, const std::string &unit) {
+    if (auto found = unitIndex.find(unit); found != unitIndex.end())
+      for (ParamOp param : params)
+        unitOf[param.getOperation()] = found->second;
+  };
+  assign(structure->headParams, "head");
+  assign(structure->embeddingParams, "embedding");
+  for (size_t b = 0; b < structure->blocks.size(); ++b)
+    assign(structure->blocks[b].params, "block." + std::to_string(b));
+
+  // A unit ends at the last backward segment after which one of its gradients is ready;
+  // the segments up to there (after the previous unit's) take its backward time.
+  std::vector<int> unitEnd(stage.units.size(), -1);
+  auto noteReady = [&](Value param, int segment) {
+    auto found = unitOf.find(param.getDefiningOp());
+    if (found != unitOf.end())
+      unitEnd[found->second] = std::max(unitEnd[found->second], segment);
+  };
+  for (size_t g = 0; g < training.gradients.size(); ++g)
+    noteReady(training.gradients[g].getParam(), problem.gradients[g].readyAfterSegment);
+  for (const SparseGradientTask &table : problem.sparse)
+    for (auto [op, unit] : unitOf)
+      if (cast<ParamOp>(op).getName() == table.name)
+        unitEnd[unit] = std::max(unitEnd[unit], table.readyAfterSegment);
+  const int segments = int(problem.backward.size());
+  int begin = 0;
+  double pendingUs = 0;
+  for (size_t u = 0; u < stage.units.size(); ++u) {
+    pendingUs += stage.units[u].backwardUs;
+    const bool last = u + 1 == stage.units.size();
+    const int end = last ? segments - 1 : std::min(unitEnd[u], segments - 1);
+    if (end < begin)
+      continue;  // its segments are another unit's: its time goes with the next range
+    scaleSegments(problem.backward, size_t(begin), size_t(end) + 1, pendingUs);
+    begin = end + 1;
+    pendingUs = 0;
+  }
+  if (pendingUs > 0)  // units whose gradients the IR makes ready after the last range
+    scaleSegments(problem.backward, problem.backward.size() - 1, problem.backward.size(),
+                  problem.backward.back().durationUs + pendingUs);
+  scaleSegments(problem.forward, 0, problem.forward.size(), stage.forwardUs);
+
+  // The optimizer step: each parameter's share of the stage's, by its elements.
+  double elements = 0;
+  for (const GradientTensor &gradient : problem.gradients)
+    elements += double(gradient.elements);
+  for (const SparseGradientTask &table : problem.sparse)
+    elements += double(table.sync->table.rows * table.sync->table.rowElements);
+  if (elements <= 0)
+    return;
+  for (GradientTensor &gradient : problem.gradients)
+    gradient.optimizerUs = stage.optimizerUs * double(gradient.elements) / elements;
+  for (SparseGradientTask &table : problem.sparse)
+    table.optimizerUs =
+        stage.optimizerUs * double(table.sync->table.rows * table.sync->table.rowElements) / elements;
+}
+
+} // namespace
+
 FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostModel &model,
                                             std::optional<int64_t> stage) {
   SmallVector<func::FuncOp> candidates;
@@ -489,6 +599,8 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     problem.gradients.push_back(tensor);
     training.gradients.push_back(gradient);
   }
+  if (!stage)
+    priceAsTransformer(module, training, model);
   return training;
 }
 

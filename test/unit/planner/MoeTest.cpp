@@ -446,8 +446,9 @@ TEST(MoePlanning, TokensAreCompressedOnlyWhenAllowedAndWhereItPays) {
 TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
   const cost::CostModel model = h100(); // 80 GB per GPU
   MoeRequest request = requestOn(model);
-  request.dense = cost::replicatedParameterMemory(0, request.setup, model);
-  // 64 experts of 117M parameters at 16 bytes each (bf16 with Adam): 120 GB on one rank.
+  request.dense = cost::replicatedParameterMemory(0, 0, request.setup, model);
+  // 64 experts of 117M parameters at 18 bytes each (bf16 with Adam, fp32 gradients): 135 GB
+  // on one rank.
   const std::vector<MoeLayer> layers = {wideLayer("a")};
   const MoePlan plan = planMoe(layers, model, request);
   ASSERT_EQ(plan.notFitting.count(1), 1u);
@@ -456,10 +457,14 @@ TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
   EXPECT_EQ(plan.searched.count(2), 1u);
   EXPECT_GE(plan.chosen.ep, 2);
   EXPECT_TRUE(moeModelMemory(plan.chosen, request).fits());
-  // The whole model counts: the other parameters' state and the reserve.
+  // The whole model counts: the other parameters' state and the reserve, which includes the
+  // allocator's share of the experts' activations and buffers.
   const cost::MemoryBreakdown whole = moeModelMemory(plan.chosen, request);
+  EXPECT_DOUBLE_EQ(whole.reserveBytes,
+                   cost::reserveBytes(whole.capacityBytes, plan.chosen.memory.activationsBytes +
+                                                               plan.chosen.memory.buffersBytes));
   EXPECT_DOUBLE_EQ(whole.perGpuBytes(),
-                   request.dense.reserveBytes + plan.chosen.memory.weightsBytes +
+                   whole.reserveBytes + plan.chosen.memory.weightsBytes +
                        plan.chosen.memory.gradientsBytes + plan.chosen.memory.optimizerBytes +
                        plan.chosen.memory.activationsBytes + plan.chosen.memory.buffersBytes);
 
@@ -471,9 +476,9 @@ TEST(MoePlanning, ExpertParallelDegreesThatDoNotFitInMemoryAreNotChosen) {
     EXPECT_NE(std::string(error.what()).find("ep 1 needs"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("of 80.0 GB"), std::string::npos) << error.what();
   }
-  // 10 billion other parameters at 16 bytes fit under no ep.
+  // 10 billion other parameters at 18 bytes fit under no ep.
   request.ep.reset();
-  request.dense = cost::replicatedParameterMemory(1e10, request.setup, model);
+  request.dense = cost::replicatedParameterMemory(1e10, 0, request.setup, model);
   try {
     planMoe(layers, model, request);
     FAIL() << "nothing fits";

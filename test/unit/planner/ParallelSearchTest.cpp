@@ -89,9 +89,18 @@ cost::TrainingSetup bf16Adam(int64_t globalBatch) {
   return setup;
 }
 
-TEST(ParallelSearchTest, MixedPrecisionAdamKeepsSixteenBytesPerParameterAndZeroShardsThem) {
+TEST(ParallelSearchTest, MixedPrecisionAdamKeepsEighteenBytesPerParameterAndZeroShardsThem) {
+  // bf16 keeps fp32 main gradients by default (Megatron-LM, DeepSpeed): 2 + 4 + 12; with
+  // 16-bit gradients ZeRO's 16 (section 3.1); fp16 defaults to 16-bit gradients.
   cost::BytesPerParameter adam = cost::bytesPerParameter(bf16Adam(8));
-  EXPECT_EQ(adam.weights + adam.gradients + adam.optimizer, 16);  // ZeRO, section 3.1
+  EXPECT_EQ(adam.weights + adam.gradients + adam.optimizer, 18);
+  cost::TrainingSetup halfGradients = bf16Adam(8);
+  halfGradients.gradientAccumulation = cost::DType::BF16;
+  cost::BytesPerParameter zeroPaper = cost::bytesPerParameter(halfGradients);
+  EXPECT_EQ(zeroPaper.weights + zeroPaper.gradients + zeroPaper.optimizer, 16);
+  cost::TrainingSetup fp16 = bf16Adam(8);
+  fp16.computeDtype = cost::DType::F16;
+  EXPECT_EQ(cost::bytesPerParameter(fp16).gradients, 2);
   cost::TransformerShape shape = megatronGpt(4, 1024, 16);
   cost::CostModel model = a100Nodes(1);
   ParallelConfig config;
@@ -100,12 +109,17 @@ TEST(ParallelSearchTest, MixedPrecisionAdamKeepsSixteenBytesPerParameterAndZeroS
   const double params = shape.totalParams();
   cost::MemoryBreakdown zero0 = cost::memoryPerGpu(shape, config, bf16Adam(8), model);
   EXPECT_DOUBLE_EQ(zero0.weightsBytes, 2 * params);
-  EXPECT_DOUBLE_EQ(zero0.gradientsBytes, 2 * params);
+  EXPECT_DOUBLE_EQ(zero0.gradientsBytes, 4 * params);
   EXPECT_DOUBLE_EQ(zero0.optimizerBytes, 12 * params);
+  // The CUDA context and NCCL, and the allocator's fragmentation of the activations and
+  // buffers (15% of what it reserves for them).
+  EXPECT_DOUBLE_EQ(zero0.reserveBytes, cost::kDeviceRuntimeBytes + (zero0.activationsBytes + zero0.buffersBytes) *
+                                                                      0.15 / 0.85);
+  EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, halfGradients, model).gradientsBytes, 2 * params);
   config.zero = 1;
   EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, bf16Adam(8), model).optimizerBytes, 12 * params / 8);
   config.zero = 2;
-  EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, bf16Adam(8), model).gradientsBytes, 2 * params / 8);
+  EXPECT_DOUBLE_EQ(cost::memoryPerGpu(shape, config, bf16Adam(8), model).gradientsBytes, 4 * params / 8);
   config.zero = 3;
   cost::MemoryBreakdown zero3 = cost::memoryPerGpu(shape, config, bf16Adam(8), model);
   EXPECT_DOUBLE_EQ(zero3.weightsBytes, 2 * params / 8);

@@ -30,13 +30,15 @@ nlohmann::ordered_json transformerJson(const cost::TransformerShape &shape);
 nlohmann::ordered_json memoryJson(const cost::MemoryBreakdown &memory);
 
 /// The `parallel` section of a plan file for `chosen`, with how the search's
-/// alternatives scored (name to predicted iteration in us, or why not).
+/// alternatives scored (name to predicted iteration in us, or why not) and what each ran
+/// (name to its configuration in words; with plan::parallelBaselineRule's rule).
 nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,
                                        const cost::TrainingSetup &setup,
                                        const plan::ParallelEvaluation &chosen,
                                        int64_t configurationsScored,
                                        const std::map<std::string, double> &baselines,
-                                       const std::map<std::string, std::string> &baselinesWhyNot);
+                                       const std::map<std::string, std::string> &baselinesWhyNot,
+                                       const std::map<std::string, std::string> &baselineConfigurations);
 
 /// The simulated schedule of a plan file's `parallel` section: its stages'
 /// per-micro-batch costs run under its schedule (cost::simulatePipeline), for

@@ -158,13 +158,23 @@ struct TrainingSetup {
   DType computeDtype = DType::BF16;
   /// MoE blocks: the busiest expert's load over the mean (--moe-imbalance).
   double moeImbalance = 1.0;
+  /// The dtype gradients accumulate (and are reduced) in (--grad-accumulation-dtype);
+  /// unset: the frameworks' default, gradientAccumulationDtype.
+  std::optional<DType> gradientAccumulation;
 };
+
+/// The dtype a setup's gradients accumulate in: the one given, else what Megatron-LM and
+/// DeepSpeed do by default: fp32 main gradients under bf16 (Megatron forces
+/// accumulate_allreduce_grads_in_fp32 with bf16; DeepSpeed's BF16_Optimizer keeps fp32
+/// gradients), 16-bit ones under fp16, and fp32 in fp32/tf32 training.
+DType gradientAccumulationDtype(const TrainingSetup &setup);
 
 /// Bytes per parameter the memory model assumes (documented in
 /// costmodel/README.md "Memory model"). Mixed precision follows ZeRO
-/// (Rajbhandari et al., SC20, section 3.1): 2 (16-bit weights) + 2 (16-bit
-/// gradients) + 12 for Adam (fp32 master weights, momentum, variance) or 8 for
-/// SGD (fp32 master weights, momentum); fp32 training: 4 + 4 + 8 (Adam) or 4 (SGD).
+/// (Rajbhandari et al., SC20, section 3.1): 2 (16-bit weights) + the gradients at
+/// gradientAccumulationDtype (4 for fp32 main gradients, bf16's default: 18 bytes with Adam;
+/// 2 for 16-bit ones: ZeRO's 16) + 12 for Adam (fp32 master weights, momentum, variance) or
+/// 8 for SGD (fp32 master weights, momentum); fp32 training: 4 + 4 + 8 (Adam) or 4 (SGD).
 struct BytesPerParameter {
   double weights = 0, gradients = 0, optimizer = 0;
 };
@@ -178,7 +188,7 @@ struct MemoryBreakdown {
   double optimizerBytes = 0;
   double activationsBytes = 0;    // every micro-batch in flight, recomputation applied
   double buffersBytes = 0;        // communication buffers: gradient buckets, gathered ZeRO-3 layers, p2p
-  double reserveBytes = 0;        // CUDA context, library workspaces, allocator fragmentation
+  double reserveBytes = 0;        // CUDA context, library and NCCL buffers, allocator fragmentation (reserveBytes)
   double capacityBytes = 0;       // gpu.memory_gb (0: not given, everything fits)
 
   double perGpuBytes() const {
@@ -207,11 +217,25 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
 MemoryBreakdown memoryPerGpu(const TransformerShape &shape, const ParallelConfig &config,
                              const TrainingSetup &setup, const CostModel &model);
 
+/// What a GPU holds besides the model's tensors when `dynamicBytes` of activations and
+/// communication buffers come and go: the CUDA context with cuBLAS's and NCCL's workspaces
+/// and buffers (kDeviceRuntimeBytes), and the caching allocator's fragmentation of the dynamic
+/// allocations (kAllocatorFragmentation of the memory it reserves for them). 0 when the GPU's
+/// capacity is not given.
+constexpr double kDeviceRuntimeBytes = 1e9;
+/// GMLake (Guo et al., ASPLOS 2024) measured PyTorch's caching allocator leaving 15% of the
+/// reserved memory fragmented on average over eight LLM training setups on A100-80GB (their
+/// defragmentation removes it). Weights, gradients and optimizer state are allocated once
+/// and stay; only the activations and buffers fragment.
+constexpr double kAllocatorFragmentation = 0.15;
+double reserveBytes(double capacityBytes, double dynamicBytes);
+
 /// One GPU's memory for `params` parameters replicated on every rank (ZeRO 0)
-/// — weights, gradients and optimizer state at bytesPerParameter — with the
-/// reserve and capacity memoryPerGpu applies; no activations or buffers.
-MemoryBreakdown replicatedParameterMemory(double params, const TrainingSetup &setup,
-                                          const CostModel &model);
+/// — weights, gradients and optimizer state at bytesPerParameter — and
+/// `activationBytes` kept for backward, with the reserve and capacity memoryPerGpu
+/// applies; no buffers.
+MemoryBreakdown replicatedParameterMemory(double params, double activationBytes,
+                                          const TrainingSetup &setup, const CostModel &model);
 
 /// Time of one GEMM (batch x [m x k] * [k x n]) at `dtype`: the roofline with
 /// the GPU's GEMM efficiency, derated by wave quantisation: 128x128 output

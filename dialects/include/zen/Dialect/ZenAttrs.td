@@ -268,7 +268,8 @@ def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
     (zenopt's --compressor spelling; empty: none); `forced` when the command
     line fixed part of the configuration (the plan's strategy is then
     `manual`, else `auto`); the search's `configurations_scored`, its `baselines` (name to predicted iteration in
-    microseconds) and `baselines_not_fitting` (name to the reason).
+    microseconds), `baselines_not_fitting` (name to the reason) and, optionally,
+    `baseline_configurations` (name to the configuration the baseline ran).
     Lowering re-scores the chosen configuration from these and
     `zen.transformer`.
 
@@ -282,7 +283,8 @@ def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
                         "::mlir::FloatAttr":$moe_imbalance,
                         StringRefParameter<"compressor list", "\"\"">:$compressor,
                         Zen_FlagParameter:$forced, "int64_t":$configurations_scored, "::mlir::DictionaryAttr":$baselines,
-                        "::mlir::DictionaryAttr":$baselines_not_fitting);
+                        "::mlir::DictionaryAttr":$baselines_not_fitting,
+                        OptionalParameter<"::mlir::DictionaryAttr">:$baseline_configurations);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

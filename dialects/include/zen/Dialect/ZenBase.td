@@ -25,6 +25,9 @@ def Zen_Dialect : Dialect {
     "::mlir::StringAttr":$cluster,
     "::mlir::IntegerAttr":$nodes,
     "::mlir::StringAttr":$compute_dtype,
+    // The dtype gradients accumulate in, where zenopt's --grad-accumulation-dtype gave one
+    // (module): "fp32", "bf16" or "fp16".
+    "::mlir::StringAttr":$grad_accumulation_dtype,
     "::mlir::StringAttr":$strategy,
     // The compressors zenopt planned with (--compressor's spelling), for the plan file (module).
     "::mlir::StringAttr":$compressor,

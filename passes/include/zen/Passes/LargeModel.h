@@ -36,6 +36,7 @@ struct ParallelDecision {
   int64_t configurationsScored = 0;
   std::map<std::string, double> baselines;  // name -> predicted iteration (us)
   std::map<std::string, std::string> baselinesWhyNot;
+  std::map<std::string, std::string> baselineConfigurations;  // name -> configText of its configuration
 };
 
 /// Searches the configurations `request` allows for `shape` on `model`'s
@@ -45,6 +46,10 @@ struct ParallelDecision {
 ParallelDecision planParallel(const cost::TransformerShape &shape, const cost::CostModel &model,
                               const plan::ParallelRequest &request, const std::string &compressor,
                               const std::string &modelName, const std::string &clusterName);
+
+/// The module's zen.grad_accumulation_dtype (zenopt's --grad-accumulation-dtype), or none:
+/// the frameworks' default (cost::gradientAccumulationDtype).
+std::optional<cost::DType> gradientAccumulationOf(mlir::ModuleOp module);
 
 /// zen.parallel for `config`, and back (lossless).
 ParallelAttr parallelAttr(mlir::MLIRContext *context, const cost::ParallelConfig &config);

@@ -48,7 +48,16 @@ struct ParallelEvaluation {
   cost::MemoryBreakdown memory;
   std::vector<cost::StageCost> stages;
   cost::PipelineTime pipeline;
+  /// iterationUs = computeUs + tensorCommUs + pipelineCommUs + dataCommUs + pipeline.bubbleUs,
+  /// each the pacing (slowest) stage's over the whole iteration.
   double iterationUs = 0;
+  /// Forward, backward (recomputation included) and optimizer step, with the compute the
+  /// data-parallel sync slows while it overlaps (CostModel::overlapSlowdown).
+  double computeUs = 0;
+  /// No plan of this configuration is faster: its compute (without the overlap's slowdown),
+  /// or one all-reduce's worth of the first stage's gradients over the dp group
+  /// (CostModel::communicationBoundUs).
+  double lowerBoundUs = 0;
   double tensorCommUs = 0;    // TP collectives on the critical path, whole iteration
   double pipelineCommUs = 0;  // p2p on the critical path, whole iteration
   double dataCommUs = 0;      // data-parallel sync (and ZeRO traffic) not hidden
@@ -122,8 +131,10 @@ struct ParallelResult {
 ParallelResult searchParallel(const cost::TransformerShape &shape, const cost::CostModel &model,
                               const ParallelRequest &request);
 
-/// The seed configurations: `megatron` (tp = GPUs per node, the smallest pp
-/// that fits, the rest dp, full recomputation, 1F1B, micro-batch 1), `zero3`
+/// The seed configurations: `megatron` (Megatron-LM's guidance: the smallest tp
+/// within a node that fits, then the fewest pp at the node's tp, the rest dp, selective
+/// recomputation where it fits and full where only that does, sequence parallelism with
+/// tp > 1, 1F1B, micro-batch 1), `zero3`
 /// (FSDP: pure dp with ZeRO-3), `ddp` (pure dp). With MoE blocks each takes
 /// the largest ep its dp group places (every expert on its own ranks, as
 /// Megatron-Core and DeepSpeed-MoE run them), with tp > 1 the experts split
@@ -135,6 +146,8 @@ std::optional<cost::ParallelConfig> seedConfig(const std::string &name, const co
                                                const cost::CostModel &model,
                                                const cost::TrainingSetup &setup, std::string &whyNot);
 const std::vector<std::string> &parallelBaselineNames();  // megatron zero3 ddp
+/// How a large-model baseline's configuration is chosen, in words ("" for an unknown name).
+std::string parallelBaselineRule(const std::string &name);
 
 }  // namespace zen::plan
 

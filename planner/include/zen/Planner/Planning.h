@@ -160,7 +160,8 @@ Evaluation evaluate(const Problem &problem, const PlanChoice &choice, const cost
 Evaluation evaluateTasks(const std::vector<cost::SimTask> &tasks, const cost::CostModel &model,
                          cost::CollectiveCostCache *cache = nullptr);
 
-/// CostModel::lowerBoundUs of the problem's total compute and gradient bytes
+/// The larger of the problem's total compute and CostModel::communicationBoundUs of its
+/// bucketed gradient bytes plus its row-sparse tables' network time under their schemes
 /// over its data-parallel group problem.group: no plan using at most the
 /// `compressors` is predicted faster.
 double lowerBoundUs(const Problem &problem, const cost::CostModel &model,
