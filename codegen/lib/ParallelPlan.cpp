@@ -61,6 +61,10 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   section["pp"] = config.pp;
   section["dp"] = config.dp;
   section["zero"] = config.zero;
+  if (config.zero >= 3) {
+    section["zero3_regather"] = cost::toString(setup.zero3Regather);
+    section["zero3_prefetch_depth"] = setup.zero3PrefetchDepth;
+  }
   section["sequence_parallel"] = config.sequenceParallel;
   section["recompute"] = cost::toString(config.recompute);
   section["micro_batch"] = config.microBatch;
@@ -71,6 +75,7 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
                               {"mlp", {{"forward", d.mlpForward}, {"backward", d.mlpBackward}}}};
   section["global_batch"] = setup.globalBatch;
   section["optimizer"] = cost::toString(setup.optimizer);
+  section["attention"] = cost::toString(setup.attention);
   section["model"] = {{"family", shape.family},
                       {"layers", shape.layers},
                       {"hidden", shape.hidden},

@@ -261,6 +261,9 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
     for (const char *key : {"tp", "pp", "dp", "zero", "sequence_parallel", "recompute", "micro_batch",
                             "micro_batches", "schedule", "decomposition"})
       config[key] = parallel[key];
+    for (const char *key : {"zero3_regather", "zero3_prefetch_depth"})
+      if (parallel.contains(key))
+        config[key] = parallel[key];
     if (parallel.contains("moe"))
       config["moe"] = parallel["moe"];
     json["parallel"] = config;
@@ -321,10 +324,14 @@ std::string memoryLine(const json &memory, const std::string &where) {
 std::string parallelText(const zenrt::Plan &plan, const json &parallel) {
   std::string out;
   const json &memory = parallel["memory"];
+  std::string zero = std::to_string(parallel["zero"].get<int64_t>());
+  if (parallel.contains("zero3_regather"))
+    zero += fmt::format(" (gathered {}, prefetch depth {})", parallel["zero3_regather"].get<std::string>(),
+                        parallel["zero3_prefetch_depth"].get<int64_t>());
   out += fmt::format("  configuration         tp {} x pp {} x dp {}, ZeRO {}, sequence parallel {}, "
                      "recompute {}, {} micro-batches of {}, {}\n",
                      parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
-                     parallel["dp"].get<int64_t>(), parallel["zero"].get<int64_t>(),
+                     parallel["dp"].get<int64_t>(), zero,
                      parallel["sequence_parallel"].get<bool>() ? "on" : "off",
                      parallel["recompute"].get<std::string>(), parallel["micro_batches"].get<int64_t>(),
                      parallel["micro_batch"].get<int64_t>(), parallel["schedule"].get<std::string>());

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 
@@ -28,6 +29,30 @@ std::optional<Optimizer> parseOptimizer(const std::string &text) {
     return Optimizer::Adam;
   if (text == "sgd")
     return Optimizer::SGD;
+  return std::nullopt;
+}
+
+const char *toString(Zero3Regather regather) {
+  return regather == Zero3Regather::PerMicroBatch ? "per-microbatch" : "per-step";
+}
+
+std::optional<Zero3Regather> parseZero3Regather(const std::string &text) {
+  if (text == "per-microbatch")
+    return Zero3Regather::PerMicroBatch;
+  if (text == "per-step")
+    return Zero3Regather::PerStep;
+  return std::nullopt;
+}
+
+const char *toString(AttentionKernel attention) {
+  return attention == AttentionKernel::Flash ? "flash" : "unfused";
+}
+
+std::optional<AttentionKernel> parseAttentionKernel(const std::string &text) {
+  if (text == "flash")
+    return AttentionKernel::Flash;
+  if (text == "unfused")
+    return AttentionKernel::Unfused;
   return std::nullopt;
 }
 
@@ -135,10 +160,15 @@ double mlpInWidth(const TransformerShape &shape) {
 /// An MoE block keeps the attention's share here; its experts' rows are
 /// cost::moeMemoryPerGpu's.
 double blockActivationBytes(const TransformerShape &shape, const ParallelConfig &config,
-                            Recompute recompute, DType dtype, bool moeBlock = false) {
+                            Recompute recompute, const TrainingSetup &setup, bool moeBlock = false) {
+  const DType dtype = setup.computeDtype;
   double sbh = double(shape.seq) * config.microBatch * shape.hidden;
   double t = double(config.tp);
-  double attention = 5.0 * shape.heads * shape.seq / (shape.hidden * t);
+  // The scores, softmax and dropout mask (5 a s / h per token); FlashAttention keeps none of
+  // them (only the softmax statistics, 4 a bytes per token, left out).
+  double attention = setup.attention == AttentionKernel::Unfused
+                         ? 5.0 * shape.heads * shape.seq / (shape.hidden * t)
+                         : 0.0;
   // Korthikanti's 34 = 10 (layer norms, dropout masks and residual inputs,
   // replicated across TP ranks unless sequence parallel) + 24 (inside the TP regions).
   // Their 24 = 8 for the attention (Q and K for the scores, V, the output
@@ -172,15 +202,15 @@ double blockActivationBytes(const TransformerShape &shape, const ParallelConfig 
 /// block's input (counted by blockActivationBytes); the encoder's output
 /// that every cross-attention reads is kept once per stage (stageMemory).
 double crossAttentionActivationBytes(const TransformerShape &shape, const ParallelConfig &config,
-                                     Recompute recompute, DType dtype) {
+                                     Recompute recompute, const TrainingSetup &setup) {
   if (recompute == Recompute::Full)
     return 0;
   const double sbh = double(shape.seq) * config.microBatch * shape.hidden;
   const double t = double(config.tp);
   double perToken = (config.sequenceParallel ? 5.0 / t : 5.0) + (4.0 + 4.0 * kvShare(shape)) / t;
-  if (recompute == Recompute::None)
+  if (recompute == Recompute::None && setup.attention == AttentionKernel::Unfused)
     perToken += 5.0 * shape.heads * shape.seq / (shape.hidden * t);
-  return sbh * perToken * activationElementBytes(dtype) / 2.0;
+  return sbh * perToken * activationElementBytes(setup.computeDtype) / 2.0;
 }
 
 /// Whether block `block` is a decoder block with a cross-attention (the last
@@ -223,6 +253,8 @@ std::string checkConfig(const TransformerShape &shape, const ParallelConfig &con
   if (config.tp < 1 || config.pp < 1 || config.dp < 1 || config.microBatch < 1 ||
       config.microBatches < 1 || config.virtualStages < 1 || config.zero < 0 || config.zero > 3)
     return "tp, pp, dp, micro-batch, micro-batches and virtual stages must be positive, zero 0-3";
+  if (setup.zero3PrefetchDepth < 1)
+    return "the ZeRO-3 prefetch depth " + std::to_string(setup.zero3PrefetchDepth) + " is not positive";
   if (setup.globalBatch < 1 || setup.globalBatch > kMaxGlobalBatch)
     return "the global batch " + std::to_string(setup.globalBatch) + " is not from 1 to the limit of " +
            std::to_string(kMaxGlobalBatch) + " samples";
@@ -395,6 +427,12 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
 
 namespace {
 
+/// The ZeRO stage a configuration's memory is sharded as: ZeRO-3 gathering once a step keeps
+/// the weights and the accumulated gradients whole, as ZeRO 1 does.
+int memoryShardingStage(const ParallelConfig &config, const TrainingSetup &setup) {
+  return config.zero >= 3 && setup.zero3Regather == Zero3Regather::PerStep ? 1 : config.zero;
+}
+
 /// Memory of one GPU of `stage` holding `layers` blocks from `first` on.
 MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig &config,
                             const TrainingSetup &setup, const CostModel &model, int64_t stage,
@@ -420,9 +458,10 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   MemoryBreakdown memory;
   memory.stage = stage;
   memory.capacityBytes = capacity;
-  memory.weightsBytes = params * perParam.weights / (config.zero >= 3 ? d : 1);
-  memory.gradientsBytes = params * perParam.gradients / (config.zero >= 2 ? d : 1);
-  memory.optimizerBytes = params * perParam.optimizer / (config.zero >= 1 ? d : 1);
+  const int shardedStage = memoryShardingStage(config, setup);
+  memory.weightsBytes = params * perParam.weights / (shardedStage >= 3 ? d : 1);
+  memory.gradientsBytes = params * perParam.gradients / (shardedStage >= 2 ? d : 1);
+  memory.optimizerBytes = params * perParam.optimizer / (shardedStage >= 1 ? d : 1);
   // 1F1B keeps min(pp - stage, m) micro-batches in flight at a stage; the
   // interleaved schedule (pp - 1) / (pp V) more on the first (Korthikanti
   // et al. 2022, section 4.2.3).
@@ -431,14 +470,14 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
     inFlight *= 1.0 + double(config.pp - 1) / double(config.pp * config.virtualStages);
   const DType dtype = setup.computeDtype;
   memory.activationsBytes =
-      inFlight * (denseLayers * blockActivationBytes(shape, config, config.recompute, dtype) +
-                  moeLayers * blockActivationBytes(shape, config, config.recompute, dtype, true));
+      inFlight * (denseLayers * blockActivationBytes(shape, config, config.recompute, setup) +
+                  moeLayers * blockActivationBytes(shape, config, config.recompute, setup, true));
   // Recomputing a whole block during backward materialises its activations
   // once (a block with a cross-attention, the larger, when the stage has one).
-  const double crossRecomputed = crossAttentionActivationBytes(shape, config, Recompute::None, dtype);
+  const double crossRecomputed = crossAttentionActivationBytes(shape, config, Recompute::None, setup);
   const double recomputedDense =
       denseLayers == 0 ? 0.0
-                       : blockActivationBytes(shape, config, Recompute::None, dtype) +
+                       : blockActivationBytes(shape, config, Recompute::None, setup) +
                              (crossLayers > crossMoeLayers ? crossRecomputed : 0.0);
   if (config.recompute == Recompute::Full)
     memory.activationsBytes += recomputedDense;
@@ -449,24 +488,30 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   // that all of them read as K/V input, once.
   if (crossLayers > 0)
     memory.activationsBytes +=
-        inFlight * (crossLayers * crossAttentionActivationBytes(shape, config, config.recompute, dtype) +
+        inFlight * (crossLayers * crossAttentionActivationBytes(shape, config, config.recompute, setup) +
                     tokens * shape.hidden * elementBytes / (config.sequenceParallel ? t : 1.0));
   if (isLastStage(stage, config) && shape.vocab > 0)
     memory.activationsBytes += 2.0 * tokens * shape.vocab / t * 4.0;  // fp32 logits and their gradient
   // Buffers: a 25 MiB gradient bucket in flight (DDP's cap), the gathered
-  // layer and the one prefetched under ZeRO-3, send and receive buffers
-  // between stages, the gathered input of a sequence-parallel region.
+  // unit and the ones prefetched under ZeRO-3 re-gathering per micro-batch, send and
+  // receive buffers between stages, the gathered input of a sequence-parallel region.
   double buffers = 0;
-  if (config.dp > 1 && config.zero < 2)
+  if (config.dp > 1 && shardedStage < 2)
     buffers += std::min(params * 4.0, 2.0 * 25.0 * 1048576.0);
-  // The largest block (a cross-attention adds its parameters to a decoder block's).
-  const double crossParams = shape.crossAttentionBlocks > 0 ? shape.crossAttentionParams / t : 0.0;
-  double gatheredBlock = shape.layerParams / t + crossParams;
-  if (shape.moe)
-    gatheredBlock =
-        std::max(gatheredBlock, shape.moe->blockParams / t + expertParamsPerRank(shape, config) + crossParams);
-  if (config.zero >= 3)
-    buffers += 2.0 * gatheredBlock * perParam.weights;
+  if (shardedStage >= 3) {
+    // The largest unit: a block (a cross-attention adds its parameters to a decoder block's),
+    // the embedding or the head.
+    const double crossParams = shape.crossAttentionBlocks > 0 ? shape.crossAttentionParams / t : 0.0;
+    double gatheredUnit = shape.layerParams / t + crossParams;
+    if (shape.moe)
+      gatheredUnit =
+          std::max(gatheredUnit, shape.moe->blockParams / t + expertParamsPerRank(shape, config) + crossParams);
+    if (stage == 0)
+      gatheredUnit = std::max(gatheredUnit, shape.embeddingParams / t);
+    if (isLastStage(stage, config))
+      gatheredUnit = std::max(gatheredUnit, (shape.headParams + tiedCopyParams(shape, config)) / t);
+    buffers += double(1 + setup.zero3PrefetchDepth) * gatheredUnit * perParam.weights;
+  }
   if (config.pp > 1)
     buffers += 2.0 * tokens * shape.hidden * elementBytes;
   if (config.tp > 1)
@@ -485,11 +530,11 @@ MemoryBreakdown stageMemory(const TransformerShape &shape, const ParallelConfig 
   const int64_t shards = config.expertTensorParallel ? config.tp : 1;
   MoeShape layer = expertShard(routed, shards);
   layer.capacityRows = routed.capacity() * shards;
-  MoeMemory experts = moeMemoryPerGpu(layer, moeLayers, config.ep, config.dp, config.zero, inFlight, setup);
+  MoeMemory experts = moeMemoryPerGpu(layer, moeLayers, config.ep, config.dp, shardedStage, inFlight, setup);
   if (config.recompute == Recompute::Full) {
     const double recomputedMoe =
-        blockActivationBytes(shape, config, Recompute::None, dtype, true) +
-        moeMemoryPerGpu(layer, 1, config.ep, config.dp, config.zero, 1, setup).activationsBytes +
+        blockActivationBytes(shape, config, Recompute::None, setup, true) +
+        moeMemoryPerGpu(layer, 1, config.ep, config.dp, shardedStage, 1, setup).activationsBytes +
         (crossMoeLayers > 0 ? crossRecomputed : 0.0);
     experts.activationsBytes = std::max(0.0, recomputedMoe - recomputedDense);
   }
@@ -534,8 +579,11 @@ namespace {
 
 /// One block's work per micro-batch on one TP rank.
 struct BlockCost {
+  /// attentionCore*: what selective recomputation repeats (unfused attention's scores,
+  /// softmax and context; nothing under FlashAttention, which never keeps them).
   double forwardUs = 0, backwardUs = 0, attentionCoreUs = 0;
   double forwardFlops = 0, attentionCoreFlops = 0;
+  double backwardRecomputeFlops = 0;  // FlashAttention's backward recomputing the scores
   double tensorCommForwardUs = 0;   // TP collectives forward not hidden by decomposition
   double tensorCommBackwardUs = 0;  // and backward
 };
@@ -564,27 +612,32 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   // same FLOPs per forward GEMM: the input gradient [m x n] * [n x k] and the
   // weight gradient [k x m] * [m x n]. Every query head scores against its
   // group's K and V, so the attention core's GEMMs keep the query heads.
-  struct Gemm { double m, n, k, batch; bool attentionCore; };
+  enum class Core { None, Scores, Context };
+  struct Gemm { double m, n, k, batch; Core core; };
   std::vector<Gemm> gemms = {
-      {tokens, qkv / t, h, 1, false},            // QKV, column-parallel
-      {s, s, headDim, b * a / t, true},          // scores Q K^T, heads split
-      {s, headDim, s, b * a / t, true},          // context softmax(.) V
-      {tokens, h, h / t, 1, false},              // attention output, row-parallel
+      {tokens, qkv / t, h, 1, Core::None},              // QKV, column-parallel
+      {s, s, headDim, b * a / t, Core::Scores},         // scores Q K^T, heads split
+      {s, headDim, s, b * a / t, Core::Context},        // context softmax(.) V
+      {tokens, h, h / t, 1, Core::None},                // attention output, row-parallel
   };
   if (moeBlock) {
-    gemms.push_back({tokens / t, double(shape.moe->layer.experts), h, 1, false});  // router, this rank's tokens
+    gemms.push_back({tokens / t, double(shape.moe->layer.experts), h, 1, Core::None});  // router, this rank's tokens
   } else {
     // Gated MLP: gate and up fused (h -> 2 ffn), both column-parallel.
-    gemms.push_back({tokens, mlpIn / t, h, 1, false});  // first MLP GEMM, column-parallel
-    gemms.push_back({tokens, h, f / t, 1, false});      // second (down) MLP GEMM, row-parallel
+    gemms.push_back({tokens, mlpIn / t, h, 1, Core::None});  // first MLP GEMM, column-parallel
+    gemms.push_back({tokens, h, f / t, 1, Core::None});      // second (down) MLP GEMM, row-parallel
   }
   if (crossAttention) {
-    gemms.push_back({tokens, h / t, h, 1, false});          // Q of the block, column-parallel
-    gemms.push_back({tokens, kv / t, h, 1, false});         // K and V of the encoder's output, column-parallel
-    gemms.push_back({s, s, headDim, b * a / t, true});      // scores
-    gemms.push_back({s, headDim, s, b * a / t, true});      // context
-    gemms.push_back({tokens, h, h / t, 1, false});          // output, row-parallel
+    gemms.push_back({tokens, h / t, h, 1, Core::None});            // Q of the block, column-parallel
+    gemms.push_back({tokens, kv / t, h, 1, Core::None});           // K and V of the encoder's output, column-parallel
+    gemms.push_back({s, s, headDim, b * a / t, Core::Scores});     // scores
+    gemms.push_back({s, headDim, s, b * a / t, Core::Context});    // context
+    gemms.push_back({tokens, h, h / t, 1, Core::None});            // output, row-parallel
   }
+  // FlashAttention (Dao 2022; FlashAttention-2, Dao 2023) runs the attention core in on-chip
+  // memory: its GEMMs as these, the scores never written, and backward recomputes the scores
+  // (five GEMMs to forward's two: 2.5x the FLOPs).
+  const bool flash = setup.attention == AttentionKernel::Flash;
   for (const Gemm &g : gemms) {
     double forward = gemmUs(model, g.m, g.n, g.k, g.batch, dtype);
     double backward = gemmUs(model, g.m, g.k, g.n, g.batch, dtype) +
@@ -593,9 +646,14 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
     cost.forwardUs += forward;
     cost.backwardUs += backward;
     cost.forwardFlops += flops;
-    if (g.attentionCore) {
+    if (g.core == Core::None)
+      continue;
+    if (!flash) {
       cost.attentionCoreUs += forward;
       cost.attentionCoreFlops += flops;
+    } else if (g.core == Core::Scores) {
+      cost.backwardUs += forward;
+      cost.backwardRecomputeFlops += flops;
     }
   }
   // Element-wise work is memory-bound (Megatron's fused kernels: layer norms,
@@ -614,7 +672,7 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
   const double elementBytes = activationElementBytes(dtype);
   const double outsidePerToken = crossAttention ? 15.0 : 10.0;
   double outside = outsidePerToken * tokens * h / (config.sequenceParallel ? t : 1.0);
-  double attentionElements = (crossAttention ? 2.0 : 1.0) * 5.0 * a * s * s * b / t;
+  double attentionElements = flash ? 0.0 : (crossAttention ? 2.0 : 1.0) * 5.0 * a * s * s * b / t;
   double mlpElements = moeBlock ? 0.0 : (shape.gatedMlp() ? 3.0 : 2.0) * tokens * f / t;
   if (shape.positions == "rotary")
     outside += 2.0 * tokens * (h + kv / 2.0) / t;  // kv holds K's and V's columns
@@ -706,6 +764,89 @@ BlockCost blockCost(const TransformerShape &shape, const ParallelConfig &config,
 
 } // namespace
 
+namespace {
+
+/// One unit ZeRO gathers and reduce-scatters as a whole (the embedding, a block, the head),
+/// per micro-batch: its compute (tensor-parallel collectives included) and its collectives.
+struct ZeroUnit {
+  double forwardUs = 0, backwardUs = 0;
+  double gatherUs = 0;   // all-gather of its weights
+  double scatterUs = 0;  // reduce-scatter of its gradients
+};
+
+/// Which of ZeRO's collectives one micro-batch runs.
+struct ZeroMicroBatch {
+  bool gatherForward = false, gatherBackward = false, scatter = false;
+};
+
+/// ZeRO's collectives of one stage as executed: its micro-batches run forward then backward,
+/// unit by unit (`units` in forward order), on one compute stream; the gathers and
+/// reduce-scatters share one network channel in the order they are issued. A unit's gather is
+/// issued when the unit `depth` places ahead of it starts computing (the first `depth` at the
+/// phase's start), and its compute waits for it; a unit's reduce-scatter is issued when its
+/// backward ends, so the last one runs after the compute (on the critical path of the last
+/// micro-batch), and the next micro-batch's gathers queue behind the others. Compute overlapped
+/// by the channel runs `slowdown` times slower. Returns the stage's time beyond its compute over
+/// all `microBatches` (the slowdown and the waits): micro-batches beyond the fourth repeat the
+/// steady third one.
+double zeroExposedUs(const std::vector<ZeroUnit> &units, int64_t microBatches, int64_t depth,
+                     double slowdown, const std::function<ZeroMicroBatch(int64_t)> &collectivesOf) {
+  const int64_t n = int64_t(units.size());
+  double computeFree = 0, commFree = 0, computeUs = 0;
+  std::vector<double> gathered(size_t(n), 0.0);
+  auto gather = [&](int64_t unit, double at, bool runs) {
+    if (!runs)
+      return;
+    commFree = std::max(commFree, at) + units[size_t(unit)].gatherUs;
+    gathered[size_t(unit)] = commFree;
+  };
+  auto compute = [&](double work, double start) {
+    computeFree = start + work + (slowdown - 1.0) * std::clamp(commFree - start, 0.0, work);
+    computeUs += work;
+  };
+  auto runMicroBatch = [&](ZeroMicroBatch run) {
+    // Forward, unit 0 first; backward from the last unit.
+    for (bool forward : {true, false}) {
+      const bool gathers = forward ? run.gatherForward : run.gatherBackward;
+      auto unitAt = [&](int64_t position) { return forward ? position : n - 1 - position; };
+      std::fill(gathered.begin(), gathered.end(), 0.0);
+      for (int64_t position = 0; position < std::min(depth, n); ++position)
+        gather(unitAt(position), computeFree, gathers);
+      for (int64_t position = 0; position < n; ++position) {
+        const ZeroUnit &unit = units[size_t(unitAt(position))];
+        const double start = std::max(computeFree, gathered[size_t(unitAt(position))]);
+        // The prefetch is issued as this unit starts (FSDP's pre-forward/pre-backward hook).
+        if (position + depth < n)
+          gather(unitAt(position + depth), start, gathers);
+        compute(forward ? unit.forwardUs : unit.backwardUs, start);
+        if (!forward && run.scatter)
+          commFree = std::max(commFree, computeFree) + unit.scatterUs;
+      }
+    }
+  };
+  double steadyUs = 0;
+  for (int64_t microBatch = 0; microBatch < microBatches; ++microBatch) {
+    const double before = computeFree;
+    runMicroBatch(collectivesOf(microBatch));
+    // From the fourth on, the micro-batches before the last repeat the third.
+    if (microBatch == 2)
+      steadyUs = computeFree - before;
+    if (microBatch == 2 && microBatches > 4) {
+      const double repeated = double(microBatches - 4);
+      computeFree += repeated * steadyUs;
+      commFree += repeated * steadyUs;
+      double unitsUs = 0;
+      for (const ZeroUnit &unit : units)
+        unitsUs += unit.forwardUs + unit.backwardUs;
+      computeUs += repeated * unitsUs;
+      microBatch = microBatches - 2;
+    }
+  }
+  return std::max(computeFree, commFree) - computeUs;
+}
+
+} // namespace
+
 std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelConfig &config,
                                   const TrainingSetup &setup, const CostModel &model) {
   const ParallelGroups groups = parallelGroups(config, model.cluster());
@@ -717,16 +858,13 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
   const double activationBytes = tokens * shape.hidden * elementBytes;
   const double slowdown = model.overlapSlowdown();
 
-  auto exposed = [&](double commUs, double computeUs) {
-    return std::max(0.0, commUs - computeUs) + (slowdown - 1.0) * std::min(commUs, computeUs);
-  };
   // One kind of block (dense or MoE, with a cross-attention or not) per
   // micro-batch, everything included.
   struct Kind {
     BlockCost block;
     double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
     double backwardUs = 0;            // with recomputation
-    double zeroUs = 0;                // ZeRO traffic not hidden
+    double gatherUs = 0, scatterUs = 0;  // ZeRO-3's all-gather of its weights, ZeRO 2/3's reduce-scatter
     double blockParams = 0;               // one block's, synchronised over dp (whole, before tp)
     double params = 0, expertParams = 0;  // per rank: synchronised over dp / over the experts' replicas
   };
@@ -750,17 +888,14 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       kind.blockParams += shape.crossAttentionParams;
     kind.params = kind.blockParams / t;
     kind.expertParams = moeBlock ? expertParamsPerRank(shape, config) : 0.0;
-    // ZeRO traffic per block per micro-batch over the data-parallel group (the
-    // experts' over their replicas), hidden behind the block's compute
-    // (prefetched one block ahead) where it fits; overlapped compute runs
-    // `slowdown` times slower.
+    // ZeRO's collectives of a block over the data-parallel group (the experts' over their
+    // replicas); zeroExposedUs places them.
     auto traffic = [&](CollectiveKind kindOfCollective, double bytesPerParam) {
       return collectiveUs(model, kindOfCollective, kind.params * bytesPerParam, groups.data) +
              collectiveUs(model, kindOfCollective, kind.expertParams * bytesPerParam, replicas);
     };
-    double gatherUs = config.zero >= 3 ? traffic(CollectiveKind::AllGather, perParam.weights) : 0;
-    double scatterUs = config.zero >= 2 ? traffic(CollectiveKind::ReduceScatter, perParam.gradients) : 0;
-    kind.zeroUs = exposed(gatherUs, block.forwardUs) + exposed(gatherUs + scatterUs, kind.backwardUs);
+    kind.gatherUs = config.zero >= 3 ? traffic(CollectiveKind::AllGather, perParam.weights) : 0;
+    kind.scatterUs = config.zero >= 2 ? traffic(CollectiveKind::ReduceScatter, perParam.gradients) : 0;
     return kind;
   };
   // Kinds by index: dense, MoE, dense with a cross-attention, MoE with one;
@@ -802,15 +937,22 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     for (int64_t block = first; block < first + layers; ++block)
       ++count[kindIndex(block)];
     double params = 0, expertParams = 0;
+    std::vector<ZeroUnit> zeroUnits;  // in ready order until reversed
+    auto unitOverData = [&](double forwardUs, double backwardUs, double elements) {
+      const double weightBytes = elements * perParam.weights, gradientBytes = elements * perParam.gradients;
+      return ZeroUnit{forwardUs, backwardUs,
+                      config.zero >= 3 ? collectiveUs(model, CollectiveKind::AllGather, weightBytes, groups.data) : 0,
+                      config.zero >= 2 ? collectiveUs(model, CollectiveKind::ReduceScatter, gradientBytes, groups.data)
+                                       : 0};
+    };
     auto add = [&](const Kind &kind, double l) {
       cost.forwardUs += l * kind.block.forwardUs;
       cost.recomputeUs += l * kind.recomputeUs;
       cost.backwardUs += l * kind.block.backwardUs + l * kind.recomputeUs;
       cost.tensorCommUs += l * (kind.block.tensorCommForwardUs + kind.block.tensorCommBackwardUs +
                                 kind.recomputeCommUs);
-      cost.zeroCommUs += l * kind.zeroUs;
       cost.modelFlops += l * 3 * kind.block.forwardFlops;
-      cost.flops += l * 3 * kind.block.forwardFlops + l * kind.recomputeFlops;
+      cost.flops += l * (3 * kind.block.forwardFlops + kind.block.backwardRecomputeFlops + kind.recomputeFlops);
       params += l * kind.blockParams / t;
       expertParams += l * kind.expertParams;
     };
@@ -841,12 +983,16 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       // (synchronised over dp with the head, and with the first stage's below).
       const double headParams = (shape.headParams + tiedCopyParams(shape, config)) / t;
       cost.units.push_back({"head", headBackward, headForward, headParams});
+      zeroUnits.push_back(unitOverData(headForward, headBackward, headParams));
       params += headParams;
     }
     for (int64_t layer = first + layers - 1; layer >= first; --layer) {
       const Kind &kind = *kinds[kindIndex(layer)];
       cost.units.push_back({"block." + std::to_string(layer), kind.backwardUs, kind.block.forwardUs,
                             kind.params, kind.expertParams});
+      zeroUnits.push_back({kind.block.forwardUs + kind.block.tensorCommForwardUs,
+                           kind.backwardUs + kind.block.tensorCommBackwardUs + kind.recomputeCommUs,
+                           kind.gatherUs, kind.scatterUs});
     }
     if (cost.hasEmbedding) {
       // Token lookup, position add and dropout forward; a scatter-add backward
@@ -855,9 +1001,30 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       double embeddingBackward = memoryUs(model, 3.0 * activationBytes);
       cost.forwardUs += embeddingForward;
       cost.backwardUs += embeddingBackward;
-      cost.tensorCommUs += collectiveUs(model, CollectiveKind::AllReduce, activationBytes, groups.tensor);
+      const double lookupAllReduceUs =
+          collectiveUs(model, CollectiveKind::AllReduce, activationBytes, groups.tensor);
+      cost.tensorCommUs += lookupAllReduceUs;
       cost.units.push_back({"embedding", embeddingBackward, embeddingForward, shape.embeddingParams / t});
+      zeroUnits.push_back(
+          unitOverData(embeddingForward + lookupAllReduceUs, embeddingBackward, shape.embeddingParams / t));
       params += shape.embeddingParams / t;
+    }
+    // ZeRO 2/3: the stage's gathers and reduce-scatters as executed (zeroExposedUs), unit by
+    // unit in forward order. ZeRO 2 (DeepSpeed) reduce-scatters every micro-batch; ZeRO 3
+    // gathers and reduce-scatters every micro-batch or once a step (setup.zero3Regather).
+    if (config.zero >= 2) {
+      std::reverse(zeroUnits.begin(), zeroUnits.end());
+      const int64_t m = config.microBatches;
+      const bool perStep = setup.zero3Regather == Zero3Regather::PerStep;
+      auto collectivesOf = [&](int64_t microBatch) -> ZeroMicroBatch {
+        if (config.zero < 3)
+          return {false, false, true};
+        if (!perStep)
+          return {true, true, true};
+        return {microBatch == 0, false, microBatch == m - 1};
+      };
+      cost.zeroCommUs =
+          zeroExposedUs(zeroUnits, m, setup.zero3PrefetchDepth, slowdown, collectivesOf) / double(m);
     }
     // The optimizer step over this rank's shard: read the gradient and the
     // state, write the state and the 16-bit (or fp32) weights.

@@ -151,7 +151,18 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return expect(dtype && llvm::is_contained({"fp32", "bf16", "fp16"}, dtype.getValue()),
                   "\"fp32\", \"bf16\" or \"fp16\"");
   }
-  if (name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr() ||
+  if (name == AttentionAttrHelper::getNameStr()) {
+    auto kernel = dyn_cast<StringAttr>(value);
+    return expect(kernel && llvm::is_contained({"flash", "unfused"}, kernel.getValue()),
+                  "\"flash\" or \"unfused\"");
+  }
+  if (name == Zero3RegatherAttrHelper::getNameStr()) {
+    auto regather = dyn_cast<StringAttr>(value);
+    return expect(regather && llvm::is_contained({"per-microbatch", "per-step"}, regather.getValue()),
+                  "\"per-microbatch\" or \"per-step\"");
+  }
+  if (name == Zero3PrefetchDepthAttrHelper::getNameStr() ||
+      name == WorldSizeAttrHelper::getNameStr() || name == NodesAttrHelper::getNameStr() ||
       name == HeadsAttrHelper::getNameStr() || name == KvHeadsAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) && cast<IntegerAttr>(value).getInt() >= 1,
                   "a positive integer");

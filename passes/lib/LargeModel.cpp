@@ -2,6 +2,7 @@
 #include "zen/Passes/LargeModel.h"
 
 #include "zen/Errors.h"
+#include "zen/Analysis/IRPlan.h"
 #include "zen/Passes/Moe.h"
 #include "zen/Planner/Planning.h"
 
@@ -174,11 +175,6 @@ ParallelDecision planParallel(const cost::TransformerShape &shape, const cost::C
   return decision;
 }
 
-std::optional<cost::DType> gradientAccumulationOf(ModuleOp module) {
-  auto dtype = module->getAttrOfType<StringAttr>(ZenDialect::GradAccumulationDtypeAttrHelper::getNameStr());
-  return dtype ? cost::parseDType(dtype.str()) : std::nullopt;
-}
-
 ParallelAttr parallelAttr(MLIRContext *context, const cost::ParallelConfig &c) {
   const cost::Decomposition &chunks = c.decomposition;
   return ParallelAttr::get(
@@ -263,7 +259,7 @@ FailureOr<ParallelDecision> readParallelDecision(ModuleOp module) {
   if (!dtype)
     return module.emitError("zen.compute_dtype: unknown precision '") << precision << "'";
   setup.computeDtype = *dtype;
-  setup.gradientAccumulation = gradientAccumulationOf(module);
+  plan::readFrameworkSettings(module, setup);
   decision.compressor = search.getCompressor().str();
   decision.forced = search.getForced();
   decision.configurationsScored = search.getConfigurationsScored();

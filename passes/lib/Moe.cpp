@@ -141,7 +141,7 @@ moeRequestOf(ModuleOp module, const std::vector<plan::MoeLayer> &layers,
   if (auto name = module->getAttrOfType<StringAttr>(
           ZenDialect::ComputeDtypeAttrHelper::getNameStr()))
     request.setup.computeDtype = plan::parseComputeDtype(name.str()).value_or(cost::DType::F32);
-  request.setup.gradientAccumulation = gradientAccumulationOf(module);
+  plan::readFrameworkSettings(module, request.setup);
   llvm::StringSet<> expertParameters;
   for (const plan::MoeLayer &layer : layers)
     expertParameters.insert(layer.parameters.begin(), layer.parameters.end());

@@ -994,6 +994,21 @@ module attributes {zen.grad_accumulation_dtype = "int8"} {}
 
 // -----
 
+// expected-error @+1 {{'zen.attention' must be "flash" or "unfused", got "sparse"}}
+module attributes {zen.attention = "sparse"} {}
+
+// -----
+
+// expected-error @+1 {{'zen.zero3_regather' must be "per-microbatch" or "per-step", got "per-layer"}}
+module attributes {zen.zero3_regather = "per-layer"} {}
+
+// -----
+
+// expected-error @+1 {{'zen.zero3_prefetch_depth' must be a positive integer, got 0 : i64}}
+module attributes {zen.zero3_prefetch_depth = 0 : i64} {}
+
+// -----
+
 // expected-error @+1 {{'zen.compressor' must be a string, got 8 : i64}}
 module attributes {zen.compressor = 8 : i64} {}
 

@@ -89,6 +89,11 @@ struct PlanOptions {
   std::string schedule;
   std::string optimizer;
   int64_t tpChunks = 0;
+  /// --attention: flash or unfused; empty: flash.
+  std::string attention;
+  /// --zero3-regather, --zero3-prefetch-depth: empty / 0 = the framework defaults.
+  std::string zero3Regather;
+  int64_t zero3PrefetchDepth = 0;
   // Mixture of Experts (docs/design.md "Mixture of Experts"): 0 = searched / not given.
   int64_t ep = 0;
   double moeImbalance = 0;
@@ -100,7 +105,7 @@ struct PlanOptions {
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
            sequenceParallel || noSequenceParallel || !schedule.empty() || !optimizer.empty() ||
-           tpChunks;
+           tpChunks || !zero3Regather.empty() || zero3PrefetchDepth;
   }
 };
 
@@ -334,6 +339,12 @@ cost::TrainingSetup trainingSetup(const PlanOptions &options, int64_t perGpuBatc
   setup.computeDtype = *plan::parseComputeDtype(options.precision);  // CLI-checked
   if (!options.gradAccumulationDtype.empty())
     setup.gradientAccumulation = cost::parseDType(options.gradAccumulationDtype);
+  if (!options.attention.empty())
+    setup.attention = *cost::parseAttentionKernel(options.attention);  // CLI-checked
+  if (!options.zero3Regather.empty())
+    setup.zero3Regather = *cost::parseZero3Regather(options.zero3Regather);  // CLI-checked
+  if (options.zero3PrefetchDepth > 0)
+    setup.zero3PrefetchDepth = options.zero3PrefetchDepth;
   setup.optimizer = options.optimizer.empty() ? cost::Optimizer::Adam
                                               : *cost::parseOptimizer(options.optimizer);
   // Saturated: planLargeModel refuses a default global batch beyond the limit by name.
@@ -689,6 +700,16 @@ int runPlan(const PlanOptions &options) {
   if (!options.gradAccumulationDtype.empty())
     ZenDialect::GradAccumulationDtypeAttrHelper(&context)
         .setAttr(*module, mlir::StringAttr::get(&context, options.gradAccumulationDtype));
+  if (!options.attention.empty())
+    ZenDialect::AttentionAttrHelper(&context).setAttr(*module,
+                                                      mlir::StringAttr::get(&context, options.attention));
+  if (!options.zero3Regather.empty())
+    ZenDialect::Zero3RegatherAttrHelper(&context)
+        .setAttr(*module, mlir::StringAttr::get(&context, options.zero3Regather));
+  if (options.zero3PrefetchDepth > 0)
+    ZenDialect::Zero3PrefetchDepthAttrHelper(&context)
+        .setAttr(*module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64),
+                                                 options.zero3PrefetchDepth));
   // Set before the verification starts, not by the passes while it runs.
   ZenDialect::ClusterAttrHelper(&context).setAttr(*module,
                                                   mlir::StringAttr::get(&context, options.cluster));
@@ -822,6 +843,11 @@ CommandRegistration registration(
                      "Dtype gradients accumulate and reduce in, for memory: fp32, bf16, fp16 (default: "
                      "fp32, and fp16 under --precision fp16, as Megatron-LM and DeepSpeed do)")
           ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+      app.add_option("--attention", options->attention,
+                     "Attention kernel transformers are priced with: flash (FlashAttention, the "
+                     "frameworks' default; nothing of the scores kept) or unfused (scores, softmax "
+                     "and dropout through memory and kept, as Megatron-LM before FlashAttention)")
+          ->check(CLI::IsMember({"flash", "unfused"}));
       app.add_option("-o,--output", options->output, "Write the plan file here");
       app.add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of one iteration");
       app.add_option("--timeline-svg", options->timelineSvg, "Write an SVG timeline picture");
@@ -839,6 +865,15 @@ CommandRegistration registration(
       app.add_option("--pp", options->pp, "Pipeline stages (default: searched)")->check(wholeNumber(1));
       app.add_option("--zero", options->zero, "ZeRO stage over the data-parallel group: 0, 1, 2, 3 (default: searched)")
           ->check(wholeNumber(0, 3));
+      app.add_option("--zero3-regather", options->zero3Regather,
+                     "When ZeRO-3 gathers the weights under gradient accumulation: per-microbatch "
+                     "(DeepSpeed ZeRO-3, FSDP FULL_SHARD; default) or per-step (FSDP2 without "
+                     "resharding or gradient sync until the last micro-batch)")
+          ->check(CLI::IsMember({"per-microbatch", "per-step"}));
+      app.add_option("--zero3-prefetch-depth", options->zero3PrefetchDepth,
+                     "Units whose ZeRO-3 gather runs ahead of the one computing (default 1, FSDP's "
+                     "forward and backward prefetch)")
+          ->check(wholeNumber(1, 1 << 20));
       app.add_option("--recompute", options->recompute,
                      "Activation recomputation: none, selective, full (default: searched)")
           ->check(CLI::IsMember(vocab::spellingsOf(vocab::kRecomputes)));

@@ -278,6 +278,17 @@ cost::SparseSync sparseSyncOf(SparseAllReduceOp op) {
           statisticsOf(op.getStatistics())};
 }
 
+void readFrameworkSettings(ModuleOp module, cost::TrainingSetup &setup) {
+  if (auto dtype = module->getAttrOfType<StringAttr>(ZenDialect::GradAccumulationDtypeAttrHelper::getNameStr()))
+    setup.gradientAccumulation = cost::parseDType(dtype.str());
+  if (auto kernel = module->getAttrOfType<StringAttr>(ZenDialect::AttentionAttrHelper::getNameStr()))
+    setup.attention = cost::parseAttentionKernel(kernel.str()).value_or(setup.attention);
+  if (auto regather = module->getAttrOfType<StringAttr>(ZenDialect::Zero3RegatherAttrHelper::getNameStr()))
+    setup.zero3Regather = cost::parseZero3Regather(regather.str()).value_or(setup.zero3Regather);
+  if (auto depth = module->getAttrOfType<IntegerAttr>(ZenDialect::Zero3PrefetchDepthAttrHelper::getNameStr()))
+    setup.zero3PrefetchDepth = depth.getInt();
+}
+
 double opComputeUs(Operation *op, cost::DType computeDtype, const cost::CostModel &model) {
   OpWork work;
   if (auto moe = asMoe(op))
@@ -374,6 +385,7 @@ void priceAsTransformer(ModuleOp module, TrainingFunction &training, const cost:
   auto batch = module->getAttrOfType<IntegerAttr>("zen.batch");
   config.microBatch = batch && batch.getInt() > 0 ? batch.getInt() : shape.modelBatch;
   cost::TrainingSetup setup;
+  readFrameworkSettings(module, setup);
   setup.globalBatch = config.microBatch;
   setup.computeDtype = problem.computeDtype;
   if (!cost::checkConfig(shape, config, setup, config.gpus()).empty())

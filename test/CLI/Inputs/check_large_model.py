@@ -6,8 +6,10 @@ import sys
 
 summary = json.load(open(sys.argv[1]))
 parallel, memory = summary["parallel"], summary["memory"]
+zero3 = ["zero3_regather", "zero3_prefetch_depth"] if parallel["zero"] == 3 else []
 assert sorted(parallel) == sorted(["tp", "pp", "dp", "zero", "sequence_parallel", "recompute",
-                                   "micro_batch", "micro_batches", "schedule", "decomposition"]), parallel
+                                   "micro_batch", "micro_batches", "schedule", "decomposition"]
+                                  + zero3), parallel
 assert sorted(memory) == sorted(["per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
                                  "optimizer_bytes", "activations_bytes", "buffers_bytes",
                                  "reserve_bytes"]), memory

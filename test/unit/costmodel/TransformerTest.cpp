@@ -60,7 +60,6 @@ double megatronFlops(const TransformerShape &shape, int64_t tp) {
          ((1 + g / a + s / h) + double(shape.ffn) / h * gated) / double(tp);
 }
 
-} // namespace
 
 TEST(TransformerCost, GroupedQueryAttentionNarrowsTheQkvGemmByTheMissingKeyValueHeads) {
   TransformerShape mha = decoder(), gqa = decoder();
@@ -245,7 +244,8 @@ TEST(TransformerCost, CrossAttentionBlocksAddASecondAttentionOnTheDecoderStages)
   shape.crossAttentionBlocks = 2;
   shape.crossAttentionParams = 4.0 * 1024 * 1024 + 2 * 1024;
   const CostModel model = a100();
-  const TrainingSetup setup;
+  TrainingSetup setup;
+  setup.attention = AttentionKernel::Unfused;  // Korthikanti's count keeps the scores
   const double tokens = 1024, s = 1024, h = 1024, a = 16, t = 2, headDim = 64;
   const std::vector<StageCost> stages = stageCosts(shape, config(2, 2), setup, model);
   // Q (h -> h) on the block's tokens, K/V (h -> 2h) on the encoder's output,
@@ -275,3 +275,129 @@ TEST(TransformerCost, CrossAttentionBlocksAddASecondAttentionOnTheDecoderStages)
   // The blocks differ: the stages keep the even split.
   EXPECT_TRUE(balanceStages(shape, config(2, 2), setup, model).empty());
 }
+
+TEST(TransformerCost, FlashAttentionKeepsNoScoresAndRecomputesThemInBackward) {
+  const TransformerShape shape = decoder();
+  const CostModel model = a100();
+  TrainingSetup flash, unfused;
+  unfused.attention = AttentionKernel::Unfused;
+  const double sbh = 1024.0 * 1024, s = 1024, h = 1024, a = 16, headDim = 64, layers = 4;
+  // Unfused attention keeps Korthikanti's 5 a s / h bytes per token of scores, softmax and
+  // dropout mask in each block; FlashAttention none, so selective recomputation saves nothing.
+  EXPECT_DOUBLE_EQ(activations(shape, config(1, 1)),
+                   memoryPerGpu(shape, config(1, 1), flash, model).activationsBytes);
+  EXPECT_DOUBLE_EQ(memoryPerGpu(shape, config(1, 1), unfused, model).activationsBytes -
+                       memoryPerGpu(shape, config(1, 1), flash, model).activationsBytes,
+                   layers * sbh * 5 * a * s / h);
+  ParallelConfig selective = config(1, 1);
+  selective.recompute = Recompute::Selective;
+  EXPECT_DOUBLE_EQ(memoryPerGpu(shape, selective, flash, model).activationsBytes,
+                   memoryPerGpu(shape, config(1, 1), flash, model).activationsBytes);
+  const StageCost flashStage = stageCosts(shape, selective, flash, model).front();
+  const StageCost unfusedStage = stageCosts(shape, selective, unfused, model).front();
+  EXPECT_EQ(flashStage.recomputeUs, 0.0);
+  EXPECT_GT(unfusedStage.recomputeUs, 0.0);
+  // The scores never go through memory: a faster forward. Backward recomputes them: the scores
+  // GEMM once more per block, executed but no model FLOPs (selective recomputation's unfused
+  // repeat was both GEMMs of the core).
+  EXPECT_LT(flashStage.forwardUs, unfusedStage.forwardUs);
+  EXPECT_DOUBLE_EQ(flashStage.modelFlops, unfusedStage.modelFlops);
+  EXPECT_DOUBLE_EQ(flashStage.flops - flashStage.modelFlops, layers * 2 * s * s * headDim * a);
+  EXPECT_DOUBLE_EQ(unfusedStage.flops - unfusedStage.modelFlops, layers * 2 * 2 * s * s * headDim * a);
+}
+
+/// decoder() over 16 data-parallel ranks on 16 one-V100 nodes joined by 10 GbE, ZeRO 3, eight
+/// micro-batches of one sample: the network is far slower than the compute.
+struct Zero3Case {
+  TransformerShape shape = decoder();
+  CostModel model{withNodes(loadCluster("v100x16-10gbe"), 16)};
+  ParallelConfig config;
+  TrainingSetup setup;
+  Zero3Case() {
+    config.dp = 16;
+    config.zero = 3;
+    config.microBatches = 8;
+    setup.globalBatch = 128;
+    setup.computeDtype = DType::F16;
+  }
+  StageCost stage() const { return stageCosts(shape, config, setup, model).front(); }
+  double collectiveUs(CollectiveKind kind, double bytes) const {
+    return model.collective(kind, bytes, Group{16, 16}).timeUs;
+  }
+};
+
+TEST(TransformerCost, Zero3GathersEveryMicroBatchOrOncePerStepOverOneNetworkChannel) {
+  Zero3Case c;
+  ASSERT_EQ(checkConfig(c.shape, c.config, c.setup, 16), "");
+  const double m = 8, params = c.shape.layerParams, compute = c.stage().forwardUs + c.stage().backwardUs;
+  // Per block: its 16-bit weights gathered, its gradients (16-bit under fp16) reduce-scattered;
+  // the head's 1024 parameters too (no embedding parameters here).
+  const double gather = 4 * c.collectiveUs(CollectiveKind::AllGather, 2 * params) +
+                        c.collectiveUs(CollectiveKind::AllGather, 2 * 1024.0);
+  const double scatter = 4 * c.collectiveUs(CollectiveKind::ReduceScatter, 2 * params) +
+                         c.collectiveUs(CollectiveKind::ReduceScatter, 2 * 1024.0);
+  ASSERT_GT(gather, 5 * compute);  // network-bound
+  // DeepSpeed ZeRO-3 / FULL_SHARD: every micro-batch gathers forward and backward and
+  // reduce-scatters, all on the one channel; the step lasts at least that and at most that
+  // with the compute (slowed by overlap) run serially after it.
+  const double perMicroBatch = m * (c.stage().zeroCommUs + compute);
+  EXPECT_GE(perMicroBatch, m * (2 * gather + scatter));
+  EXPECT_LE(perMicroBatch, m * (2 * gather + scatter) + c.model.overlapSlowdown() * m * compute);
+  // Once a step: one gather, one reduce-scatter.
+  c.setup.zero3Regather = Zero3Regather::PerStep;
+  const double perStep = m * (c.stage().zeroCommUs + compute);
+  EXPECT_GE(perStep, gather + scatter);
+  EXPECT_LE(perStep, gather + scatter + c.model.overlapSlowdown() * m * compute);
+  // ... at ZeRO 1's memory for the weights and the accumulated gradients (2 + 2 bytes, fp16).
+  const MemoryBreakdown memory = memoryPerGpu(c.shape, c.config, c.setup, c.model);
+  const double all = 4 * params + 1024;
+  EXPECT_DOUBLE_EQ(memory.weightsBytes, 2 * all);
+  EXPECT_DOUBLE_EQ(memory.gradientsBytes, 2 * all);
+  EXPECT_DOUBLE_EQ(memory.optimizerBytes, 12 * all / 16);
+  c.setup.zero3Regather = Zero3Regather::PerMicroBatch;
+  EXPECT_DOUBLE_EQ(memoryPerGpu(c.shape, c.config, c.setup, c.model).weightsBytes, 2 * all / 16);
+}
+
+TEST(TransformerCost, Zero3LastReduceScatterRunsAfterTheCompute) {
+  // One A100 node, a compute-bound step: the gathers hide behind the blocks, but the first
+  // block's reduce-scatter is issued as its backward ends and only the embedding's backward is
+  // left to hide it.
+  const TransformerShape shape = decoder();
+  const CostModel model = a100();
+  ParallelConfig c = config(1, 1);
+  c.dp = 8;
+  c.zero = 3;
+  c.microBatch = 4;
+  TrainingSetup setup;
+  setup.globalBatch = 32;
+  const StageCost stage = stageCosts(shape, c, setup, model).front();
+  const double blockScatter =
+      model.collective(CollectiveKind::ReduceScatter, 4 * shape.layerParams, Group{8, 1}).timeUs;
+  ASSERT_EQ(stage.units.back().name, "embedding");
+  ASSERT_LT(stage.units.back().backwardUs, blockScatter);
+  EXPECT_GE(stage.zeroCommUs, blockScatter - stage.units.back().backwardUs);
+}
+
+TEST(TransformerCost, Zero3PrefetchDepthBuffersAUnitEachAndNeverSlows) {
+  Zero3Case c;
+  c.shape.layers = 8;
+  c.shape.vocab = 32000;
+  c.shape.embeddingParams = 32000.0 * 1024;  // a unit larger than a block
+  c.model = CostModel(withNodes(loadCluster("a100x64"), 2));
+  c.setup.computeDtype = DType::BF16;
+  std::vector<double> exposed, buffers;
+  for (int64_t depth : {1, 2, 3}) {
+    c.setup.zero3PrefetchDepth = depth;
+    exposed.push_back(c.stage().zeroCommUs);
+    buffers.push_back(memoryPerGpu(c.shape, c.config, c.setup, c.model).buffersBytes);
+  }
+  // The largest unit gathered: the embedding, 2 bytes a parameter.
+  EXPECT_DOUBLE_EQ(buffers[1] - buffers[0], 2 * c.shape.embeddingParams);
+  EXPECT_DOUBLE_EQ(buffers[2] - buffers[1], 2 * c.shape.embeddingParams);
+  EXPECT_LE(exposed[1], exposed[0]);
+  EXPECT_LE(exposed[2], exposed[1]);
+  c.setup.zero3PrefetchDepth = 0;
+  EXPECT_NE(checkConfig(c.shape, c.config, c.setup, 16).find("prefetch depth 0"), std::string::npos);
+}
+
+} // namespace

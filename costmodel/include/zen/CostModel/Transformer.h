@@ -90,6 +90,27 @@ enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"
 std::optional<Optimizer> parseOptimizer(const std::string &text);
 
+/// When ZeRO-3 gathers the weights under gradient accumulation (--zero3-regather).
+/// PerMicroBatch is DeepSpeed ZeRO-3 and FSDP's FULL_SHARD: every micro-batch gathers each
+/// unit's weights before its forward and again before its backward, and reduce-scatters its
+/// gradients after the backward. PerStep is FSDP2 with resharding after backward and gradient
+/// sync switched off until the last micro-batch: the weights are gathered once, stay whole
+/// through every micro-batch, and the gradients accumulate whole until the last backward
+/// reduce-scatters them once (ZeRO-1's memory for weights and gradients).
+enum class Zero3Regather { PerMicroBatch, PerStep };
+const char *toString(Zero3Regather regather);  // "per-microbatch", "per-step"
+std::optional<Zero3Regather> parseZero3Regather(const std::string &text);
+
+/// The attention kernel (--attention). Flash: FlashAttention (Dao et al. 2022, 2023), what
+/// Megatron-Core (Transformer Engine), PyTorch's scaled_dot_product_attention, DeepSpeed and
+/// llm-foundry run by default: the scores stay in on-chip memory, nothing of them is kept for
+/// backward, which recomputes them. Unfused: the scores, softmax and dropout written to and
+/// read from memory and kept for backward (Megatron-LM before FlashAttention, SC21; Korthikanti
+/// et al. 2022's 5 a s / h bytes per token).
+enum class AttentionKernel { Flash, Unfused };
+const char *toString(AttentionKernel attention);  // "flash", "unfused"
+std::optional<AttentionKernel> parseAttentionKernel(const std::string &text);
+
 /// How finely each block's tensor-parallel GEMMs and the collectives next to
 /// them are split along the tokens so that chunk i's collective runs while
 /// chunk i + 1's GEMM computes (Flux, PyTorch async-TP): chunks per TP region
@@ -161,6 +182,12 @@ struct TrainingSetup {
   /// The dtype gradients accumulate (and are reduced) in (--grad-accumulation-dtype);
   /// unset: the frameworks' default, gradientAccumulationDtype.
   std::optional<DType> gradientAccumulation;
+  AttentionKernel attention = AttentionKernel::Flash;
+  Zero3Regather zero3Regather = Zero3Regather::PerMicroBatch;
+  /// Units (blocks, the embedding, the head) whose ZeRO-3 gather may run ahead of the one
+  /// computing (--zero3-prefetch-depth): FSDP's forward and backward prefetch issue the next
+  /// unit's, 1; each adds a gathered unit's buffer.
+  int64_t zero3PrefetchDepth = 1;
 };
 
 /// The dtype a setup's gradients accumulate in: the one given, else what Megatron-LM and

@@ -28,6 +28,14 @@ def Zen_Dialect : Dialect {
     // The dtype gradients accumulate in, where zenopt's --grad-accumulation-dtype gave one
     // (module): "fp32", "bf16" or "fp16".
     "::mlir::StringAttr":$grad_accumulation_dtype,
+    // When ZeRO-3 gathers the weights, where zenopt's --zero3-regather gave it (module):
+    // "per-microbatch" or "per-step"; and how many units its gathers run ahead
+    // (--zero3-prefetch-depth, module): a positive integer.
+    "::mlir::StringAttr":$zero3_regather,
+    // The attention kernel transformers are priced with, where zenopt's --attention gave it
+    // (module): "flash" or "unfused".
+    "::mlir::StringAttr":$attention,
+    "::mlir::IntegerAttr":$zero3_prefetch_depth,
     "::mlir::StringAttr":$strategy,
     // The compressors zenopt planned with (--compressor's spelling), for the plan file (module).
     "::mlir::StringAttr":$compressor,

@@ -11,6 +11,7 @@
 #define ZEN_ANALYSIS_IRPLAN_H
 
 #include "zen/Dialect/ZenDialect.h"
+#include "zen/CostModel/Transformer.h"
 #include "zen/Planner/Planning.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,6 +60,12 @@ SparsityAttr sparsityAttr(mlir::MLIRContext *context, const cost::SparsityStatis
 
 /// What extractTraining prices `op` (a zen.compute or an MoE op) at: its FLOPs
 /// and bytes at the precision it runs at when fp32 ops run at `computeDtype`.
+/// The framework settings the module records (verified by the dialect) into `setup`:
+/// zen.grad_accumulation_dtype (zenopt's --grad-accumulation-dtype; absent: the frameworks'
+/// default, cost::gradientAccumulationDtype), zen.attention (--attention), zen.zero3_regather and zen.zero3_prefetch_depth
+/// (--zero3-regather, --zero3-prefetch-depth; absent: the setup's defaults).
+void readFrameworkSettings(mlir::ModuleOp module, cost::TrainingSetup &setup);
+
 double opComputeUs(mlir::Operation *op, cost::DType computeDtype, const cost::CostModel &model);
 
 /// Finds the one function with zen.gradient ops in `module` and extracts its

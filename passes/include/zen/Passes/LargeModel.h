@@ -47,10 +47,6 @@ ParallelDecision planParallel(const cost::TransformerShape &shape, const cost::C
                               const plan::ParallelRequest &request, const std::string &compressor,
                               const std::string &modelName, const std::string &clusterName);
 
-/// The module's zen.grad_accumulation_dtype (zenopt's --grad-accumulation-dtype), or none:
-/// the frameworks' default (cost::gradientAccumulationDtype).
-std::optional<cost::DType> gradientAccumulationOf(mlir::ModuleOp module);
-
 /// zen.parallel for `config`, and back (lossless).
 ParallelAttr parallelAttr(mlir::MLIRContext *context, const cost::ParallelConfig &config);
 cost::ParallelConfig parallelConfigOf(ParallelAttr attr);
