@@ -5,7 +5,8 @@ Runs `zenopt` with the forced Megatron configurations of Narayanan et al.,
 "Efficient Large-Scale Language Model Training on GPU Clusters Using
 Megatron-LM" (SC21), table 1 (weak scaling on DGX A100 nodes: sequence 2048,
 vocabulary 51200, mixed precision, full recomputation, 1F1B, micro-batch 1 as
-in Megatron-LM's GPT-3 example scripts) on zenopt-modelgen GPTs of the same
+in Megatron-LM's GPT-3 example scripts, unfused attention as Megatron-LM had before
+FlashAttention) on zenopt-modelgen GPTs of the same
 shapes, and prints the predicted TFLOP/s per GPU against the published figures
 as a Markdown table: "predicted" without decomposition (as SC21 ran),
 "decomposed" with zenopt's decomposition of the TP GEMMs and collectives; the
@@ -39,8 +40,10 @@ def modelgen(bin_dir, out, layers, hidden, heads):
 
 
 def plan(bin_dir, model, *flags):
+    # SC21's Megatron-LM ran unfused attention (before FlashAttention).
     result = subprocess.run([os.path.join(bin_dir, "zenopt"), model, "--cluster", "a100x64", "--precision",
-                             "bf16", "--json", "-q", *flags], check=True, capture_output=True, text=True)
+                             "bf16", "--attention", "unfused", "--json", "-q", *flags], check=True,
+                            capture_output=True, text=True)
     return json.loads(result.stdout)
 
 
