@@ -384,6 +384,7 @@ double busFactor(CollectiveKind kind, int64_t ranks) {
 Group normalized(Group group) {
   group.ranks = std::max<int64_t>(group.ranks, 1);
   group.nodes = std::clamp<int64_t>(group.nodes, 1, group.ranks);
+  group.perNode = std::max<int64_t>(group.perNode, 1);
   return group;
 }
 
@@ -393,10 +394,12 @@ Topology topologyOf(const Cluster &cluster, Group group) {
   topo.nodes = group.nodes;
   topo.ranksPerNode = (group.ranks + group.nodes - 1) / group.nodes;
   topo.intraGBps = cluster.intraNode.bandwidthGBps * cluster.intraNode.efficiency;
-  // With fewer ranks than NICs on a node, each rank drives its own NIC only.
-  int64_t activeNics = std::min(cluster.nicsPerNode, topo.ranksPerNode);
-  topo.nodeGBps = static_cast<double>(activeNics) * cluster.interNode.bandwidthGBps *
-                  cluster.interNode.efficiency;
+  // With fewer ranks than NICs on a node, each rank drives its own NIC only; groups
+  // synchronising at once on a node split its NICs.
+  const double activeNics =
+      std::min(static_cast<double>(std::min(cluster.nicsPerNode, topo.ranksPerNode)),
+               static_cast<double>(cluster.nicsPerNode) / static_cast<double>(group.perNode));
+  topo.nodeGBps = activeNics * cluster.interNode.bandwidthGBps * cluster.interNode.efficiency;
   topo.mpi = cluster.intraNode.kind == "shm";
   topo.intraFabric = cluster.intraNode.kind == "nvlink" ? kNVLink : kPCIe;
   topo.intraLatencyUs = cluster.intraNode.latencyUs;

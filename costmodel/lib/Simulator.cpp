@@ -486,7 +486,7 @@ CollectiveCostCache::CollectiveCostCache(const CostModel &model, size_t entries)
 
 bool CollectiveCostCache::Key::operator==(const Key &other) const {
   return kind == other.kind && bytes == other.bytes && group.ranks == other.group.ranks &&
-         group.nodes == other.group.nodes && chunks == other.chunks &&
+         group.nodes == other.group.nodes && group.perNode == other.group.perNode && chunks == other.chunks &&
          algorithm == other.algorithm && method == other.method &&
          ratio == other.ratio && rank == other.rank && device == other.device &&
          elements == other.elements;

@@ -418,6 +418,11 @@ ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &clust
   const int64_t latestStart = perNode - std::gcd(config.tp, perNode);
   groups.tensor = Group{config.tp, std::min(config.tp, (latestStart + config.tp + perNode - 1) / perNode)};
   groups.data = span(config.dp, config.tp);
+  // Every tensor-parallel rank's data-parallel group synchronises at once: those sharing a node
+  // share its NICs.
+  if (groups.data.nodes > 1)
+    groups.data.perNode =
+        std::max<int64_t>(1, perNode / ((groups.data.ranks + groups.data.nodes - 1) / groups.data.nodes));
   // Stages are tp * dp ranks apart; once they span more than a node, the
   // slowest hop (which paces the pipeline) crosses the network.
   bool crossNode = config.pp > 1 && config.tp * config.dp * config.pp > perNode;

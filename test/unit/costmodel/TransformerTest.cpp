@@ -400,4 +400,28 @@ TEST(TransformerCost, Zero3PrefetchDepthBuffersAUnitEachAndNeverSlows) {
   EXPECT_NE(checkConfig(c.shape, c.config, c.setup, 16).find("prefetch depth 0"), std::string::npos);
 }
 
+TEST(TransformerCost, DataParallelGroupsOfOneNodeShareItsNics) {
+  // Eight GPUs and four NICs a node (AWS p4d), two nodes, tp 2: each node holds four ranks of
+  // each of the two data-parallel groups, which synchronise at once over the node's four NICs:
+  // two NICs each, as one group on a node with two NICs.
+  Cluster fourNics = withNodes(loadCluster("a100x64"), 2);
+  fourNics.nicsPerNode = 4;
+  Cluster twoNics = fourNics;
+  twoNics.nicsPerNode = 2;
+  ParallelConfig c = config(2, 1);
+  c.dp = 8;
+  const Group data = parallelGroups(c, fourNics).data;
+  EXPECT_EQ(data.ranks, 8);
+  EXPECT_EQ(data.nodes, 2);
+  EXPECT_EQ(data.perNode, 2);
+  const double bytes = 256e6;
+  EXPECT_DOUBLE_EQ(CostModel(fourNics).collective(CollectiveKind::AllReduce, bytes, data).timeUs,
+                   CostModel(twoNics).collective(CollectiveKind::AllReduce, bytes, Group{8, 2}).timeUs);
+  // With a NIC for every GPU each group keeps four.
+  Cluster eightNics = fourNics;
+  eightNics.nicsPerNode = 8;
+  EXPECT_DOUBLE_EQ(CostModel(eightNics).collective(CollectiveKind::AllReduce, bytes, data).timeUs,
+                   CostModel(eightNics).collective(CollectiveKind::AllReduce, bytes, Group{8, 2}).timeUs);
+}
+
 } // namespace

@@ -20,10 +20,13 @@ namespace zen::cost {
 enum class Protocol { LL, LL128, Simple };
 const char *toString(Protocol protocol);  // "ll", "ll128", "simple"
 
-/// Ranks of a process group, spread evenly over `nodes` nodes.
+/// Ranks of a process group, spread evenly over `nodes` nodes. `perNode` groups like it run
+/// the same collective at once on each of its nodes and share the node's NICs (the
+/// data-parallel groups of the tensor-parallel ranks, which all synchronise together).
 struct Group {
   int64_t ranks = 1;
   int64_t nodes = 1;
+  int64_t perNode = 1;
 };
 
 struct CollectiveCost {
