@@ -32,30 +32,6 @@ std::optional<Optimizer> parseOptimizer(const std::string &text) {
   return std::nullopt;
 }
 
-const char *toString(Zero3Regather regather) {
-  return regather == Zero3Regather::PerMicroBatch ? "per-microbatch" : "per-step";
-}
-
-std::optional<Zero3Regather> parseZero3Regather(const std::string &text) {
-  if (text == "per-microbatch")
-    return Zero3Regather::PerMicroBatch;
-  if (text == "per-step")
-    return Zero3Regather::PerStep;
-  return std::nullopt;
-}
-
-const char *toString(AttentionKernel attention) {
-  return attention == AttentionKernel::Flash ? "flash" : "unfused";
-}
-
-std::optional<AttentionKernel> parseAttentionKernel(const std::string &text) {
-  if (text == "flash")
-    return AttentionKernel::Flash;
-  if (text == "unfused")
-    return AttentionKernel::Unfused;
-  return std::nullopt;
-}
-
 std::string ParallelConfig::schedule() const {
   return virtualStages > 1 ? "interleaved:" + std::to_string(virtualStages) : "1f1b";
 }

@@ -153,12 +153,11 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   }
   if (name == AttentionAttrHelper::getNameStr()) {
     auto kernel = dyn_cast<StringAttr>(value);
-    return expect(kernel && llvm::is_contained({"flash", "unfused"}, kernel.getValue()),
-                  "\"flash\" or \"unfused\"");
+    return expect(kernel && vocab::parseAttentionKernel(kernel.getValue()), "\"flash\" or \"unfused\"");
   }
   if (name == Zero3RegatherAttrHelper::getNameStr()) {
     auto regather = dyn_cast<StringAttr>(value);
-    return expect(regather && llvm::is_contained({"per-microbatch", "per-step"}, regather.getValue()),
+    return expect(regather && vocab::parseZero3Regather(regather.getValue()),
                   "\"per-microbatch\" or \"per-step\"");
   }
   if (name == Zero3PrefetchDepthAttrHelper::getNameStr() ||

@@ -847,7 +847,7 @@ CommandRegistration registration(
                      "Attention kernel transformers are priced with: flash (FlashAttention, the "
                      "frameworks' default; nothing of the scores kept) or unfused (scores, softmax "
                      "and dropout through memory and kept, as Megatron-LM before FlashAttention)")
-          ->check(CLI::IsMember({"flash", "unfused"}));
+          ->check(CLI::IsMember(vocab::spellingsOf(vocab::kAttentionKernels)));
       app.add_option("-o,--output", options->output, "Write the plan file here");
       app.add_option("--trace", options->trace, "Write a Chrome/Perfetto trace of one iteration");
       app.add_option("--timeline-svg", options->timelineSvg, "Write an SVG timeline picture");
@@ -869,7 +869,7 @@ CommandRegistration registration(
                      "When ZeRO-3 gathers the weights under gradient accumulation: per-microbatch "
                      "(DeepSpeed ZeRO-3, FSDP FULL_SHARD; default) or per-step (FSDP2 without "
                      "resharding or gradient sync until the last micro-batch)")
-          ->check(CLI::IsMember({"per-microbatch", "per-step"}));
+          ->check(CLI::IsMember(vocab::spellingsOf(vocab::kZero3Regathers)));
       app.add_option("--zero3-prefetch-depth", options->zero3PrefetchDepth,
                      "Units whose ZeRO-3 gather runs ahead of the one computing (default 1, FSDP's "
                      "forward and backward prefetch)")

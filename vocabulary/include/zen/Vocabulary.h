@@ -35,6 +35,21 @@ enum class Algorithm { Ring, Tree, Hierarchical, Direct };
 /// Activation recomputation in the backward (Korthikanti et al.): none, the attention's
 /// core only (selective), or each block's whole forward (full).
 enum class Recompute { None, Selective, Full };
+/// The attention kernel (--attention). Flash: FlashAttention (Dao et al. 2022, 2023), what
+/// Megatron-Core (Transformer Engine), PyTorch's scaled_dot_product_attention, DeepSpeed and
+/// llm-foundry run by default: the scores stay in on-chip memory, nothing of them is kept for
+/// backward, which recomputes them. Unfused: the scores, softmax and dropout written to and
+/// read from memory and kept for backward (Megatron-LM before FlashAttention, SC21; Korthikanti
+/// et al. 2022's 5 a s / h bytes per token).
+enum class AttentionKernel { Flash, Unfused };
+/// When ZeRO-3 gathers the weights under gradient accumulation (--zero3-regather).
+/// PerMicroBatch is DeepSpeed ZeRO-3 and FSDP's FULL_SHARD: every micro-batch gathers each
+/// unit's weights before its forward and again before its backward, and reduce-scatters its
+/// gradients after the backward. PerStep is FSDP2 with resharding after backward and gradient
+/// sync switched off until the last micro-batch: the weights are gathered once, stay whole
+/// through every micro-batch, and the gradients accumulate whole until the last backward
+/// reduce-scatters them once (ZeRO-1's memory for weights and gradients).
+enum class Zero3Regather { PerMicroBatch, PerStep };
 
 struct CompressionTraits {
   CompressionMethod value;
@@ -70,6 +85,16 @@ struct AlgorithmTraits {
 
 struct RecomputeTraits {
   Recompute value;
+  const char *spelling;
+};
+
+struct AttentionKernelTraits {
+  AttentionKernel value;
+  const char *spelling;
+};
+
+struct Zero3RegatherTraits {
+  Zero3Regather value;
   const char *spelling;
 };
 
@@ -119,6 +144,16 @@ inline constexpr RecomputeTraits kRecomputes[] = {
     {Recompute::Full, "full"},
 };
 
+inline constexpr AttentionKernelTraits kAttentionKernels[] = {
+    {AttentionKernel::Flash, "flash"},
+    {AttentionKernel::Unfused, "unfused"},
+};
+
+inline constexpr Zero3RegatherTraits kZero3Regathers[] = {
+    {Zero3Regather::PerMicroBatch, "per-microbatch"},
+    {Zero3Regather::PerStep, "per-step"},
+};
+
 namespace detail {
 template <typename Traits, size_t N> constexpr bool indexedByValue(const Traits (&table)[N]) {
   for (size_t i = 0; i < N; ++i)
@@ -142,6 +177,8 @@ static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of
 static_assert(detail::indexedByValue(kTaskPhases), "kTaskPhases out of order");
 static_assert(detail::indexedByValue(kAlgorithms), "kAlgorithms out of order");
 static_assert(detail::indexedByValue(kRecomputes), "kRecomputes out of order");
+static_assert(detail::indexedByValue(kAttentionKernels), "kAttentionKernels out of order");
+static_assert(detail::indexedByValue(kZero3Regathers), "kZero3Regathers out of order");
 
 constexpr const CompressionTraits &traitsOf(CompressionMethod method) {
   return kCompressionMethods[static_cast<size_t>(method)];
@@ -168,6 +205,12 @@ constexpr const char *toString(Algorithm algorithm) {
 }
 constexpr const char *toString(Recompute recompute) {
   return kRecomputes[static_cast<size_t>(recompute)].spelling;
+}
+constexpr const char *toString(AttentionKernel attention) {
+  return kAttentionKernels[static_cast<size_t>(attention)].spelling;
+}
+constexpr const char *toString(Zero3Regather regather) {
+  return kZero3Regathers[static_cast<size_t>(regather)].spelling;
 }
 
 /// A table's spellings in its order (a command line's choices).
@@ -196,6 +239,12 @@ inline std::optional<Algorithm> parseAlgorithm(std::string_view text) {
 }
 inline std::optional<Recompute> parseRecompute(std::string_view text) {
   return detail::parse(kRecomputes, text);
+}
+inline std::optional<AttentionKernel> parseAttentionKernel(std::string_view text) {
+  return detail::parse(kAttentionKernels, text);
+}
+inline std::optional<Zero3Regather> parseZero3Regather(std::string_view text) {
+  return detail::parse(kZero3Regathers, text);
 }
 
 } // namespace zen::vocab

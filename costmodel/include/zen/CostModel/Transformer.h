@@ -83,33 +83,16 @@ struct TransformerShape {
   }
 };
 
+using vocab::AttentionKernel;
+using vocab::parseAttentionKernel;
 using vocab::parseRecompute;
+using vocab::parseZero3Regather;
 using vocab::Recompute;
+using vocab::Zero3Regather;
 
 enum class Optimizer { Adam, SGD };
 const char *toString(Optimizer optimizer);  // "adam", "sgd"
 std::optional<Optimizer> parseOptimizer(const std::string &text);
-
-/// When ZeRO-3 gathers the weights under gradient accumulation (--zero3-regather).
-/// PerMicroBatch is DeepSpeed ZeRO-3 and FSDP's FULL_SHARD: every micro-batch gathers each
-/// unit's weights before its forward and again before its backward, and reduce-scatters its
-/// gradients after the backward. PerStep is FSDP2 with resharding after backward and gradient
-/// sync switched off until the last micro-batch: the weights are gathered once, stay whole
-/// through every micro-batch, and the gradients accumulate whole until the last backward
-/// reduce-scatters them once (ZeRO-1's memory for weights and gradients).
-enum class Zero3Regather { PerMicroBatch, PerStep };
-const char *toString(Zero3Regather regather);  // "per-microbatch", "per-step"
-std::optional<Zero3Regather> parseZero3Regather(const std::string &text);
-
-/// The attention kernel (--attention). Flash: FlashAttention (Dao et al. 2022, 2023), what
-/// Megatron-Core (Transformer Engine), PyTorch's scaled_dot_product_attention, DeepSpeed and
-/// llm-foundry run by default: the scores stay in on-chip memory, nothing of them is kept for
-/// backward, which recomputes them. Unfused: the scores, softmax and dropout written to and
-/// read from memory and kept for backward (Megatron-LM before FlashAttention, SC21; Korthikanti
-/// et al. 2022's 5 a s / h bytes per token).
-enum class AttentionKernel { Flash, Unfused };
-const char *toString(AttentionKernel attention);  // "flash", "unfused"
-std::optional<AttentionKernel> parseAttentionKernel(const std::string &text);
 
 /// How finely each block's tensor-parallel GEMMs and the collectives next to
 /// them are split along the tokens so that chunk i's collective runs while
