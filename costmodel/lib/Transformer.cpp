@@ -845,11 +845,23 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
     BlockCost block;
     double recomputeUs = 0, recomputeFlops = 0, recomputeCommUs = 0;
     double backwardUs = 0;            // with recomputation
-    double gatherUs = 0, scatterUs = 0;  // ZeRO-3's all-gather of its weights, ZeRO 2/3's reduce-scatter
+    ZeroUnit zero;                    // its compute and ZeRO collectives per micro-batch
     double blockParams = 0;               // one block's, synchronised over dp (whole, before tp)
     double params = 0, expertParams = 0;  // per rank: synchronised over dp / over the experts' replicas
   };
   const Group replicas = expertReplicaGroup(config.ep, groups.data);
+  // A unit as ZeRO moves it: ZeRO-3's all-gather of its weights and ZeRO 2/3's reduce-scatter
+  // of its gradients over the data-parallel group (the experts' over their replicas), which
+  // zeroExposedUs places around its compute.
+  auto zeroUnit = [&](double forwardUs, double backwardUs, double params, double expertParams) {
+    auto over = [&](CollectiveKind collective, double bytesPerParam) {
+      return collectiveUs(model, collective, params * bytesPerParam, groups.data) +
+             collectiveUs(model, collective, expertParams * bytesPerParam, replicas);
+    };
+    return ZeroUnit{forwardUs, backwardUs,
+                    config.zero >= 3 ? over(CollectiveKind::AllGather, perParam.weights) : 0.0,
+                    config.zero >= 2 ? over(CollectiveKind::ReduceScatter, perParam.gradients) : 0.0};
+  };
   auto kindOf = [&](bool moeBlock, bool crossBlock) {
     Kind kind;
     kind.block = blockCost(shape, config, setup, model, groups, moeBlock, crossBlock);
@@ -869,14 +881,9 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       kind.blockParams += shape.crossAttentionParams;
     kind.params = kind.blockParams / t;
     kind.expertParams = moeBlock ? expertParamsPerRank(shape, config) : 0.0;
-    // ZeRO's collectives of a block over the data-parallel group (the experts' over their
-    // replicas); zeroExposedUs places them.
-    auto traffic = [&](CollectiveKind kindOfCollective, double bytesPerParam) {
-      return collectiveUs(model, kindOfCollective, kind.params * bytesPerParam, groups.data) +
-             collectiveUs(model, kindOfCollective, kind.expertParams * bytesPerParam, replicas);
-    };
-    kind.gatherUs = config.zero >= 3 ? traffic(CollectiveKind::AllGather, perParam.weights) : 0;
-    kind.scatterUs = config.zero >= 2 ? traffic(CollectiveKind::ReduceScatter, perParam.gradients) : 0;
+    kind.zero = zeroUnit(block.forwardUs + block.tensorCommForwardUs,
+                         kind.backwardUs + block.tensorCommBackwardUs + kind.recomputeCommUs, kind.params,
+                         kind.expertParams);
     return kind;
   };
   // Kinds by index: dense, MoE, dense with a cross-attention, MoE with one;
@@ -919,13 +926,6 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       ++count[kindIndex(block)];
     double params = 0, expertParams = 0;
     std::vector<ZeroUnit> zeroUnits;  // in ready order until reversed
-    auto unitOverData = [&](double forwardUs, double backwardUs, double elements) {
-      const double weightBytes = elements * perParam.weights, gradientBytes = elements * perParam.gradients;
-      return ZeroUnit{forwardUs, backwardUs,
-                      config.zero >= 3 ? collectiveUs(model, CollectiveKind::AllGather, weightBytes, groups.data) : 0,
-                      config.zero >= 2 ? collectiveUs(model, CollectiveKind::ReduceScatter, gradientBytes, groups.data)
-                                       : 0};
-    };
     auto add = [&](const Kind &kind, double l) {
       cost.forwardUs += l * kind.block.forwardUs;
       cost.recomputeUs += l * kind.recomputeUs;
@@ -964,16 +964,14 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       // (synchronised over dp with the head, and with the first stage's below).
       const double headParams = (shape.headParams + tiedCopyParams(shape, config)) / t;
       cost.units.push_back({"head", headBackward, headForward, headParams});
-      zeroUnits.push_back(unitOverData(headForward, headBackward, headParams));
+      zeroUnits.push_back(zeroUnit(headForward, headBackward, headParams, 0.0));
       params += headParams;
     }
     for (int64_t layer = first + layers - 1; layer >= first; --layer) {
       const Kind &kind = *kinds[kindIndex(layer)];
       cost.units.push_back({"block." + std::to_string(layer), kind.backwardUs, kind.block.forwardUs,
                             kind.params, kind.expertParams});
-      zeroUnits.push_back({kind.block.forwardUs + kind.block.tensorCommForwardUs,
-                           kind.backwardUs + kind.block.tensorCommBackwardUs + kind.recomputeCommUs,
-                           kind.gatherUs, kind.scatterUs});
+      zeroUnits.push_back(kind.zero);
     }
     if (cost.hasEmbedding) {
       // Token lookup, position add and dropout forward; a scatter-add backward
@@ -987,7 +985,7 @@ std::vector<StageCost> stageCosts(const TransformerShape &shape, const ParallelC
       cost.tensorCommUs += lookupAllReduceUs;
       cost.units.push_back({"embedding", embeddingBackward, embeddingForward, shape.embeddingParams / t});
       zeroUnits.push_back(
-          unitOverData(embeddingForward + lookupAllReduceUs, embeddingBackward, shape.embeddingParams / t));
+          zeroUnit(embeddingForward + lookupAllReduceUs, embeddingBackward, shape.embeddingParams / t, 0.0));
       params += shape.embeddingParams / t;
     }
     // ZeRO 2/3: the stage's gathers and reduce-scatters as executed (zeroExposedUs), unit by

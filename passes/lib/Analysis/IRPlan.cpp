@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 #include <exception>
@@ -394,13 +395,16 @@ void priceAsTransformer(ModuleOp module, TrainingFunction &training, const cost:
 
   // Each parameter's unit of the stage: "head", "block.<i>", "embedding".
   DenseMap<Operation *, size_t> unitOf;
+  llvm::StringMap<size_t> unitOfName;  // the same by parameter name (row-sparse tables)
   std::map<std::string, size_t> unitIndex;
   for (size_t u = 0; u < stage.units.size(); ++u)
     unitIndex[stage.units[u].name] = u;
   auto assign = [&](ArrayRef<ParamOp> params, const std::string &unit) {
     if (auto found = unitIndex.find(unit); found != unitIndex.end())
-      for (ParamOp param : params)
+      for (ParamOp param : params) {
         unitOf[param.getOperation()] = found->second;
+        unitOfName[param.getName()] = found->second;
+      }
   };
   assign(structure->headParams, "head");
   assign(structure->embeddingParams, "embedding");
@@ -418,9 +422,8 @@ void priceAsTransformer(ModuleOp module, TrainingFunction &training, const cost:
   for (size_t g = 0; g < training.gradients.size(); ++g)
     noteReady(training.gradients[g].getParam(), problem.gradients[g].readyAfterSegment);
   for (const SparseGradientTask &table : problem.sparse)
-    for (auto [op, unit] : unitOf)
-      if (cast<ParamOp>(op).getName() == table.name)
-        unitEnd[unit] = std::max(unitEnd[unit], table.readyAfterSegment);
+    if (auto found = unitOfName.find(table.name); found != unitOfName.end())
+      unitEnd[found->second] = std::max(unitEnd[found->second], table.readyAfterSegment);
   const int segments = int(problem.backward.size());
   int begin = 0;
   double pendingUs = 0;
