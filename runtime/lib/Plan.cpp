@@ -350,6 +350,8 @@ Plan decodePlan(const Node &root) {
       plan.parallel = parallel->asObjectText();
     if (auto moe = n.optionalField("moe"))
       plan.moe = moe->asObjectText();
+    if (auto inference = n.optionalField("inference"))
+      plan.inference = inference->asObjectText();
     if (auto sparse = n.optionalField("sparse_tensors"))
       for (const Node &t : sparse->elements())
         readObject(t, [&](const Node &t) {
@@ -421,6 +423,8 @@ public:
       checkParallel();
     if (!plan.moe.empty())
       checkMoe();
+    if (!plan.inference.empty())
+      checkInference();
     nonEmpty("/strategy", plan.strategy);
     nonEmpty("/compressor", plan.compressor);
     static const std::set<std::string> computeDtypes = {"fp32", "tf32", "bf16", "fp16"};
@@ -609,6 +613,13 @@ private:
   /// The MoE decisions the runtime would run each layer with and every field
   /// the summaries read: one ep dividing every layer's experts, degrees from 1
   /// to the layer's capacity, a known all-to-all, each baseline's layers.
+  /// The serving section's shape only: zenrt::serve::configOf checks what the engine runs.
+  void checkInference() {
+    const json inference = json::parse(plan.inference, nullptr, /*allow_exceptions=*/false);
+    if (!inference.is_object())
+      error("/inference", "must be a JSON object");
+  }
+
   void checkMoe() {
     const json moe = json::parse(plan.moe, nullptr, /*allow_exceptions=*/false);
     if (!moe.is_object())
@@ -1250,6 +1261,8 @@ ordered_json encodePlan(const Plan &plan) {
     root["parallel"] = json::parse(plan.parallel);
   if (!plan.moe.empty())
     root["moe"] = json::parse(plan.moe);
+  if (!plan.inference.empty())
+    root["inference"] = json::parse(plan.inference);
   if (!plan.sparseTensors.empty()) {
     root["sparse_tensors"] = ordered_json::array();
     for (const SparseTensor &t : plan.sparseTensors) {

@@ -222,6 +222,10 @@ struct Plan {
   /// baselines, as JSON object text; empty when the model has no MoE layers
   /// (optional in the file).
   std::string moe;
+  /// Serving plans (`zenopt --serve`, docs/plan-format.md "inference"): the model, the
+  /// prefill and decode parallelism, the batch and KV-cache limits and the predicted
+  /// latencies, as JSON object text; empty for training plans (optional in the file).
+  std::string inference;
   /// Row-sparse gradients, in graph order, none of them in a bucket or in `tensors`
   /// (optional in the file: absent when empty).
   std::vector<SparseTensor> sparseTensors;
