@@ -5,6 +5,7 @@
 #include "MpiSupport.h"
 #include "zenrt/Plan.h"
 #include "zenrt/Runtime.h"
+#include "zenrt/Serve.h"
 #include "zenrt/SparseSync.h"
 #include "zenrt/Timeout.h"
 #ifdef ZENRT_HAVE_CUDA
@@ -19,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
+#include <map>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -35,6 +38,26 @@ struct zenrt_s {
   zenrt_s &operator=(const zenrt_s &) = delete;
   std::unique_ptr<zenrt::Executor> executor;
 };
+
+/// A serving engine and the C API's requests not yet waited for.
+struct zenrt_serve_s {
+  zenrt_serve_s() { ++openHandles; }
+  ~zenrt_serve_s() { --openHandles; }
+  zenrt_serve_s(const zenrt_serve_s &) = delete;
+  zenrt_serve_s &operator=(const zenrt_serve_s &) = delete;
+  std::unique_ptr<zenrt::serve::Engine> engine;
+  std::mutex mutex;
+  int64_t nextId = 1;
+  std::map<int64_t, std::shared_future<zenrt::serve::Result>> pending;
+};
+
+namespace {
+zenrt::serve::Engine &engineOf(zenrt_serve_t engine) {
+  if (!engine || !engine->engine)
+    throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null serving engine");
+  return *engine->engine;
+}
+}  // namespace
 
 namespace {
 
@@ -513,6 +536,91 @@ int zenrt_world_finalize(void) {
     job.backend.reset();
     job.finalized = true;
   });
+}
+
+int zenrt_serve_create(zenrt_serve_t *out, const char *plan_path, uint64_t seed,
+                       const zenrt_options *options) {
+  if (out)
+    *out = nullptr;
+  return guarded([&] {
+    if (!out || !plan_path)
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null handle or plan path");
+    zenrt_options resolved;
+    zenrt_options_init(&resolved);
+    if (options)
+      resolved = *options;
+    const zenrt::Plan plan = zenrt::loadPlanFile(plan_path);
+    zenrt::serve::Options engineOptions;
+    engineOptions.seed = seed;
+    engineOptions.timeoutSeconds = resolveTimeout(resolved);
+    auto handle = std::make_unique<zenrt_serve_s>();
+    handle->engine = std::make_unique<zenrt::serve::Engine>(
+        zenrt::serve::configOf(plan, plan_path), engineOptions, resolved.mpi_comm);
+    *out = handle.release();
+  });
+}
+
+int zenrt_serve_submit(zenrt_serve_t engine, const int32_t *prompt, size_t prompt_tokens,
+                       int64_t max_new_tokens, zenrt_token_fn on_token, void *user_data,
+                       int64_t *request_id) {
+  return guarded([&] {
+    zenrt::serve::Engine &e = engineOf(engine);
+    if (!request_id || (!prompt && prompt_tokens))
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null prompt or request id pointer");
+    std::lock_guard<std::mutex> lock(engine->mutex);
+    const int64_t id = engine->nextId;
+    std::function<void(int32_t)> callback;
+    if (on_token)
+      callback = [on_token, user_data, id](int32_t token) { on_token(user_data, id, token); };
+    auto future = e.submit(std::vector<int32_t>(prompt, prompt + prompt_tokens), max_new_tokens,
+                           std::move(callback));
+    ++engine->nextId;
+    engine->pending.emplace(id, future.share());
+    *request_id = id;
+  });
+}
+
+int zenrt_serve_wait(zenrt_serve_t engine, int64_t request_id, int32_t *tokens, size_t capacity,
+                     size_t *count, double *ttft_us, double *tpot_us) {
+  return guarded([&] {
+    engineOf(engine);
+    if (!count || (!tokens && capacity))
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null tokens or count pointer");
+    std::shared_future<zenrt::serve::Result> future;
+    {
+      std::lock_guard<std::mutex> lock(engine->mutex);
+      auto it = engine->pending.find(request_id);
+      if (it == engine->pending.end())
+        throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                  "zenrt_serve_wait: no request " + std::to_string(request_id));
+      future = it->second;
+    }
+    const zenrt::serve::Result &result = future.get();
+    *count = result.tokens.size();
+    if (capacity < result.tokens.size())
+      throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT,
+                                "zenrt_serve_wait: " + std::to_string(result.tokens.size()) +
+                                    " tokens do not fit a capacity of " + std::to_string(capacity));
+    std::copy(result.tokens.begin(), result.tokens.end(), tokens);
+    if (ttft_us)
+      *ttft_us = result.ttftUs;
+    if (tpot_us)
+      *tpot_us = result.tpotUs;
+    std::lock_guard<std::mutex> lock(engine->mutex);
+    engine->pending.erase(request_id);
+  });
+}
+
+int zenrt_serve_run(zenrt_serve_t engine) {
+  return guarded([&] { engineOf(engine).run(); });
+}
+
+int zenrt_serve_shutdown(zenrt_serve_t engine) {
+  return guarded([&] { engineOf(engine).shutdown(); });
+}
+
+int zenrt_serve_destroy(zenrt_serve_t engine) {
+  return guarded([&] { delete engine; });
 }
 
 const char *zenrt_error_string(int status) {

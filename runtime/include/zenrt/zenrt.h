@@ -193,6 +193,52 @@ int zenrt_world_abort(int exit_code);
  * (ZENRT_ERR_STATE otherwise). Later zenrt_world_* calls fail with ZENRT_ERR_STATE. */
 int zenrt_world_finalize(void);
 
+/* Serving (added in 0.3): the engine of a serving plan (zenopt --serve; docs/design.md
+ * "Executing serving plans"), a Llama-style decoder with weights drawn from `seed`,
+ * tensor parallel over the plan's decode.tp ranks (the communicator's size must be tp),
+ * greedy decoding, a paged KV cache and continuous batching. MPI must be initialised with
+ * MPI_THREAD_MULTIPLE (e.g. by zenrt_world_init). Every rank calls zenrt_serve_run, which
+ * returns after zenrt_serve_shutdown on rank 0 once every submitted request is finished;
+ * rank 0 submits and waits from other threads. The answers are bit-identical to the
+ * unsharded model's at every tp and batch composition. */
+typedef struct zenrt_serve_s *zenrt_serve_t;
+
+/* Called on the thread running zenrt_serve_run with each generated token of a request. */
+typedef void (*zenrt_token_fn)(void *user_data, int64_t request_id, int32_t token);
+
+/* Loads the plan (ZENRT_ERR_PLAN naming the JSON path for a plan the engine cannot run:
+ * not a serving plan, pp > 1, disaggregated prefill, a model other than llama with
+ * swiglu/rmsnorm/rotary), builds this rank's shard (collective over options->mpi_comm;
+ * ZENRT_ERR_MISMATCH for a world size other than tp or ranks given different seeds).
+ * options may be NULL; timeout_s bounds every wait on a peer. On error *out is NULL. */
+int zenrt_serve_create(zenrt_serve_t *out, const char *plan_path, uint64_t seed,
+                       const zenrt_options *options);
+
+/* Rank 0: queues a request of `prompt_tokens` ids generating `max_new_tokens`.
+ * ZENRT_ERR_INVALID_ARGUMENT for an empty prompt, an id outside the vocabulary,
+ * max_new_tokens < 1 or prompt + max_new_tokens over the plan's max_sequence;
+ * ZENRT_ERR_STATE on other ranks and after shutdown. `on_token` may be NULL. */
+int zenrt_serve_submit(zenrt_serve_t engine, const int32_t *prompt, size_t prompt_tokens,
+                       int64_t max_new_tokens, zenrt_token_fn on_token, void *user_data,
+                       int64_t *request_id);
+
+/* Rank 0: blocks until the request is finished and copies its generated ids into
+ * tokens[capacity], *count = their number; ttft_us and tpot_us (either may be NULL) receive
+ * the time from submit to the first token and the mean time per later token. A capacity
+ * below the count fails with ZENRT_ERR_INVALID_ARGUMENT and keeps the result for another
+ * call; after success the id is forgotten. A failed engine's error is returned. */
+int zenrt_serve_wait(zenrt_serve_t engine, int64_t request_id, int32_t *tokens, size_t capacity,
+                     size_t *count, double *ttft_us, double *tpot_us);
+
+/* Every rank: the step loop (see above). */
+int zenrt_serve_run(zenrt_serve_t engine);
+
+/* Rank 0: takes no more requests; zenrt_serve_run returns when those submitted are done. */
+int zenrt_serve_shutdown(zenrt_serve_t engine);
+
+/* Frees the engine (NULL is fine); not while zenrt_serve_run runs. */
+int zenrt_serve_destroy(zenrt_serve_t engine);
+
 const char *zenrt_error_string(int status);
 const char *zenrt_last_error(void);
 const char *zenrt_version(void);

@@ -302,6 +302,89 @@ TEST(ServeConfig, ErrorsNameTheField) {
   }
 }
 
+//===-- the C API -----------------------------------------------------------===//
+
+void onToken(void *user, int64_t id, int32_t token) {
+  auto *seen = static_cast<std::vector<std::pair<int64_t, int32_t>> *>(user);
+  seen->emplace_back(id, token);  // the run thread only: no lock needed
+}
+
+TEST(ServeCApi, ServesAPlanFile) {
+  const int size = worldSize();
+  std::string inference = inferenceText(R"("heads": 4,
+    "kv_heads": 2)", R"("heads": 8,
+    "kv_heads": 4)");
+  const std::string tp = std::to_string(size);
+  for (const char *phase : {"prefill", "decode"}) {
+    const std::string from = std::string("\"") + phase + "\": {\"tp\": 2", to = std::string("\"") + phase + "\": {\"tp\": " + tp;
+    inference.replace(inference.find(from), from.size(), to);
+  }
+  const std::string path = ::testing::TempDir() + "serve-capi-" + std::to_string(worldRank()) + ".json";
+  {
+    std::ofstream(path) << planText(inference, size);
+  }
+  zenrt_serve_t engine = nullptr;
+  zenrt_options options;
+  zenrt_options_init(&options);
+  options.timeout_s = 60;
+  ASSERT_EQ(zenrt_serve_create(&engine, path.c_str(), 11, &options), ZENRT_OK) << zenrt_last_error();
+  std::vector<std::pair<int64_t, int32_t>> seen;
+  if (worldRank() == 0) {
+    const std::vector<int32_t> prompts[] = {{5, 6, 7}, {90, 1}, {3}};
+    std::thread client([&] {
+      int64_t ids[3];
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(zenrt_serve_submit(engine, prompts[k].data(), prompts[k].size(), 4 + k, onToken,
+                                     &seen, &ids[k]),
+                  ZENRT_OK)
+            << zenrt_last_error();
+      int64_t bad = 0;
+      EXPECT_EQ(zenrt_serve_submit(engine, prompts[0].data(), 3, 62, nullptr, nullptr, &bad),
+                ZENRT_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(zenrt_last_error()).find("exceeds max_sequence 64"), std::string::npos);
+      for (int k = 0; k < 3; ++k) {
+        int32_t tokens[8];
+        size_t count = 0;
+        double ttft = -1, tpot = -1;
+        EXPECT_EQ(zenrt_serve_wait(engine, ids[k], tokens, 2, &count, &ttft, &tpot),
+                  ZENRT_ERR_INVALID_ARGUMENT);  // too small: kept
+        ASSERT_EQ(zenrt_serve_wait(engine, ids[k], tokens, 8, &count, &ttft, &tpot), ZENRT_OK)
+            << zenrt_last_error();
+        const zenrt::Plan plan = zenrt::loadPlanFile(path);
+        EXPECT_EQ(std::vector<int32_t>(tokens, tokens + count),
+                  referenceDecode(configOf(plan, path).model, 11, prompts[k], 4 + k));
+        EXPECT_GE(ttft, 0.0);
+        EXPECT_EQ(zenrt_serve_wait(engine, ids[k], tokens, 8, &count, nullptr, nullptr),
+                  ZENRT_ERR_INVALID_ARGUMENT);  // forgotten
+      }
+      EXPECT_EQ(zenrt_serve_shutdown(engine), ZENRT_OK);
+    });
+    EXPECT_EQ(zenrt_serve_run(engine), ZENRT_OK) << zenrt_last_error();
+    client.join();
+    EXPECT_EQ(seen.size(), size_t(4 + 5 + 6));
+  } else {
+    int64_t id = 0;
+    const int32_t one = 1;
+    EXPECT_EQ(zenrt_serve_submit(engine, &one, 1, 1, nullptr, nullptr, &id), ZENRT_ERR_STATE);
+    EXPECT_EQ(zenrt_serve_run(engine), ZENRT_OK) << zenrt_last_error();
+  }
+  EXPECT_EQ(zenrt_serve_destroy(engine), ZENRT_OK);
+  std::remove(path.c_str());
+}
+
+TEST(ServeCApi, RefusesATrainingPlan) {
+  const std::string path = ::testing::TempDir() + "serve-training-" + std::to_string(worldRank()) + ".json";
+  {
+    std::ofstream(path) << planText("{}", worldSize());
+  }
+  zenrt_serve_t engine = reinterpret_cast<zenrt_serve_t>(uintptr_t(1));  // overwritten
+  EXPECT_EQ(zenrt_serve_create(&engine, path.c_str(), 1, nullptr), ZENRT_ERR_PLAN);
+  EXPECT_EQ(engine, nullptr);
+  EXPECT_NE(std::string(zenrt_last_error()).find("/inference/model: missing field"), std::string::npos)
+      << zenrt_last_error();
+  std::remove(path.c_str());
+}
+
 } // namespace
 
 int main(int argc, char **argv) { return runMpiTests(argc, argv); }
