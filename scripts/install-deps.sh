@@ -7,7 +7,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libabsl-dev libeigen3-dev libcli11-dev libfmt-dev libmimalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenmpi-dev openmpi-bin libvalijson-dev
+  libopenmpi-dev openmpi-bin libvalijson-dev libcpp-httplib-dev
   python3-torch
 )
 missing=()
