@@ -253,6 +253,10 @@ int run(const Options &options, int rank, int ranks,
     readable = zenrt::loadPlanFile(options.planPath);
   } catch (const zenrt::PlanError &) {
   }
+  if (readable && !readable->inference.empty())
+    throw zenrt::Error(ZENRT_ERR_INVALID_ARGUMENT,
+                       options.planPath + ": /inference: a serving plan: zenopt-serve runs it, "
+                                          "zenopt-run runs training plans");
   if (readable && !readable->parallel.empty())
     return runLargeModel(options, *readable, rank, ranks, dataParallelOnly);
   // An MoE plan's layers run after its gradient sync: what the runtime cannot run of them

@@ -14,6 +14,7 @@
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
 #include "zen/Codegen/Report.h"
+#include "zen/Codegen/ServingPlan.h"
 #include "zen/Codegen/SparsePlan.h"
 #include "zen/CostModel/Sparse.h"
 #include "zen/CostModel/Cluster.h"
@@ -26,6 +27,7 @@
 #include "zen/Analysis/Transformer.h"
 #include "zen/Planner/ParallelSearch.h"
 #include "zen/Planner/Planning.h"
+#include "zen/Planner/Serving.h"
 #include "zen/Support/FileIO.h"
 
 #include <fmt/format.h>
@@ -69,6 +71,7 @@ struct PlanOptions {
   int64_t horovodFusionThresholdMb = 128;
   std::string compressor;
   std::string precision = "fp32";
+  bool precisionGiven = false;  // --precision was on the command line (serving defaults to bf16)
   /// --grad-accumulation-dtype: fp32, bf16 or fp16; empty: the frameworks' default.
   std::string gradAccumulationDtype;
   std::string output;
@@ -101,7 +104,15 @@ struct PlanOptions {
   /// PARAM=FILE for one.
   std::vector<std::string> sparsity;
   HeadOverrides heads;
+  // Inference serving (docs/design.md "Inference serving"): 0 / empty = the defaults.
+  bool serve = false;
+  int64_t promptTokens = 0;
+  int64_t outputTokens = 0;
+  double ttftMs = 0;
+  double tpotMs = 0;
+  std::string kvDtype;
 
+  bool servingFlags() const { return promptTokens || outputTokens || ttftMs > 0 || tpotMs > 0 || !kvDtype.empty(); }
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
            sequenceParallel || noSequenceParallel || !schedule.empty() || !optimizer.empty() ||
@@ -204,7 +215,44 @@ std::vector<std::string> commandLineStrategies() {
   return spellings;
 }
 
+/// --serve plans decoding: the training options have no meaning there, and the serving
+/// options none without it.
+void checkServingCommandLine(const PlanOptions &options) {
+  if (!options.serve) {
+    if (options.servingFlags())
+      throw CommandError(ExitUsage, "--prompt-tokens, --output-tokens, --ttft-ms, --tpot-ms and "
+                                    "--kv-dtype need --serve");
+    return;
+  }
+  const std::vector<std::pair<bool, const char *>> training = {
+      {options.globalBatch || options.microBatch, "--global-batch/--micro-batch"},
+      {options.zero >= 0, "--zero"},
+      {!options.recompute.empty(), "--recompute"},
+      {options.sequenceParallel || options.noSequenceParallel, "--sequence-parallel"},
+      {!options.schedule.empty(), "--schedule"},
+      {!options.optimizer.empty(), "--optimizer"},
+      {options.tpChunks > 0, "--tp-chunks"},
+      {!options.zero3Regather.empty() || options.zero3PrefetchDepth, "--zero3-regather/--zero3-prefetch-depth"},
+      {options.dp > 0, "--dp"},
+      {options.batch > 0, "--batch"},
+      {options.strategy != "auto" || !options.buckets.empty(), "--strategy/--buckets"},
+      {!options.compressor.empty(), "--compressor"},
+      {!options.gradAccumulationDtype.empty(), "--grad-accumulation-dtype"},
+      {!options.attention.empty(), "--attention"},
+      {options.ep > 0 || options.moeImbalance > 0, "--ep/--moe-imbalance"},
+      {!options.sparsity.empty(), "--sparsity"},
+      {!options.frozen.empty(), "--frozen"},
+      {!options.trace.empty() || !options.timelineSvg.empty(), "--trace/--timeline-svg"},
+      {options.emit == "mlir", "--emit mlir"}};
+  for (const auto &[given, flag] : training)
+    if (given)
+      throw CommandError(ExitUsage, std::string(flag) + " plans training; --serve plans inference");
+  if (options.precision == "tf32")
+    throw CommandError(ExitUsage, "--serve --precision tf32: serving runs fp32, bf16 or fp16 weights");
+}
+
 void checkCommandLine(const PlanOptions &options) {
+  checkServingCommandLine(options);
   // 16-bit gradients are the compute precision's own: mixed precision's 16-bit format.
   if (!options.gradAccumulationDtype.empty() && options.gradAccumulationDtype != "fp32" &&
       options.gradAccumulationDtype != options.precision)
@@ -304,6 +352,62 @@ int report(const PlanOptions &options, const zenrt::Plan &plan, mlir::ModuleOp m
   } else {
     std::cout << codegen::summaryText(plan, context);
   }
+  return ExitSuccess;
+}
+
+/// `zenopt --serve`: the serving search (zen::plan::planServing) on the recognised decoder,
+/// reported like a training plan (-o, --emit plan, --json, the text summary).
+int reportServing(const PlanOptions &options, mlir::ModuleOp module,
+                  const std::optional<cost::TransformerShape> &shape, const std::string &whyNot,
+                  const cost::CostModel &model) {
+  if (!shape)
+    throw CommandError(ExitDataError, options.model + ": --serve needs a decoder the transformer "
+                                                      "pass recognises: " + whyNot);
+  if (shape->family != "gpt")
+    throw CommandError(ExitDataError, options.model + ": --serve plans decoding, and the model is a " +
+                                          shape->family + " (a causal decoder is needed)");
+  const std::string precision = options.precisionGiven ? options.precision : "bf16";
+  plan::ServingRequest request;
+  cost::ServingWorkload &workload = request.workload;
+  workload.promptTokens = options.promptTokens > 0 ? options.promptTokens : 1024;
+  workload.outputTokens = options.outputTokens > 0 ? options.outputTokens : 256;
+  workload.weightDtype = *cost::parseDType(precision);
+  const std::string kvDtype = options.kvDtype.empty() ? precision : options.kvDtype;
+  workload.kvElementBytes = *cost::kvElementBytes(kvDtype);  // checked by CLI11
+  workload.ttftTargetUs = options.ttftMs * 1e3;
+  workload.tpotTargetUs = options.tpotMs * 1e3;
+  if (options.tp) request.tp = options.tp;
+  if (options.pp) request.pp = options.pp;
+  plan::ServingDecision decision;
+  try {
+    decision = plan::planServing(*shape, model, request);
+  } catch (const zen::Error &problem) {
+    throw CommandError(exitCodeOf(problem.kind), options.model + ": " + problem.what());
+  }
+  const nlohmann::ordered_json inference =
+      codegen::inferenceJson(decision, *shape, workload, {precision, kvDtype});
+  auto text = [&](const char *name, const char *fallback) {
+    auto attr = module->getAttrOfType<mlir::StringAttr>(name);
+    return attr ? attr.getValue().str() : std::string(fallback);
+  };
+  const zenrt::Plan plan =
+      codegen::servingPlan(decision, inference, model, text("zen.model", "model"), text("zen.model_hash", ""));
+  try {
+    zen::io::OutputFiles outputs;
+    if (!options.output.empty())
+      outputs.add(options.output, zenrt::writePlan(plan));
+    outputs.commit();
+  } catch (const zen::io::FileError &error) {
+    throw CommandError(exitCodeOf(error.kind), error.what());
+  } catch (const zenrt::PlanError &error) {
+    throw CommandError(exitCodeOf(error.kind), options.model + ": " + error.what());
+  }
+  if (options.emit == "plan")
+    std::cout << zenrt::writePlan(plan);
+  else if (options.json)
+    std::cout << codegen::servingSummaryJson(plan, inference).dump() << "\n";
+  else
+    std::cout << codegen::servingSummaryText(plan, inference);
   return ExitSuccess;
 }
 
@@ -725,6 +829,8 @@ int runPlan(const PlanOptions &options) {
     std::string whyNot;
     const std::optional<cost::TransformerShape> shape = recognizeTransformer(*module, &whyNot);
     options.heads.checkTaken(shape.has_value(), options.model, whyNot);
+    if (options.serve)
+      exitAfterReport(reportServing(options, *module, shape, whyNot, model));
     codegen::SummaryContext summary;
     if (shape)
       summary.transformer = codegen::transformerJson(*shape);
@@ -834,7 +940,7 @@ CommandRegistration registration(
       app.add_option("--compressor", options->compressor,
                      "Allowed compression, comma-separated: fp16, bf16, int8, topk:R, randomk:R, "
                      "sign, powersgd:RANK (default: none, training stays exact)");
-      app.add_option("--precision", options->precision,
+      CLI::Option *precision = app.add_option("--precision", options->precision,
                      "Compute precision of fp32 models' forward and backward (mixed precision, "
                      "AMP): fp32, tf32, bf16, fp16; gradients stay fp32 on the wire")
           ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
@@ -903,8 +1009,27 @@ CommandRegistration registration(
                      "FILE for every one, or PARAM=FILE, comma-separated (default: the Zipf model)")
           ->delimiter(',');
       options->heads.addOptions(app);
+      app.add_flag("--serve", options->serve,
+                   "Plan inference serving of a decoder instead of training: tp and pp of prefill "
+                   "and decode, the batch under the KV cache and the latency targets, each "
+                   "all-reduce's kernel (docs/design.md \"Inference serving\")");
+      app.add_option("--prompt-tokens", options->promptTokens, "--serve: tokens of a request's prompt (default 1024)")
+          ->check(wholeNumber(1, 1 << 20));
+      app.add_option("--output-tokens", options->outputTokens, "--serve: tokens generated a request (default 256)")
+          ->check(wholeNumber(1, 1 << 20));
+      app.add_option("--ttft-ms", options->ttftMs, "--serve: time-to-first-token target in ms (default: none)")
+          ->check(realNumber(1e-3, 1e9));
+      app.add_option("--tpot-ms", options->tpotMs, "--serve: time-per-output-token target in ms (default: none)")
+          ->check(realNumber(1e-3, 1e9));
+      app.add_option("--kv-dtype", options->kvDtype,
+                     "--serve: KV-cache element type: fp32, bf16, fp16, fp8, int8 (default: --precision's, "
+                     "bf16 when serving)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8"}));
       app.add_flag("-q,--quiet", options->quiet, "No progress line or warnings on stderr");
-      return [options] { return runPlan(*options); };
+      return [options, precision] {
+        options->precisionGiven = precision->count() > 0;
+        return runPlan(*options);
+      };
     });
 } // namespace
 } // namespace zen::cli

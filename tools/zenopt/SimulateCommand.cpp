@@ -32,6 +32,10 @@ int runSimulate(const SimulateOptions &options) {
                                      {"--timeline-svg", options.svgPath},
                                      {"standard output", "/dev/stdout"}});
     zenrt::Plan plan = zenrt::loadPlanFile(options.planPath);
+    if (!plan.inference.empty())
+      throw CommandError(ExitDataError, options.planPath + ": /inference: a serving plan has no training "
+                                        "schedule to re-score; plan it again with zenopt MODEL --serve "
+                                        "--cluster CLUSTER");
     // A plan carries its cluster's description, so it re-scores exactly without --cluster.
     cost::Cluster own = cost::parseCluster(plan.cluster.spec, options.planPath + ": /cluster/spec");
     cost::Cluster cluster = options.cluster.empty() ? own : cost::loadCluster(options.cluster);
