@@ -110,15 +110,27 @@ struct Best {
 };
 bool better(const Best &a, const Best &b) { return a.value > b.value || (a.value == b.value && a.id < b.id); }
 
-/// Rank `rank` of `tp`'s weights and KV cache pool, and the step's compute. `exchange`
-/// all-gathers `bytes` bytes per rank from `send` into `receive` (rank order).
+/// Y[i][j] = dot(W row j, X row i) for rows i < rows, j < outs: every entry is dot() of
+/// its row alone (W's row stays in cache while it meets every X row).
+void project(const float *w, int64_t outs, int64_t in, const float *x, int64_t rows, int64_t ldx,
+             float *y, int64_t ldy) {
+  for (int64_t j = 0; j < outs; ++j)
+    for (int64_t i = 0; i < rows; ++i)
+      y[i * ldy + j] = dot(w + j * in, x + i * ldx, in);
+}
+
+/// Rank `rank` of `tp` in pipeline stage `stage`'s weights (layers [firstLayer, firstLayer +
+/// layerCount); the embedding on the first stage, the head on the last) and KV cache pool,
+/// and the stage's compute. `exchange` all-gathers `bytes` bytes per tensor-parallel rank
+/// from `send` into `receive` (rank order).
 class Shard {
 public:
   using Exchange = std::function<void(const void *send, void *receive, size_t bytes, const char *what)>;
 
-  Shard(const Model &model, uint64_t seed, int64_t tp, int64_t rank, int64_t blocks,
-        int64_t blockTokens)
-      : m(model), tp(tp), rank(rank), blocks(blocks), blockTokens(blockTokens) {
+  Shard(const Model &model, uint64_t seed, int64_t tp, int64_t rank, int64_t firstLayer,
+        int64_t layerCount, bool embeds, bool hasHead, int64_t blocks, int64_t blockTokens)
+      : m(model), tp(tp), rank(rank), firstLayer(firstLayer), blocks(blocks),
+        blockTokens(blockTokens) {
     headDim = m.hidden / m.heads;
     groupHeads = m.heads / m.kvHeads;
     slices = m.kvHeads;
@@ -142,13 +154,16 @@ public:
       return out;
     };
     const float hScale = 1.0f / std::sqrt(float(H));
-    embedding = draw("embedding", 1.0f, 0, m.vocab, 0, H, H);
-    head = draw("head", hScale, vocabFirst, vocabLocal, 0, H, H);
-    finalNorm.assign(static_cast<size_t>(H), 1.0f);
-    layers.resize(static_cast<size_t>(m.layers));
-    for (int64_t l = 0; l < m.layers; ++l) {
-      Layer &layer = layers[size_t(l)];
-      const std::string p = "layer" + std::to_string(l) + ".";
+    if (embeds)
+      embedding = draw("embedding", 1.0f, 0, m.vocab, 0, H, H);
+    if (hasHead) {
+      head = draw("head", hScale, vocabFirst, vocabLocal, 0, H, H);
+      finalNorm.assign(static_cast<size_t>(H), 1.0f);
+    }
+    layers.resize(size_t(layerCount));
+    for (int64_t k = 0; k < layerCount; ++k) {
+      Layer &layer = layers[size_t(k)];
+      const std::string p = "layer" + std::to_string(firstLayer + k) + ".";
       layer.attentionNorm.assign(static_cast<size_t>(H), 1.0f);
       layer.mlpNorm.assign(static_cast<size_t>(H), 1.0f);
       // Query rows of the local groups' heads, key/value rows of the local kv heads.
@@ -163,31 +178,35 @@ public:
       layer.w3 = draw(p + "w3", hScale, ffnFirst, ffnLocal, 0, H, H);
       layer.w2 = draw(p + "w2", 1.0f / std::sqrt(float(m.ffn)), 0, H, ffnFirst, ffnLocal, m.ffn);
     }
-    inverseFrequency.resize(static_cast<size_t>(D / 2));
+    inverseFrequency.resize(size_t(D / 2));
     for (int64_t i = 0; i < D / 2; ++i)
       inverseFrequency[size_t(i)] = std::pow(m.ropeTheta, -2.0 * double(i) / double(D));
     // The pool: [layer][block][token][local kv head][D], keys and values; untouched pages
     // are not committed.
-    const size_t poolFloats = size_t(m.layers * blocks * blockTokens * kvRows);
+    const size_t poolFloats = size_t(layerCount * blocks * blockTokens * kvRows);
     keys.reset(new float[poolFloats]);
     values.reset(new float[poolFloats]);
   }
 
-  int64_t vocabulary() const { return m.vocab; }
+  /// The rows' input tokens' embeddings into x [rows x hidden] (first stage).
+  void embed(const std::vector<Row> &rows, std::vector<float> &x) const {
+    const int64_t H = m.hidden;
+    x.resize(rows.size() * size_t(H));
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::memcpy(&x[i * size_t(H)], &embedding[size_t(int64_t(rows[i].token) * H)],
+                  size_t(H) * sizeof(float));
+  }
 
-  /// Runs the rows (in order; rows of one request in position order) through the model and
-  /// returns the next token of every row with wantToken, in row order.
-  std::vector<int32_t> forward(const std::vector<Row> &rows, const Exchange &exchange) {
+  /// Runs the rows (rows of one request in position order) through this stage's layers,
+  /// x [rows x hidden] in place, writing their keys and values into the cache.
+  void forward(const std::vector<Row> &rows, std::vector<float> &x, const Exchange &exchange) {
     const int64_t H = m.hidden, D = headDim, n = int64_t(rows.size());
-    std::vector<float> x(static_cast<size_t>(n * H)), normed(static_cast<size_t>(H)), partials(static_cast<size_t>(n * localSlices * H));
+    const int64_t groupWidth = groupHeads * D, width = localSlices * groupWidth, kvWidth = localSlices * D;
+    std::vector<float> normed(static_cast<size_t>(n * H)), partials(static_cast<size_t>(n * localSlices * H));
     std::vector<float> gathered(static_cast<size_t>(tp * n * localSlices * H)), sum(static_cast<size_t>(H));
-    for (int64_t i = 0; i < n; ++i) {
-      const int32_t token = rows[size_t(i)].token;
-      std::memcpy(&x[size_t(i * H)], &embedding[size_t(int64_t(token) * H)], size_t(H) * sizeof(float));
-    }
-    std::vector<float> q(static_cast<size_t>(localSlices * groupHeads * D)), attention(q.size()),
-        hidden(static_cast<size_t>(ffnLocal)), scores;
-    const size_t kvRow = size_t(localSlices * D);
+    std::vector<float> q(static_cast<size_t>(n * width)), k(static_cast<size_t>(n * kvWidth)),
+        v(static_cast<size_t>(n * kvWidth)), attention(static_cast<size_t>(n * width)),
+        gate(static_cast<size_t>(n * ffnLocal)), up(static_cast<size_t>(n * ffnLocal)), scores;
 
     // Adds the slices' partials of every row in global slice order into x.
     auto reduceInto = [&](const char *what) {
@@ -197,7 +216,7 @@ public:
           const int64_t r = s / localSlices, local = s % localSlices;
           const float *part = &gathered[size_t(((r * n + i) * localSlices + local) * H)];
           if (s == 0)
-            std::memcpy(sum.data(), part, size_t(H) * sizeof(float));
+            std::memcpy(sum.data(), part, static_cast<size_t>(H) * sizeof(float));
           else
             for (int64_t c = 0; c < H; ++c)
               sum[size_t(c)] += part[c];
@@ -208,33 +227,35 @@ public:
       }
     };
 
-    for (int64_t l = 0; l < m.layers; ++l) {
+    for (int64_t l = 0; l < int64_t(layers.size()); ++l) {
       const Layer &layer = layers[size_t(l)];
+      for (int64_t i = 0; i < n; ++i)
+        rmsNorm(&x[size_t(i * H)], layer.attentionNorm.data(), H, m.normEpsilon, &normed[size_t(i * H)]);
+      project(layer.wq.data(), width, H, normed.data(), n, H, q.data(), width);
+      project(layer.wk.data(), kvWidth, H, normed.data(), n, H, k.data(), kvWidth);
+      project(layer.wv.data(), kvWidth, H, normed.data(), n, H, v.data(), kvWidth);
+      // Every row's keys and values into the cache, rotated, before any row attends: a row
+      // reads only positions up to its own, written by now.
       for (int64_t i = 0; i < n; ++i) {
         const Row &row = rows[size_t(i)];
-        rmsNorm(&x[size_t(i * H)], layer.attentionNorm.data(), H, m.normEpsilon, normed.data());
-        // This position's keys and values into the cache, rotated.
-        const int64_t block = (*row.blocks)[size_t(row.position / blockTokens)];
-        const size_t at = size_t(((l * blocks + block) * blockTokens + row.position % blockTokens)) * kvRow;
-        for (int64_t k = 0; k < localSlices * D; ++k) {
-          keys[at + size_t(k)] = dot(&layer.wk[size_t(k * H)], normed.data(), H);
-          values[at + size_t(k)] = dot(&layer.wv[size_t(k * H)], normed.data(), H);
-        }
         for (int64_t g = 0; g < localSlices; ++g)
-          rotate(&keys[at + size_t(g * D)], row.position);
-        for (int64_t k = 0; k < int64_t(q.size()); ++k)
-          q[size_t(k)] = dot(&layer.wq[size_t(k * H)], normed.data(), H);
-        // Causal attention of each local query head over positions 0..position.
-        const float scale = 1.0f / std::sqrt(float(D));
-        scores.resize(static_cast<size_t>(row.position + 1));
+          rotate(&k[size_t(i * kvWidth + g * D)], row.position);
+        const size_t at = cacheAt(l, row, row.position);
+        std::memcpy(&keys[at], &k[size_t(i * kvWidth)], size_t(kvWidth) * sizeof(float));
+        std::memcpy(&values[at], &v[size_t(i * kvWidth)], size_t(kvWidth) * sizeof(float));
+      }
+      // Causal attention of each local query head over positions 0..position.
+      const float scale = 1.0f / std::sqrt(float(D));
+      for (int64_t i = 0; i < n; ++i) {
+        const Row &row = rows[size_t(i)];
+        scores.resize(size_t(row.position + 1));
         for (int64_t h = 0; h < localSlices * groupHeads; ++h) {
-          float *qh = &q[size_t(h * D)];
+          float *qh = &q[size_t(i * width + h * D)];
           rotate(qh, row.position);
           const int64_t g = h / groupHeads;
           float best = -INFINITY;
           for (int64_t t = 0; t <= row.position; ++t) {
-            const size_t kt = cacheAt(l, row, t) + size_t(g * D);
-            scores[size_t(t)] = dot(qh, &keys[kt], D) * scale;
+            scores[size_t(t)] = dot(qh, &keys[cacheAt(l, row, t) + size_t(g * D)], D) * scale;
             best = std::max(best, scores[size_t(t)]);
           }
           float total = 0;
@@ -242,7 +263,7 @@ public:
             scores[size_t(t)] = std::exp(scores[size_t(t)] - best);
             total += scores[size_t(t)];
           }
-          float *out = &attention[size_t(h * D)];
+          float *out = &attention[size_t(i * width + h * D)];
           std::fill(out, out + D, 0.0f);
           for (int64_t t = 0; t <= row.position; ++t) {
             const float weight = scores[size_t(t)] / total;
@@ -251,39 +272,49 @@ public:
               out[d] += weight * vt[d];
           }
         }
-        // One partial of the out-projection per local kv-head group.
-        const int64_t groupWidth = groupHeads * D, width = localSlices * groupWidth;
-        for (int64_t g = 0; g < localSlices; ++g)
-          for (int64_t c = 0; c < H; ++c)
-            partials[size_t((i * localSlices + g) * H + c)] =
-                dot(&layer.wo[size_t(c * width + g * groupWidth)], &attention[size_t(g * groupWidth)],
-                    groupWidth);
       }
+      // One partial of the out-projection per local kv-head group.
+      for (int64_t g = 0; g < localSlices; ++g)
+        for (int64_t c = 0; c < H; ++c) {
+          const float *w = &layer.wo[size_t(c * width + g * groupWidth)];
+          for (int64_t i = 0; i < n; ++i)
+            partials[size_t((i * localSlices + g) * H + c)] =
+                dot(w, &attention[size_t(i * width + g * groupWidth)], groupWidth);
+        }
       reduceInto("attention out-projection");
 
-      for (int64_t i = 0; i < n; ++i) {
-        rmsNorm(&x[size_t(i * H)], layer.mlpNorm.data(), H, m.normEpsilon, normed.data());
-        for (int64_t j = 0; j < ffnLocal; ++j)
-          hidden[size_t(j)] = silu(dot(&layer.w1[size_t(j * H)], normed.data(), H)) *
-                              dot(&layer.w3[size_t(j * H)], normed.data(), H);
-        // One partial of the down-projection per local ffn slice.
-        for (int64_t s = 0; s < localSlices; ++s) {
-          const int64_t first = sliceStart(m.ffn, slices, firstSlice + s) - ffnFirst;
-          const int64_t count = sliceStart(m.ffn, slices, firstSlice + s + 1) - ffnFirst - first;
-          for (int64_t c = 0; c < H; ++c)
+      for (int64_t i = 0; i < n; ++i)
+        rmsNorm(&x[size_t(i * H)], layer.mlpNorm.data(), H, m.normEpsilon, &normed[size_t(i * H)]);
+      project(layer.w1.data(), ffnLocal, H, normed.data(), n, H, gate.data(), ffnLocal);
+      project(layer.w3.data(), ffnLocal, H, normed.data(), n, H, up.data(), ffnLocal);
+      for (size_t j = 0; j < gate.size(); ++j)
+        gate[j] = silu(gate[j]) * up[j];
+      // One partial of the down-projection per local ffn slice.
+      for (int64_t s = 0; s < localSlices; ++s) {
+        const int64_t first = sliceStart(m.ffn, slices, firstSlice + s) - ffnFirst;
+        const int64_t count = sliceStart(m.ffn, slices, firstSlice + s + 1) - ffnFirst - first;
+        for (int64_t c = 0; c < H; ++c) {
+          const float *w = &layer.w2[size_t(c * ffnLocal + first)];
+          for (int64_t i = 0; i < n; ++i)
             partials[size_t((i * localSlices + s) * H + c)] =
-                dot(&layer.w2[size_t(c * ffnLocal + first)], &hidden[size_t(first)], count);
+                dot(w, &gate[size_t(i * ffnLocal + first)], count);
         }
       }
       reduceInto("MLP down-projection");
     }
+  }
 
-    // The head: each rank's best logit of its vocabulary rows, then the best over the ranks.
+  /// The head (last stage): this rank's best logit of its vocabulary rows for every row with
+  /// wantToken, then the best over the tensor-parallel ranks: the next tokens, in row order.
+  std::vector<Best> next(const std::vector<Row> &rows, const std::vector<float> &x,
+                         const Exchange &exchange) const {
+    const int64_t H = m.hidden;
+    std::vector<float> normed(static_cast<size_t>(H));
     std::vector<Best> local, all;
-    for (int64_t i = 0; i < n; ++i) {
-      if (!rows[size_t(i)].wantToken)
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!rows[i].wantToken)
         continue;
-      rmsNorm(&x[size_t(i * H)], finalNorm.data(), H, m.normEpsilon, normed.data());
+      rmsNorm(&x[i * size_t(H)], finalNorm.data(), H, m.normEpsilon, normed.data());
       Best best{-INFINITY, int32_t(vocabFirst)};
       for (int64_t v = 0; v < vocabLocal; ++v) {
         const Best candidate{dot(&head[size_t(v * H)], normed.data(), H), int32_t(vocabFirst + v)};
@@ -294,15 +325,15 @@ public:
     }
     all.resize(local.size() * size_t(tp));
     exchange(local.data(), all.data(), local.size() * sizeof(Best), "head's argmax");
-    std::vector<int32_t> next(local.size());
+    std::vector<Best> tokens(local.size());
     for (size_t k = 0; k < local.size(); ++k) {
       Best best = all[k];
       for (int64_t r = 1; r < tp; ++r)
         if (better(all[size_t(r) * local.size() + k], best))
           best = all[size_t(r) * local.size() + k];
-      next[k] = best.id;
+      tokens[k] = best;
     }
-    return next;
+    return tokens;
   }
 
 private:
@@ -310,6 +341,7 @@ private:
     std::vector<float> attentionNorm, mlpNorm, wq, wk, wv, wo, w1, w2, w3;
   };
 
+  /// A position's keys (or values) of this stage's `layer`-th layer in the pool.
   size_t cacheAt(int64_t layer, const Row &row, int64_t position) const {
     const int64_t block = (*row.blocks)[size_t(position / blockTokens)];
     return size_t((layer * blocks + block) * blockTokens + position % blockTokens) *
@@ -329,7 +361,7 @@ private:
   }
 
   Model m;
-  int64_t tp, rank, blocks, blockTokens;
+  int64_t tp, rank, firstLayer, blocks, blockTokens;
   int64_t headDim = 1, groupHeads = 1, slices = 1, localSlices = 1, firstSlice = 0;
   int64_t ffnFirst = 0, ffnLocal = 0, vocabFirst = 0, vocabLocal = 0;
   std::vector<float> embedding, head, finalNorm;
@@ -440,10 +472,10 @@ Config configOf(const Plan &plan, const std::string &source) {
                   " differs from decode's tp " + std::to_string(config.tp) + " x pp " +
                   std::to_string(config.pp) +
                   ": disaggregated prefill is not executed by the serving engine");
-  if (config.pp != 1)
+  if (config.pp > m.layers)
     planError(source, in + "/decode/pp",
-              "is " + std::to_string(config.pp) +
-                  ": the serving engine runs tensor parallelism only (pp = 1)");
+              "is " + std::to_string(config.pp) + ": more pipeline stages than the " +
+                  std::to_string(m.layers) + " layers");
   if (m.kvHeads % config.tp != 0)
     planError(source, in + "/decode/tp",
               std::to_string(config.tp) + " does not divide the " + std::to_string(m.kvHeads) +
@@ -467,12 +499,13 @@ Config configOf(const Plan &plan, const std::string &source) {
 //===-- the reference --------------------------------------------------------===//
 
 std::vector<int32_t> referenceDecode(const Model &model, uint64_t seed,
-                                     const std::vector<int32_t> &prompt, int64_t maxNewTokens) {
+                                     const std::vector<int32_t> &prompt, int64_t maxNewTokens,
+                                     std::vector<float> *logits) {
   checkModel(model);
   checkPrompt(model, prompt, maxNewTokens);
   const int64_t blockTokens = 16, total = int64_t(prompt.size()) + maxNewTokens;
   const int64_t blocks = blocksFor(total, blockTokens);
-  Shard shard(model, seed, 1, 0, blocks, blockTokens);
+  Shard shard(model, seed, 1, 0, 0, model.layers, true, true, blocks, blockTokens);
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int64_t b = 0; b < blocks; ++b)
     table[size_t(b)] = int32_t(b);
@@ -485,9 +518,15 @@ std::vector<int32_t> referenceDecode(const Model &model, uint64_t seed,
     rows.push_back(Row{0, prompt[i], int64_t(i), &table, i + 1 == prompt.size()});
   std::vector<int32_t> generated;
   int64_t position = int64_t(prompt.size());
+  std::vector<float> x;
   while (true) {
-    const int32_t next = shard.forward(rows, local).at(0);
+    shard.embed(rows, x);
+    shard.forward(rows, x, local);
+    const Best best = shard.next(rows, x, local).at(0);
+    const int32_t next = best.id;
     generated.push_back(next);
+    if (logits)
+      logits->push_back(best.value);
     if (int64_t(generated.size()) == maxNewTokens)
       return generated;
     rows = {Row{0, next, position++, &table, true}};
@@ -527,6 +566,9 @@ struct Engine::Impl {
   std::unique_ptr<WatchedWaits> waits;
   std::unique_ptr<Shard> shard;
   int64_t step = 0;
+  // Ranks: tensor parallel innermost (rank = stage x tp + tpRank); tpComm joins a stage's.
+  int64_t stage = 0, tpRank = 0;
+  MPI_Comm tpComm = MPI_COMM_NULL;
 
   // Rank 0's scheduler state, under `mutex`.
   mutable std::mutex mutex;
@@ -556,7 +598,12 @@ struct Engine::Impl {
   }
 
   void exchange(const void *send, void *receive, size_t bytes, const char *what) {
-    if (size == 1) {
+    exchangeOver(comm, size, send, receive, bytes, what);
+  }
+
+  void exchangeOver(MPI_Comm over, int ranks, const void *send, void *receive, size_t bytes,
+                    const char *what) {
+    if (ranks == 1) {
       if (bytes)
         std::memcpy(receive, send, bytes);
       return;
@@ -564,7 +611,7 @@ struct Engine::Impl {
     if (bytes > size_t(INT32_MAX))
       throw Error(ZENRT_ERR_INVALID_ARGUMENT, "serve: a step's exchange exceeds 2^31 bytes");
     MPI_Request request = MPI_REQUEST_NULL;
-    detail::checkMpi(MPI_Iallgather(send, int(bytes), MPI_BYTE, receive, int(bytes), MPI_BYTE, comm,
+    detail::checkMpi(MPI_Iallgather(send, int(bytes), MPI_BYTE, receive, int(bytes), MPI_BYTE, over,
                                     &request),
                      "MPI_Iallgather");
     wait(request, what);
@@ -587,7 +634,7 @@ struct Engine::Impl {
 
   /// Applies a step message on any rank and computes it; the next tokens of the rows that
   /// want one.
-  std::vector<int32_t> compute(const std::vector<int64_t> &message, bool &stop) {
+  std::vector<Best> compute(const std::vector<int64_t> &message, bool &stop) {
     size_t at = 0;
     auto next = [&] {
       if (at >= message.size())
@@ -618,8 +665,53 @@ struct Engine::Impl {
     if (rows.empty())
       return {};
     ++step;
-    return shard->forward(rows, [this](const void *send, void *receive, size_t bytes,
-                                       const char *what) { exchange(send, receive, bytes, what); });
+    const Shard::Exchange overStage = [this](const void *send, void *receive, size_t bytes,
+                                             const char *what) {
+      exchangeOver(tpComm, int(config.tp), send, receive, bytes, what);
+    };
+    // Pipeline stages: the activations [rows x hidden] come from the previous stage's rank
+    // of the same tensor-parallel rank and go to the next's; the last stage's tp rank 0
+    // sends the tokens to rank 0.
+    const int64_t H = config.model.hidden, pp = config.pp;
+    std::vector<float> x;
+    if (stage == 0) {
+      shard->embed(rows, x);
+    } else {
+      x.resize(rows.size() * size_t(H));
+      receive(x.data(), x.size() * sizeof(float), int(rank - config.tp), "activations from stage " + std::to_string(stage - 1));
+    }
+    shard->forward(rows, x, overStage);
+    if (stage + 1 < pp) {
+      sendTo(x.data(), x.size() * sizeof(float), int(rank + config.tp), "activations to stage " + std::to_string(stage + 1));
+      if (rank != 0)
+        return {};
+      size_t wanted = 0;
+      for (const Row &row : rows)
+        wanted += row.wantToken ? 1 : 0;
+      std::vector<Best> tokens(wanted);
+      receive(tokens.data(), wanted * sizeof(Best), int((pp - 1) * config.tp), "tokens from the last stage");
+      return tokens;
+    }
+    std::vector<Best> tokens = shard->next(rows, x, overStage);
+    if (pp > 1 && tpRank == 0)
+      sendTo(tokens.data(), tokens.size() * sizeof(Best), 0, "tokens to rank 0");
+    return tokens;
+  }
+
+  void sendTo(const void *data, size_t bytes, int peer, const std::string &what) {
+    if (bytes > size_t(INT32_MAX))
+      throw Error(ZENRT_ERR_INVALID_ARGUMENT, "serve: a step's message exceeds 2^31 bytes");
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::checkMpi(MPI_Isend(data, int(bytes), MPI_BYTE, peer, 1, comm, &request), "MPI_Isend");
+    wait(request, what);
+  }
+
+  void receive(void *data, size_t bytes, int peer, const std::string &what) {
+    if (bytes > size_t(INT32_MAX))
+      throw Error(ZENRT_ERR_INVALID_ARGUMENT, "serve: a step's message exceeds 2^31 bytes");
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::checkMpi(MPI_Irecv(data, int(bytes), MPI_BYTE, peer, 1, comm, &request), "MPI_Irecv");
+    wait(request, what);
   }
 
   void runWorker() {
@@ -700,7 +792,7 @@ struct Engine::Impl {
       }
       broadcast(message);
       bool ignored = false;
-      const std::vector<int32_t> tokens = compute(message, ignored);
+      const std::vector<Best> tokens = compute(message, ignored);
       if (stop)
         return;
       if (tokens.empty())
@@ -717,7 +809,8 @@ struct Engine::Impl {
           Request &request = *running[k];
           stepRequests.push_back(&request);
           request.prefilled = true;
-          request.result.tokens.push_back(tokens.at(k));
+          request.result.tokens.push_back(tokens.at(k).id);
+          request.result.logits.push_back(tokens.at(k).value);
           if (request.result.tokens.size() == 1)
             request.first = now;
           request.last = now;
@@ -775,8 +868,9 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
   e.config = config;
   e.options = options;
   checkModel(config.model);
-  if (config.tp < 1 || config.pp != 1 || config.model.kvHeads % config.tp != 0)
-    throw invalid("tp must divide the kv heads and pp must be 1");
+  if (config.tp < 1 || config.pp < 1 || config.model.kvHeads % config.tp != 0 ||
+      config.pp > config.model.layers)
+    throw invalid("tp must divide the kv heads and pp must be from 1 to the layers");
   if (config.maxBatch < 1 || config.maxSequence < 2 || config.kvBlockTokens < 1 ||
       config.kvCacheBlocks < blocksFor(config.maxSequence, config.kvBlockTokens))
     throw invalid("max_batch, max_sequence, kv_block_tokens must be positive and the KV cache "
@@ -810,7 +904,7 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
   const Model &m = config.model;
   const uint64_t words[] = {uint64_t(m.layers), uint64_t(m.hidden), uint64_t(m.heads),
                             uint64_t(m.kvHeads), uint64_t(m.ffn), uint64_t(m.vocab),
-                            uint64_t(config.tp), uint64_t(config.maxBatch),
+                            uint64_t(config.tp), uint64_t(config.pp), uint64_t(config.maxBatch),
                             uint64_t(config.maxSequence), uint64_t(config.kvBlockTokens),
                             uint64_t(config.kvCacheBlocks), options.seed};
   uint64_t hash = 0xCBF29CE484222325ull;
@@ -823,7 +917,13 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
       throw Error(ZENRT_ERR_MISMATCH, "serve: rank " + std::to_string(e.rank) + " and rank " +
                                           std::to_string(r) +
                                           " were given different models, limits or seeds");
-  e.shard = std::make_unique<Shard>(m, options.seed, config.tp, e.rank, config.kvCacheBlocks,
+  e.stage = e.rank / config.tp;
+  e.tpRank = e.rank % config.tp;
+  detail::checkMpi(MPI_Comm_split(e.comm, int(e.stage), int(e.tpRank), &e.tpComm), "MPI_Comm_split");
+  const int64_t firstLayer = m.layers * e.stage / config.pp,
+                layerCount = m.layers * (e.stage + 1) / config.pp - firstLayer;
+  e.shard = std::make_unique<Shard>(m, options.seed, config.tp, e.tpRank, firstLayer, layerCount,
+                                    e.stage == 0, e.stage + 1 == config.pp, config.kvCacheBlocks,
                                     config.kvBlockTokens);
   for (int64_t b = 0; b < config.kvCacheBlocks; ++b)
     e.freeBlocks.push_back(int32_t(b));
@@ -835,8 +935,11 @@ Engine::~Engine() {
     impl->waits.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
+    if (!finalized) {
+      if (impl->tpComm != MPI_COMM_NULL)
+        MPI_Comm_free(&impl->tpComm);
       MPI_Comm_free(&impl->comm);
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 //===- zenopt-serve - serving a zenopt serving plan over HTTP ------------------===//
 //
-// `mpirun -np N zenopt-serve PLAN --port P`: every rank builds its tensor-parallel shard of
-// the plan's decoder (zenrt::serve::Engine, runtime/lib/Serve.cpp) and runs the engine's
+// `mpirun -np N zenopt-serve PLAN --port P`: every rank builds its shard (tensor-parallel
+// slice of its pipeline stage's layers) of the plan's decoder (zenrt::serve::Engine, runtime/lib/Serve.cpp) and runs the engine's
 // step loop; rank 0 also serves HTTP JSON with cpp-httplib:
 //
 //   POST /v1/completions {"prompt": [ids], "max_tokens": N} -> 200 {"tokens": [ids]}
@@ -329,9 +329,9 @@ int serve(const CliOptions &options, const Config &config, int rank) {
   if (rank == 0) {
     enginePointer = engine.get();
     ready = true;
-    std::printf("zenopt-serve: serving %s on http://%s:%d (tp %lld, pid %ld)\n",
+    std::printf("zenopt-serve: serving %s on http://%s:%d (tp %lld x pp %lld, pid %ld)\n",
                 options.planPath.c_str(), options.host.c_str(), port, (long long)config.tp,
-                long(getpid()));
+                (long long)config.pp, long(getpid()));
     std::fflush(stdout);
   }
   int code = zen::cli::ExitSuccess;

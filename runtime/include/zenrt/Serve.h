@@ -22,8 +22,15 @@
 // the tokens at tp = 1, 2, 4, ... and under any batch composition are bit-identical to
 // referenceDecode().
 //
-// Pipeline parallelism (pp > 1) and disaggregated prefill (prefill's tp/pp other than
-// decode's) are refused by configOf.
+// Pipeline parallelism. Ranks are placed as Megatron places them, tensor parallel innermost:
+// rank = stage x tp + tp rank. Stage s holds layers [floor(s L/pp), floor((s+1) L/pp)) (the
+// first stage the embedding, the last the head); each step's activations [rows x hidden]
+// go from a stage's rank to the next stage's rank of the same tp rank, and the last stage's
+// tp rank 0 sends the step's tokens to rank 0. A step runs the stages one after another (no
+// micro-batches in flight): pp > 1 divides the weights and the KV cache, not the latency.
+// The activations cross stages exactly, so pp changes no bit either.
+//
+// Disaggregated prefill (prefill's tp/pp other than decode's) is refused by configOf.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZENRT_SERVE_H
@@ -61,16 +68,17 @@ struct Config {
 /// engine cannot run: a family other than llama, mlp other than swiglu, norm other than
 /// rmsnorm, positions other than rotary, a shape that does not split (heads by kv_heads,
 /// hidden by heads, an odd head dimension, tp not dividing kv_heads), prefill parallelism
-/// other than decode's (/inference/prefill), pp > 1 (/inference/decode/pp), limits below 1,
+/// other than decode's (/inference/prefill), pp over the layers (/inference/decode/pp), limits below 1,
 /// a KV cache smaller than one max_sequence request, or cluster.world_size other than tp x pp.
 Config configOf(const Plan &plan, const std::string &source);
 
 /// The greedy decode of `prompt` by the unsharded model on this thread (no MPI): the
-/// `maxNewTokens` generated token ids. The numerics reference of Engine. Throws zenrt::Error
-/// (ZENRT_ERR_INVALID_ARGUMENT) for an empty prompt, ids outside the vocabulary or
-/// maxNewTokens < 1.
+/// `maxNewTokens` generated token ids; `logits` (may be null) receives each one's logit. The
+/// numerics reference of Engine. Throws zenrt::Error (ZENRT_ERR_INVALID_ARGUMENT) for an
+/// empty prompt, ids outside the vocabulary or maxNewTokens < 1.
 std::vector<int32_t> referenceDecode(const Model &model, uint64_t seed,
-                                     const std::vector<int32_t> &prompt, int64_t maxNewTokens);
+                                     const std::vector<int32_t> &prompt, int64_t maxNewTokens,
+                                     std::vector<float> *logits = nullptr);
 
 struct Options {
   uint64_t seed = 1;             // the weights
@@ -79,16 +87,18 @@ struct Options {
 };
 
 /// A finished request: the generated ids, the time from submit() to the first token and
-/// the mean time between later tokens (0 for a single token), in microseconds.
+/// the mean time between later tokens (0 for a single token), in microseconds. `logits`
+/// holds each token's logit (the highest): the bit-exactness check of the whole model.
 struct Result {
   std::vector<int32_t> tokens;
+  std::vector<float> logits;
   double ttftUs = 0;
   double tpotUs = 0;
 };
 
 /// The serving engine. Constructed collectively on every rank of `comm` (an MPI_Comm*,
 /// null: MPI_COMM_WORLD; MPI initialised with MPI_THREAD_MULTIPLE), whose size must be
-/// tp x pp (ZENRT_ERR_MISMATCH otherwise, and when ranks were given different configurations
+/// tp x pp (tp dividing kv_heads, pp at most the layers; ZENRT_ERR_MISMATCH otherwise, and when ranks were given different configurations
 /// or seeds). Every rank calls run(); rank 0 takes requests (submit, from any thread) and
 /// schedules each step: it admits queued requests first come first served while fewer than
 /// max_batch are running and the KV cache has the blocks for their prompt + max new tokens,

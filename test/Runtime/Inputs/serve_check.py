@@ -125,9 +125,9 @@ def run(args):
         while time.time() < deadline and port is None:
             remember(started, job.pid)
             with open(log_path) as f:
-                match = re.search(r"on http://127\.0\.0\.1:(\d+) \(tp (\d+), pid (\d+)\)", f.read())
+                match = re.search(r"on http://127\.0\.0\.1:(\d+) \(tp (\d+) x pp (\d+), pid (\d+)\)", f.read())
             if match:
-                port, rank0 = int(match.group(1)), int(match.group(3))
+                port, rank0 = int(match.group(1)), int(match.group(4))
             elif job.poll() is not None:
                 break
             else:

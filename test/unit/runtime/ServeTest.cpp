@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -116,9 +117,16 @@ void serveAndCheck(const Config &config, const std::vector<Case> &all, bool burs
   ASSERT_EQ(failure, "");
   std::set<std::vector<int32_t>> distinct;
   for (size_t k = 0; k < all.size(); ++k) {
+    std::vector<float> logits;
     const std::vector<int32_t> expected =
-        referenceDecode(config.model, options.seed, all[k].prompt, all[k].maxNew);
-    EXPECT_EQ(results[k].tokens, expected) << "request " << k << " at tp " << config.tp;
+        referenceDecode(config.model, options.seed, all[k].prompt, all[k].maxNew, &logits);
+    EXPECT_EQ(results[k].tokens, expected) << "request " << k << " at tp " << config.tp << " pp " << config.pp;
+    // Bit for bit: the winning logits are equal floats, not merely the same argmax.
+    ASSERT_EQ(results[k].logits.size(), logits.size());
+    for (size_t t = 0; t < logits.size(); ++t)
+      EXPECT_EQ(std::memcmp(&results[k].logits[t], &logits[t], sizeof(float)), 0)
+          << "request " << k << " token " << t << ": " << results[k].logits[t] << " vs " << logits[t]
+          << " at tp " << config.tp << " pp " << config.pp;
     EXPECT_EQ(streamed[k], expected) << "request " << k << " streamed";
     EXPECT_GE(results[k].ttftUs, 0.0);
     EXPECT_GE(results[k].tpotUs, 0.0);
@@ -154,6 +162,20 @@ TEST(Serve, OneRequestAtATimeEqualsTheReference) {
   std::vector<Case> all = cases();
   all.resize(4);
   serveAndCheck(config, all, /*burst=*/true);
+}
+
+/// Pipeline stages: every split of the world into tp x pp (4 layers, so pp 4 has a layer per
+/// stage) gives the reference's answers.
+TEST(Serve, PipelineStagesEqualTheReference) {
+  for (int pp = 2; pp <= worldSize(); pp *= 2) {
+    Config config = smallConfig();
+    config.model.layers = 4;
+    config.pp = pp;
+    config.tp = worldSize() / pp;
+    std::vector<Case> all = cases();
+    all.resize(6);
+    serveAndCheck(config, all, /*burst=*/pp == 2);
+  }
 }
 
 TEST(Serve, ReferenceIsDeterministicAndSeeded) {
@@ -261,6 +283,13 @@ TEST(ServeConfig, ReadsTheInferenceSection) {
   EXPECT_EQ(config.maxSequence, 64);
   EXPECT_EQ(config.kvBlockTokens, 16);
   EXPECT_EQ(config.kvCacheBlocks, 32);
+  const Config staged = configOf(
+      zenrt::parsePlan(planText(inferenceText(R"("prefill": {"tp": 2, "pp": 1}, "decode": {"tp": 2, "pp": 1})",
+                                              R"("prefill": {"tp": 1, "pp": 2}, "decode": {"tp": 1, "pp": 2})")),
+                       "p.json"),
+      "p.json");
+  EXPECT_EQ(staged.tp, 1);
+  EXPECT_EQ(staged.pp, 2);
 }
 
 TEST(ServeConfig, ErrorsNameTheField) {
@@ -278,8 +307,8 @@ TEST(ServeConfig, ErrorsNameTheField) {
   has(configError(inferenceText(R"("prefill": {"tp": 2, "pp": 1})", R"("prefill": {"tp": 1, "pp": 1})")),
       "p.json: /inference/prefill: tp 1 x pp 1 differs from decode's tp 2 x pp 1");
   has(configError(inferenceText(R"("prefill": {"tp": 2, "pp": 1}, "decode": {"tp": 2, "pp": 1})",
-                                R"("prefill": {"tp": 1, "pp": 2}, "decode": {"tp": 1, "pp": 2})")),
-      "p.json: /inference/decode/pp: is 2");
+                                R"("prefill": {"tp": 1, "pp": 3}, "decode": {"tp": 1, "pp": 3})"), 3),
+      "p.json: /inference/decode/pp: is 3: more pipeline stages than the 2 layers");
   has(configError(inferenceText(R"("prefill": {"tp": 2, "pp": 1}, "decode": {"tp": 2, "pp": 1})",
                                 R"("prefill": {"tp": 4, "pp": 1}, "decode": {"tp": 4, "pp": 1})"), 4),
       "p.json: /inference/decode/tp: 4 does not divide the 2 kv heads");
