@@ -24,6 +24,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 
 namespace zenrt::serve {
 namespace {
@@ -584,10 +585,15 @@ struct Engine::Impl {
   // Every rank: the block tables of the running requests.
   std::map<int64_t, std::vector<int32_t>> tables;
 
-  void wait(MPI_Request &request, const std::string &what) {
+  /// `idle`: the wait may last while the server has no work (the next step's message):
+  /// after 2 ms of polling it sleeps 200 us between polls instead of spinning a core.
+  void wait(MPI_Request &request, const std::string &what, bool idle = false) {
+    const auto start = Clock::now();
     auto done = [&] {
       int finished = 0;
       detail::checkMpi(MPI_Test(&request, &finished, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!finished && idle && Clock::now() - start > std::chrono::milliseconds(2))
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
       return finished != 0;
     };
     auto describe = [&] { return "serving step " + std::to_string(step) + ": " + what; };
@@ -623,7 +629,7 @@ struct Engine::Impl {
     int64_t length = int64_t(message.size());
     MPI_Request request = MPI_REQUEST_NULL;
     detail::checkMpi(MPI_Ibcast(&length, 1, MPI_INT64_T, 0, comm, &request), "MPI_Ibcast");
-    wait(request, "step broadcast");
+    wait(request, "step broadcast", /*idle=*/true);
     message.resize(static_cast<size_t>(length));
     if (length > int64_t(INT32_MAX))
       throw Error(ZENRT_ERR_INTERNAL, "serve: a step message exceeds 2^31 words");
