@@ -62,11 +62,11 @@ void priceAt(cost::ServingWorkload const &workload, ServingCandidate &c, int64_t
   c.meetsTargets = meets(c.ttftUs, workload.ttftTargetUs) && meets(c.tpotUs, workload.tpotTargetUs);
 }
 
-/// The largest batch within memory and kMaxServingBatch meeting the TPOT target (a step's
+/// The largest batch within memory and `maxBatch` meeting the TPOT target (a step's
 /// time grows with the batch), or batch 1 marked as missing; batch 0 when nothing fits.
-ServingCandidate atBestBatch(ServingCandidate c, const ServingWorkload &workload,
+ServingCandidate atBestBatch(ServingCandidate c, const ServingWorkload &workload, int64_t maxBatch,
                              const cost::TransformerShape &shape, const cost::CostModel &model) {
-  const int64_t most = std::min(kMaxServingBatch, c.kv.maxBatchByMemory);
+  const int64_t most = std::min(maxBatch, c.kv.maxBatchByMemory);
   if (most < 1) {
     c.batch = 0;
     return c;
@@ -126,19 +126,20 @@ double kvTransferUs(const cost::TransformerShape &shape, const ServingParallel &
 
 ServingCandidate priceColocated(const cost::TransformerShape &shape, const cost::CostModel &model,
                                 const ServingWorkload &workload, const ServingParallel &parallel,
-                                AllReducePolicy policy) {
+                                AllReducePolicy policy, int64_t maxBatch) {
   ServingCandidate c;
   c.prefill = c.decode = parallel;
   c.policy = policy;
   c.kv = cost::kvCachePlan(shape, parallel, workload, model);
   c.prefillPhase = cost::prefillTime(shape, parallel, workload, model, policy);
-  return atBestBatch(c, workload, shape, model);
+  return atBestBatch(c, workload, maxBatch, shape, model);
 }
 
 ServingDecision planServing(const cost::TransformerShape &shape, const cost::CostModel &model,
                             const ServingRequest &request) {
   const cost::Cluster &cluster = model.cluster();
   const ServingWorkload &workload = request.workload;
+  const int64_t maxBatch = request.maxBatch.value_or(kMaxServingBatch);
   std::vector<ServingParallel> shapes;
   if (request.tp || request.pp) {
     std::vector<ServingParallel> all = instanceShapes(shape, cluster);
@@ -159,7 +160,7 @@ ServingDecision planServing(const cost::TransformerShape &shape, const cost::Cos
   ServingDecision decision;
   std::vector<ServingCandidate> colocated;
   for (const ServingParallel &s : shapes) {
-    colocated.push_back(priceColocated(shape, model, workload, s, AllReducePolicy::Best));
+    colocated.push_back(priceColocated(shape, model, workload, s, AllReducePolicy::Best, maxBatch));
     ++decision.configurationsScored;
     if (better(colocated.back(), decision.chosen))
       decision.chosen = colocated.back();
@@ -178,7 +179,7 @@ ServingDecision planServing(const cost::TransformerShape &shape, const cost::Cos
         c.prefill = p.prefill;
         c.prefillPhase = p.prefillPhase;
         c.kvTransferUs = kvTransferUs(shape, p.prefill, d.decode, workload, model);
-        c = atBestBatch(c, workload, shape, model);
+        c = atBestBatch(c, workload, maxBatch, shape, model);
         ++decision.configurationsScored;
         if (better(c, decision.chosen))
           decision.chosen = c;
@@ -206,7 +207,7 @@ ServingDecision planServing(const cost::TransformerShape &shape, const cost::Cos
   for (int64_t pp = 1; pp <= std::min<int64_t>(shape.layers, cluster.worldSize()); pp *= 2) {
     if (!cost::checkServingParallel(shape, {vllmTp, pp}, cluster).empty())
       continue;
-    ServingCandidate c = priceColocated(shape, model, workload, {vllmTp, pp}, AllReducePolicy::Vllm);
+    ServingCandidate c = priceColocated(shape, model, workload, {vllmTp, pp}, AllReducePolicy::Vllm, maxBatch);
     if (c.batch > 0) {
       decision.baselines["vllm-default"] = c;
       break;
@@ -220,7 +221,7 @@ ServingDecision planServing(const cost::TransformerShape &shape, const cost::Cos
   ServingCandidate nccl = decision.chosen;
   nccl.policy = AllReducePolicy::NcclOnly;
   nccl.prefillPhase = cost::prefillTime(shape, nccl.prefill, workload, model, nccl.policy);
-  decision.baselines["nccl-only"] = atBestBatch(nccl, workload, shape, model);
+  decision.baselines["nccl-only"] = atBestBatch(nccl, workload, maxBatch, shape, model);
   return decision;
 }
 

@@ -390,6 +390,8 @@ void checkPrompt(const Model &m, const std::vector<int32_t> &prompt, int64_t max
                     ", outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
   if (maxNewTokens < 1)
     throw invalid("max new tokens is " + std::to_string(maxNewTokens) + ", must be at least 1");
+  if (maxNewTokens > (int64_t(1) << 30) || prompt.size() > (size_t(1) << 30))
+    throw invalid("a prompt or max new tokens over 2^30 tokens");
 }
 
 int64_t blocksFor(int64_t tokens, int64_t blockTokens) {
@@ -955,8 +957,8 @@ std::future<Result> Engine::submit(std::vector<int32_t> prompt, int64_t maxNewTo
   if (e.rank != 0)
     throw Error(ZENRT_ERR_STATE, "serve: requests are submitted on rank 0 only");
   checkPrompt(e.config.model, prompt, maxNewTokens);
-  const int64_t total = int64_t(prompt.size()) + maxNewTokens;
-  if (total > e.config.maxSequence)
+  const int64_t total = int64_t(prompt.size()) + std::min(maxNewTokens, e.config.maxSequence);
+  if (maxNewTokens > e.config.maxSequence || total > e.config.maxSequence)
     throw invalid("prompt (" + std::to_string(prompt.size()) + " tokens) + max new tokens (" +
                   std::to_string(maxNewTokens) + ") = " + std::to_string(total) +
                   " exceeds max_sequence " + std::to_string(e.config.maxSequence));

@@ -110,9 +110,12 @@ struct PlanOptions {
   int64_t outputTokens = 0;
   double ttftMs = 0;
   double tpotMs = 0;
+  int64_t maxBatch = 0;
   std::string kvDtype;
 
-  bool servingFlags() const { return promptTokens || outputTokens || ttftMs > 0 || tpotMs > 0 || !kvDtype.empty(); }
+  bool servingFlags() const {
+    return promptTokens || outputTokens || ttftMs > 0 || tpotMs > 0 || maxBatch || !kvDtype.empty();
+  }
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
            sequenceParallel || noSequenceParallel || !schedule.empty() || !optimizer.empty() ||
@@ -220,8 +223,8 @@ std::vector<std::string> commandLineStrategies() {
 void checkServingCommandLine(const PlanOptions &options) {
   if (!options.serve) {
     if (options.servingFlags())
-      throw CommandError(ExitUsage, "--prompt-tokens, --output-tokens, --ttft-ms, --tpot-ms and "
-                                    "--kv-dtype need --serve");
+      throw CommandError(ExitUsage, "--prompt-tokens, --output-tokens, --ttft-ms, --tpot-ms, "
+                                    "--max-batch and --kv-dtype need --serve");
     return;
   }
   const std::vector<std::pair<bool, const char *>> training = {
@@ -378,6 +381,7 @@ int reportServing(const PlanOptions &options, mlir::ModuleOp module,
   workload.tpotTargetUs = options.tpotMs * 1e3;
   if (options.tp) request.tp = options.tp;
   if (options.pp) request.pp = options.pp;
+  if (options.maxBatch) request.maxBatch = options.maxBatch;
   plan::ServingDecision decision;
   try {
     decision = plan::planServing(*shape, model, request);
@@ -1021,6 +1025,9 @@ CommandRegistration registration(
           ->check(realNumber(1e-3, 1e9));
       app.add_option("--tpot-ms", options->tpotMs, "--serve: time-per-output-token target in ms (default: none)")
           ->check(realNumber(1e-3, 1e9));
+      app.add_option("--max-batch", options->maxBatch,
+                     "--serve: requests decoded together at most (vLLM's max_num_seqs; default 256)")
+          ->check(wholeNumber(1, 1 << 16));
       app.add_option("--kv-dtype", options->kvDtype,
                      "--serve: KV-cache element type: fp32, bf16, fp16, fp8, int8 (default: --precision's, "
                      "bf16 when serving)")

@@ -180,6 +180,7 @@ def run(args):
                ("no max_tokens", "{\"prompt\": [1]}"),
                ("max_tokens 0", "{\"prompt\": [1], \"max_tokens\": 0}"),
                ("max_tokens not an integer", "{\"prompt\": [1], \"max_tokens\": 2.5}"),
+               ("max_tokens huge", "{\"prompt\": [1], \"max_tokens\": 9223372036854775807}"),
                ("too long", json.dumps({"prompt": [1] * 60, "max_tokens": 5}))]
         for name, body in bad:
             status, text = curl(base + "/v1/completions", body)

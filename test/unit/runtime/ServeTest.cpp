@@ -208,6 +208,8 @@ TEST(Serve, SubmitRejectsBadRequests) {
     EXPECT_EQ(statusOf([&] { engine.submit({1, -1}, 4); }), ZENRT_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(statusOf([&] { engine.submit({1, 2}, 0); }), ZENRT_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(statusOf([&] { engine.submit({1, 2}, 47); }), ZENRT_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(statusOf([&] { engine.submit({1, 2}, INT64_MAX); }), ZENRT_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(statusOf([&] { engine.submit({1, 2}, INT64_MAX - 1); }), ZENRT_ERR_INVALID_ARGUMENT);
     try {
       engine.submit(std::vector<int32_t>(40, 1), 9);
       ADD_FAILURE() << "too long accepted";

@@ -17,9 +17,15 @@
 
 namespace zen::plan {
 
+/// vLLM's batch limit (max_num_seqs' default).
+constexpr int64_t kMaxServingBatch = 256;
+
 struct ServingRequest {
   cost::ServingWorkload workload;
   std::optional<int64_t> tp, pp;  // forced for prefill and decode alike (colocated)
+  /// --max-batch: requests decoded together at most (vLLM's max_num_seqs); default
+  /// kMaxServingBatch.
+  std::optional<int64_t> maxBatch;
 };
 
 /// One way to serve: an instance running both phases (colocated), or a prefill instance
@@ -50,15 +56,13 @@ struct ServingDecision {
   int64_t configurationsScored = 0;
 };
 
-/// vLLM's batch limit (max_num_seqs' default).
-constexpr int64_t kMaxServingBatch = 256;
-
 /// Prices `parallel` (both phases on it) under `policy` at the largest batch that meets the
-/// targets and fits (at most kMaxServingBatch); batch 0 when none fits, else the candidate
+/// targets and fits (at most `maxBatch`); batch 0 when none fits, else the candidate
 /// at batch 1 with meetsTargets false when even that misses.
 ServingCandidate priceColocated(const cost::TransformerShape &shape, const cost::CostModel &model,
                                 const cost::ServingWorkload &workload,
-                                const cost::ServingParallel &parallel, cost::AllReducePolicy policy);
+                                const cost::ServingParallel &parallel, cost::AllReducePolicy policy,
+                                int64_t maxBatch = kMaxServingBatch);
 
 /// The search: every valid colocated tp x pp (tp within a node) and every disaggregated pair
 /// that fits the cluster; the most tokens per second per GPU among those meeting the
