@@ -158,7 +158,8 @@ public:
     if (embeds)
       embedding = draw("embedding", 1.0f, 0, m.vocab, 0, H, H);
     if (hasHead) {
-      head = draw("head", hScale, vocabFirst, vocabLocal, 0, H, H);
+      head = m.tiedEmbeddings ? draw("embedding", 1.0f, vocabFirst, vocabLocal, 0, H, H)
+                              : draw("head", hScale, vocabFirst, vocabLocal, 0, H, H);
       finalNorm.assign(static_cast<size_t>(H), 1.0f);
     }
     layers.resize(size_t(layerCount));
@@ -440,7 +441,12 @@ Config configOf(const Plan &plan, const std::string &source) {
   Config config;
   const std::string in = "/inference", mp = in + "/model";
   const json &model = object(root, in, "model");
-  spelling(model, mp, "family", "llama", "the llama family");
+  {
+    const json &family = node(model, mp, "family");
+    if (!family.is_string() || (family != "gpt" && family != "llama"))
+      planError(source, mp + "/family",
+                family.dump() + ": the serving engine runs causal decoders only (gpt or llama)");
+  }
   spelling(model, mp, "mlp", "swiglu", "a SwiGLU MLP (swiglu)");
   spelling(model, mp, "norm", "rmsnorm", "RMSNorm (rmsnorm)");
   spelling(model, mp, "positions", "rotary", "rotary positions (rotary)");
@@ -462,6 +468,17 @@ Config configOf(const Plan &plan, const std::string &source) {
                                          " into heads of even dimension (rotary positions)");
   if (m.ffn < m.kvHeads)
     planError(source, mp + "/ffn", "must be at least kv_heads (" + std::to_string(m.kvHeads) + ")");
+  if (auto tied = model.find("tied_embeddings"); tied != model.end()) {
+    if (!tied->is_boolean())
+      planError(source, mp + "/tied_embeddings", "must be true or false");
+    m.tiedEmbeddings = tied->get<bool>();
+  }
+  if (auto moe = model.find("moe_blocks"); moe != model.end() && !(moe->is_number_integer() && *moe == 0))
+    planError(source, mp + "/moe_blocks",
+              moe->dump() + ": the serving engine runs dense decoders only (no MoE blocks)");
+  if (auto split = root.find("disaggregated"); split != root.end() && !(split->is_boolean() && *split == false))
+    planError(source, in + "/disaggregated",
+              split->dump() + ": disaggregated prefill is not executed by the serving engine");
 
   const json &decode = object(root, in, "decode");
   const json &prefill = object(root, in, "prefill");
@@ -912,6 +929,7 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
   const Model &m = config.model;
   const uint64_t words[] = {uint64_t(m.layers), uint64_t(m.hidden), uint64_t(m.heads),
                             uint64_t(m.kvHeads), uint64_t(m.ffn), uint64_t(m.vocab),
+                            uint64_t(m.tiedEmbeddings),
                             uint64_t(config.tp), uint64_t(config.pp), uint64_t(config.maxBatch),
                             uint64_t(config.maxSequence), uint64_t(config.kvBlockTokens),
                             uint64_t(config.kvCacheBlocks), options.seed};

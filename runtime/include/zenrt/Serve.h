@@ -47,9 +47,10 @@
 
 namespace zenrt::serve {
 
-/// The decoder's shape (family llama: SwiGLU MLP, RMSNorm, rotary positions).
+/// The decoder's shape (a Llama-style causal decoder: SwiGLU MLP, RMSNorm, rotary positions).
 struct Model {
   int64_t layers = 1, hidden = 8, heads = 1, kvHeads = 1, ffn = 8, vocab = 16;
+  bool tiedEmbeddings = false;  // the head is the token embedding (else its own weights)
   double ropeTheta = 10000.0;
   double normEpsilon = 1e-5;
 };
@@ -65,8 +66,9 @@ struct Config {
 
 /// The executable configuration of a serving plan. Throws PlanError(BadInput)
 /// "SOURCE: /inference/...: message" for a plan that is not a serving plan or that the
-/// engine cannot run: a family other than llama, mlp other than swiglu, norm other than
-/// rmsnorm, positions other than rotary, a shape that does not split (heads by kv_heads,
+/// engine cannot run: a family other than a causal decoder (gpt, as zenopt writes it, or
+/// llama), mlp other than swiglu, norm other than rmsnorm, positions other than rotary, MoE
+/// blocks (moe_blocks > 0), disaggregated: true, a shape that does not split (heads by kv_heads,
 /// hidden by heads, an odd head dimension, tp not dividing kv_heads), prefill parallelism
 /// other than decode's (/inference/prefill), pp over the layers (/inference/decode/pp), limits below 1,
 /// a KV cache smaller than one max_sequence request, or cluster.world_size other than tp x pp.

@@ -20,8 +20,10 @@ import subprocess
 import sys
 import time
 
-MODEL = {"family": "llama", "layers": 2, "hidden": 64, "heads": 8, "kv_heads": 4, "ffn": 128,
-         "vocab": 97, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary"}
+# As zenopt --serve writes a Llama-style causal decoder's shape.
+MODEL = {"family": "gpt", "layers": 2, "hidden": 64, "heads": 8, "kv_heads": 4, "ffn": 128,
+         "vocab": 97, "mlp": "swiglu", "norm": "rmsnorm", "positions": "rotary",
+         "tied_embeddings": False, "parameters": 0}
 
 
 def write_plan(args):
@@ -30,6 +32,7 @@ def write_plan(args):
         "prefill": {"tp": args.prefill_tp or args.tp, "pp": args.pp},
         "decode": {"tp": args.tp, "pp": args.pp},
         "max_batch": 4, "max_sequence": 64, "kv_block_tokens": 16, "kv_cache_blocks": 32,
+        "disaggregated": args.prefill_tp not in (0, args.tp),
         "ttft_us": 1000.0, "tpot_us": 100.0,  # informative: the engine ignores predictions
     }
     plan = {

@@ -178,6 +178,18 @@ TEST(Serve, PipelineStagesEqualTheReference) {
   }
 }
 
+TEST(Serve, TiedEmbeddingsEqualTheReference) {
+  Config config = smallConfig();
+  config.model.tiedEmbeddings = true;
+  std::vector<Case> all = cases();
+  all.resize(5);
+  serveAndCheck(config, all, /*burst=*/true);
+  const std::vector<int32_t> prompt{1, 2, 3};
+  Model untied = config.model;
+  untied.tiedEmbeddings = false;
+  EXPECT_NE(referenceDecode(config.model, 7, prompt, 12), referenceDecode(untied, 7, prompt, 12));
+}
+
 TEST(Serve, ReferenceIsDeterministicAndSeeded) {
   const Model model = smallConfig().model;
   const std::vector<int32_t> prompt{1, 2, 3, 4};
@@ -292,6 +304,15 @@ TEST(ServeConfig, ReadsTheInferenceSection) {
       "p.json");
   EXPECT_EQ(staged.tp, 1);
   EXPECT_EQ(staged.pp, 2);
+  // As zenopt --serve writes a causal decoder: family gpt, tied embeddings, no MoE blocks,
+  // colocated prefill.
+  const Config written = configOf(
+      zenrt::parsePlan(planText(inferenceText(R"("family": "llama")",
+                                              R"("family": "gpt", "tied_embeddings": true, "moe_blocks": 0, "parameters": 123)")),
+                       "p.json"),
+      "p.json");
+  EXPECT_TRUE(written.model.tiedEmbeddings);
+  EXPECT_FALSE(config.model.tiedEmbeddings);
 }
 
 TEST(ServeConfig, ErrorsNameTheField) {
@@ -304,8 +325,14 @@ TEST(ServeConfig, ErrorsNameTheField) {
       "p.json: /inference/model/norm: ");
   has(configError(inferenceText(R"("positions": "rotary")", R"("positions": "learned")")),
       "p.json: /inference/model/positions: ");
-  has(configError(inferenceText(R"("family": "llama")", R"("family": "gpt")")),
-      "p.json: /inference/model/family: ");
+  has(configError(inferenceText(R"("family": "llama")", R"("family": "bert")")),
+      "p.json: /inference/model/family: \"bert\": the serving engine runs causal decoders only");
+  has(configError(inferenceText(R"("family": "llama")", R"("family": "llama", "moe_blocks": 2)")),
+      "p.json: /inference/model/moe_blocks: 2: the serving engine runs dense decoders only");
+  has(configError(inferenceText(R"("max_batch": 4,)", R"("max_batch": 4, "disaggregated": true,)")),
+      "p.json: /inference/disaggregated: true: disaggregated prefill is not executed");
+  has(configError(inferenceText(R"("family": "llama")", R"("family": "llama", "tied_embeddings": 1)")),
+      "p.json: /inference/model/tied_embeddings: must be true or false");
   has(configError(inferenceText(R"("prefill": {"tp": 2, "pp": 1})", R"("prefill": {"tp": 1, "pp": 1})")),
       "p.json: /inference/prefill: tp 1 x pp 1 differs from decode's tp 2 x pp 1");
   has(configError(inferenceText(R"("prefill": {"tp": 2, "pp": 1}, "decode": {"tp": 2, "pp": 1})",
