@@ -588,6 +588,7 @@ struct Engine::Impl {
   int64_t step = 0;
   // Ranks: tensor parallel innermost (rank = stage x tp + tpRank); tpComm joins a stage's.
   int64_t stage = 0, tpRank = 0;
+  int64_t poolBlocks = 0;  // blocks allocated (ids 0 .. poolBlocks - 1)
   MPI_Comm tpComm = MPI_COMM_NULL;
 
   // Rank 0's scheduler state, under `mutex`.
@@ -943,15 +944,19 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
       throw Error(ZENRT_ERR_MISMATCH, "serve: rank " + std::to_string(e.rank) + " and rank " +
                                           std::to_string(r) +
                                           " were given different models, limits or seeds");
+  // No more than max_batch requests of max_sequence tokens hold blocks at once: the pool
+  // holds those (the plan's kv_cache_blocks is what a GPU's memory holds, often far more).
+  e.poolBlocks = std::min(config.kvCacheBlocks,
+                          config.maxBatch * blocksFor(config.maxSequence, config.kvBlockTokens));
   e.stage = e.rank / config.tp;
   e.tpRank = e.rank % config.tp;
   detail::checkMpi(MPI_Comm_split(e.comm, int(e.stage), int(e.tpRank), &e.tpComm), "MPI_Comm_split");
   const int64_t firstLayer = m.layers * e.stage / config.pp,
                 layerCount = m.layers * (e.stage + 1) / config.pp - firstLayer;
   e.shard = std::make_unique<Shard>(m, options.seed, config.tp, e.tpRank, firstLayer, layerCount,
-                                    e.stage == 0, e.stage + 1 == config.pp, config.kvCacheBlocks,
+                                    e.stage == 0, e.stage + 1 == config.pp, e.poolBlocks,
                                     config.kvBlockTokens);
-  for (int64_t b = 0; b < config.kvCacheBlocks; ++b)
+  for (int64_t b = 0; b < e.poolBlocks; ++b)
     e.freeBlocks.push_back(int32_t(b));
   e.stats.freeBlocks = config.kvCacheBlocks;
 }
@@ -1031,7 +1036,7 @@ Engine::Stats Engine::stats() const {
   Stats stats = impl->stats;
   stats.waiting = int64_t(impl->waiting.size());
   stats.running = int64_t(impl->running.size());
-  stats.freeBlocks = int64_t(impl->freeBlocks.size());
+  stats.freeBlocks = int64_t(impl->freeBlocks.size()) + impl->config.kvCacheBlocks - impl->poolBlocks;
   return stats;
 }
 

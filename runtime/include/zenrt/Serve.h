@@ -61,7 +61,9 @@ struct Config {
   int64_t maxBatch = 1;       // most requests in one step (prefill and decode together)
   int64_t maxSequence = 64;   // prompt + generated tokens of one request, at most
   int64_t kvBlockTokens = 16; // paged KV cache: tokens per block
-  int64_t kvCacheBlocks = 4;  // blocks the cache holds (every layer has this many)
+  /// Blocks the cache holds (every layer has this many). The engine allocates at most the
+  /// max_batch x ceil(max_sequence / kv_block_tokens) blocks its requests can hold at once.
+  int64_t kvCacheBlocks = 4;
 };
 
 /// The executable configuration of a serving plan. Throws PlanError(BadInput)

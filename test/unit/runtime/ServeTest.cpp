@@ -190,6 +190,16 @@ TEST(Serve, TiedEmbeddingsEqualTheReference) {
   EXPECT_NE(referenceDecode(config.model, 7, prompt, 12), referenceDecode(untied, 7, prompt, 12));
 }
 
+/// A plan's kv_cache_blocks is what a GPU's memory holds (hundreds of thousands of blocks):
+/// the engine allocates the blocks max_batch requests can use and reports the rest free.
+TEST(Serve, HugeCacheAllocatesWhatTheBatchUses) {
+  Config config = smallConfig();
+  config.kvCacheBlocks = int64_t(1) << 30;  // 1.5 TiB of keys and values per layer if allocated
+  std::vector<Case> all = cases();
+  all.resize(4);
+  serveAndCheck(config, all, /*burst=*/true);
+}
+
 TEST(Serve, ReferenceIsDeterministicAndSeeded) {
   const Model model = smallConfig().model;
   const std::vector<int32_t> prompt{1, 2, 3, 4};
