@@ -2,7 +2,8 @@
 //
 // The inference half of a plan file (`inference`, docs/plan-format.md) executed over MPI:
 // a Llama-style decoder (token embedding; per layer RMSNorm, grouped-query attention with
-// rotary positions, residual, RMSNorm, SwiGLU MLP, residual; final RMSNorm; untied head)
+// rotary positions, residual, RMSNorm, SwiGLU MLP, residual; final RMSNorm; the head, its
+// own weights or the token embedding's when tied)
 // with deterministic fp32 weights drawn from a seed, Megatron tensor parallel over the
 // plan's decode.tp ranks, a paged KV cache, greedy decoding and continuous batching.
 //
@@ -30,7 +31,8 @@
 // micro-batches in flight): pp > 1 divides the weights and the KV cache, not the latency.
 // The activations cross stages exactly, so pp changes no bit either.
 //
-// Disaggregated prefill (prefill's tp/pp other than decode's) is refused by configOf.
+// Disaggregated prefill (prefill's tp/pp other than decode's, or disaggregated: true) is
+// refused by configOf: prefill and decode rows share each step on the same ranks.
 //
 //===----------------------------------------------------------------------===//
 #ifndef ZENRT_SERVE_H
