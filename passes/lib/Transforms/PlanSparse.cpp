@@ -101,6 +101,10 @@ struct PlanSparsePass : impl::PlanSparseBase<PlanSparsePass> {
     for (size_t t = 0; t < tables.size(); ++t) {
       GradientOp gradient = tables[t];
       const SparseDecision &decision = planned.tensors[t];
+      // Dense is the buckets' own all-reduce: the table stays in them, fused and overlapped
+      // like every other gradient, as the large-model path prices it.
+      if (decision.chosen().scheme == vocab::SparseScheme::Dense)
+        continue;
       builder.setInsertionPointAfter(gradient);
       auto sync = builder.create<SparseAllReduceOp>(
           gradient.getLoc(), gradient.getResult(),
