@@ -12,6 +12,7 @@ void buildPlanPipeline(mlir::OpPassManager &pm, const PlanPipelineOptions &optio
   sparse.nodes = options.nodes;
   sparse.dp = options.dp;
   sparse.statistics = options.sparsity;
+  sparse.denseInBuckets = options.buckets.empty();
   pm.addPass(createPlanSparse(sparse));
   AutotuneOptions autotune;
   autotune.cluster = options.cluster;

@@ -9,6 +9,8 @@
 // Two ranks of a node, a 1000-row table 1024 lookups deep: most rows are touched, dense wins
 // and the table is left to the buckets.
 // RUN: sed 's/200000/1000/g' %S/Inputs/embedding.mlir | zenopt-opt --zen-plan-sparse="cluster=a100x8 dp=2" | FileCheck %s --check-prefix=DENSE
+// With dense-in-buckets off (manual buckets), a dense table is synchronised on its own.
+// RUN: sed 's/200000/1000/g' %S/Inputs/embedding.mlir | zenopt-opt --zen-plan-sparse="cluster=a100x8 dp=2 dense-in-buckets=0" | FileCheck %s --check-prefix=DENSE-ALONE
 // Measured statistics (zenopt sparsity -o) replace the Zipf model, for every table or by name.
 // RUN: zenopt-opt %S/Inputs/embedding.mlir --zen-plan-sparse="cluster=a100x8 dp=2 statistics=%S/Inputs/sparsity-dense.json" | FileCheck %s --check-prefix=MEASURED
 // RUN: zenopt-opt %S/Inputs/embedding.mlir --zen-plan-sparse="cluster=a100x8 dp=2 statistics=embedding.weight=%S/Inputs/sparsity-dense.json" | FileCheck %s --check-prefix=MEASURED
@@ -37,6 +39,9 @@
 // DENSE: %[[GT:.*]] = zen.gradient %{{.*}} row_lookups = 1024
 // DENSE-NOT: zen.sparse_all_reduce
 // DENSE: zen.compute "SGD" optimizer(%{{.*}}, %[[GT]])
+
+// DENSE-ALONE-LABEL: func.func @train_step
+// DENSE-ALONE: zen.sparse_all_reduce %{{.*}} dense {group = #zen.group<size = 2, nodes = 1>
 
 // Measured density 0.6 on the table the Zipf model finds 0.3% dense (balanced, above): dense.
 // MEASURED-LABEL: func.func @train_step

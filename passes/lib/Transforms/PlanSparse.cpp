@@ -102,8 +102,9 @@ struct PlanSparsePass : impl::PlanSparseBase<PlanSparsePass> {
       GradientOp gradient = tables[t];
       const SparseDecision &decision = planned.tensors[t];
       // Dense is the buckets' own all-reduce: the table stays in them, fused and overlapped
-      // like every other gradient, as the large-model path prices it.
-      if (decision.chosen().scheme == vocab::SparseScheme::Dense)
+      // like every other gradient, as the large-model path prices it (not with manual
+      // buckets: their sizes leave every table out, whatever its scheme).
+      if (denseInBuckets && decision.chosen().scheme == vocab::SparseScheme::Dense)
         continue;
       builder.setInsertionPointAfter(gradient);
       auto sync = builder.create<SparseAllReduceOp>(

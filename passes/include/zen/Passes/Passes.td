@@ -284,7 +284,10 @@ def PlanSparse : Pass<"zen-plan-sparse", "mlir::ModuleOp"> {
     sparsity` measured (`statistics`: FILE for every table, or PARAM=FILE for
     one), else the documented Zipf model for its lookups. The op records the
     scheme and the statistics; the gradient leaves the dense buckets, and
-    zen-autotune plans the rest around its task on the same timeline. An
+    zen-autotune plans the rest around its task on the same timeline. When dense
+    is the cheapest, the table stays a gradient of the dense buckets (their
+    all-reduce is dense's, fused and overlapped), unless `dense-in-buckets` is
+    off (manual buckets, which cover every gradient but the tables). An
     existing sparse synchronisation is planned again. A module with MoE layers
     keeps its tables dense (zen-plan-moe prices the gradients without them).
     Example: `--zen-plan-sparse="dp=64 statistics=wte=wte.json"`.
@@ -293,7 +296,9 @@ def PlanSparse : Pass<"zen-plan-sparse", "mlir::ModuleOp"> {
     clusterOption, nodesOption, dpOption,
     ListOption<"statistics", "statistics", "std::string",
                "Measured statistics files (zenopt sparsity -o): FILE for every row-sparse "
-               "gradient, or PARAM=FILE for one">
+               "gradient, or PARAM=FILE for one">,
+    Option<"denseInBuckets", "dense-in-buckets", "bool", /*default=*/"true",
+           "A table whose cheapest scheme is dense stays in the dense buckets">
   ];
   let dependentDialects = ["::zen::ZenDialect"];
 }
