@@ -166,8 +166,9 @@ ServingDecision planServing(const cost::TransformerShape &shape, const cost::Cos
       decision.chosen = colocated.back();
   }
   // Disaggregated (DistServe): a prefill instance and a decode instance of any two shapes
-  // that fit the cluster together; not when tp/pp are forced (they name one instance).
-  if (!request.tp && !request.pp) {
+  // that fit the cluster together; not when tp/pp are forced (they name one instance) or
+  // --colocated is asked for.
+  if (!request.tp && !request.pp && !request.colocatedOnly) {
     for (const ServingCandidate &p : colocated) {
       if (p.kv.kvBlocks < p.kv.blocksPerRequest)
         continue;  // the prefill instance cannot hold one prompt's cache

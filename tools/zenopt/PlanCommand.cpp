@@ -111,10 +111,12 @@ struct PlanOptions {
   double ttftMs = 0;
   double tpotMs = 0;
   int64_t maxBatch = 0;
+  bool colocated = false;
   std::string kvDtype;
 
   bool servingFlags() const {
-    return promptTokens || outputTokens || ttftMs > 0 || tpotMs > 0 || maxBatch || !kvDtype.empty();
+    return promptTokens || outputTokens || ttftMs > 0 || tpotMs > 0 || maxBatch || colocated ||
+           !kvDtype.empty();
   }
   bool largeModelFlags() const {
     return globalBatch || microBatch || tp || pp || zero >= 0 || !recompute.empty() ||
@@ -224,7 +226,7 @@ void checkServingCommandLine(const PlanOptions &options) {
   if (!options.serve) {
     if (options.servingFlags())
       throw CommandError(ExitUsage, "--prompt-tokens, --output-tokens, --ttft-ms, --tpot-ms, "
-                                    "--max-batch and --kv-dtype need --serve");
+                                    "--max-batch, --colocated and --kv-dtype need --serve");
     return;
   }
   const std::vector<std::pair<bool, const char *>> training = {
@@ -382,6 +384,7 @@ int reportServing(const PlanOptions &options, mlir::ModuleOp module,
   if (options.tp) request.tp = options.tp;
   if (options.pp) request.pp = options.pp;
   if (options.maxBatch) request.maxBatch = options.maxBatch;
+  request.colocatedOnly = options.colocated;
   plan::ServingDecision decision;
   try {
     decision = plan::planServing(*shape, model, request);
@@ -1028,6 +1031,9 @@ CommandRegistration registration(
       app.add_option("--max-batch", options->maxBatch,
                      "--serve: requests decoded together at most (vLLM's max_num_seqs; default 256)")
           ->check(wholeNumber(1, 1 << 16));
+      app.add_flag("--colocated", options->colocated,
+                   "--serve: prefill and decode on the same GPUs (no disaggregated plans; what "
+                   "zenopt-serve executes)");
       app.add_option("--kv-dtype", options->kvDtype,
                      "--serve: KV-cache element type: fp32, bf16, fp16, fp8, int8 (default: --precision's, "
                      "bf16 when serving)")

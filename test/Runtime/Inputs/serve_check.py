@@ -107,6 +107,11 @@ def remember(started, root):
             started.add(process)
 
 
+def plan_blocks(path):
+    with open(path) as f:
+        return json.load(f)["inference"]["kv_cache_blocks"]
+
+
 def run(args):
     os.makedirs(args.work, exist_ok=True)
     log_path = os.path.join(args.work, "server.log")
@@ -206,7 +211,8 @@ def run(args):
                            ("zenopt_serve_bad_requests_total", len(bad)),
                            ("zenopt_serve_generated_tokens_total", sum(n for _, n in cases) + 6),
                            ("zenopt_serve_ttft_seconds_count", len(cases) + 1),
-                           ("zenopt_serve_kv_free_blocks", 32)]:
+                           # every block of the plan's cache free again
+                           ("zenopt_serve_kv_free_blocks", plan_blocks(args.plan))]:
             check(metrics.get(name) == str(want), f"metrics: {name} {metrics.get(name)}")
 
         # SIGTERM on rank 0: every rank stops, the job exits 0.

@@ -26,6 +26,8 @@ struct ServingRequest {
   /// --max-batch: requests decoded together at most (vLLM's max_num_seqs); default
   /// kMaxServingBatch.
   std::optional<int64_t> maxBatch;
+  /// --colocated: prefill and decode on the same instance (what zenopt-serve executes).
+  bool colocatedOnly = false;
 };
 
 /// One way to serve: an instance running both phases (colocated), or a prefill instance
