@@ -7,6 +7,8 @@
 
 #include "zenrt/Hybrid.h"
 
+#include "Deterministic.h"
+
 #include "CpuMemory.h"
 #include "MpiSupport.h"
 #include "Mutation.h"
@@ -36,29 +38,15 @@ using Map = Eigen::Map<Mat>;
 /// Row ranges (first row, count) of a [tokens x width] matrix that one chunk covers.
 using Segments = std::vector<std::pair<int64_t, int64_t>>;
 
-/// SplitMix64: the weights and tokens are a function of (seed, tensor, element), so every
-/// partitioning draws the same model.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using detail::splitMix64;
+using detail::streamOf;
+using detail::uniformAt;
 
 uint64_t fnv1a(const void *data, size_t bytes, uint64_t hash = 0xCBF29CE484222325ull) {
   const auto *p = static_cast<const unsigned char *>(data);
   for (size_t i = 0; i < bytes; ++i)
     hash = (hash ^ p[i]) * 0x100000001B3ull;
   return hash;
-}
-
-uint64_t streamOf(uint64_t seed, const std::string &name) {
-  return mix(seed ^ fnv1a(name.data(), name.size()));
-}
-
-/// Uniform in [-1, 1).
-float uniformAt(uint64_t stream, uint64_t index) {
-  return float(double(mix(stream + index) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
 float gelu(float x) {
@@ -796,7 +784,7 @@ struct Executor::Impl {
   }
   int64_t tokenAt(const char *stream, int64_t microBatch, int64_t row) const {
     const uint64_t index = uint64_t(globalMicroBatch(microBatch) * tokens + row);
-    return int64_t(mix(streamOf(options.seed, stream) + index) % uint64_t(config.model.vocab));
+    return int64_t(splitMix64(streamOf(options.seed, stream) + index) % uint64_t(config.model.vocab));
   }
   /// The first token row this rank's residual stream holds.
   int64_t firstLocalRow() const { return config.sequenceParallel ? tpRank * localTokens : 0; }

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "zenrt/Serve.h"
 
+#include "Deterministic.h"
+
 #include "MpiSupport.h"
 #include "zenrt/Runtime.h"
 #include "zenrt/Timeout.h"
@@ -42,27 +44,10 @@ Error invalid(const std::string &message) {
 
 //===-- deterministic weights ---------------------------------------------===//
 
-/// SplitMix64, as the hybrid executor draws its weights: a weight is a function of (seed,
-/// tensor name, element index in the unpartitioned tensor), so every partitioning draws the
-/// same model.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-uint64_t streamOf(uint64_t seed, const std::string &name) {
-  uint64_t hash = 0xCBF29CE484222325ull;
-  for (unsigned char c : name)
-    hash = (hash ^ c) * 0x100000001B3ull;
-  return mix(seed ^ hash);
-}
-
-/// Uniform in [-1, 1).
-float uniformAt(uint64_t stream, uint64_t index) {
-  return float(double(mix(stream + index) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-}
+// Weights as the hybrid executor draws them (Deterministic.h).
+using detail::splitMix64;
+using detail::streamOf;
+using detail::uniformAt;
 
 //===-- fixed-order arithmetic ---------------------------------------------===//
 
@@ -936,7 +921,7 @@ Engine::Engine(const Config &config, const Options &options, const void *comm)
                             uint64_t(config.kvCacheBlocks), options.seed};
   uint64_t hash = 0xCBF29CE484222325ull;
   for (uint64_t word : words)
-    hash = mix(hash ^ word);
+    hash = splitMix64(hash ^ word);
   std::vector<uint64_t> hashes(static_cast<size_t>(e.size));
   e.exchange(&hash, hashes.data(), sizeof hash, "configuration agreement");
   for (int r = 0; r < e.size; ++r)

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "zenrt/SparseSync.h"
 
+#include "Deterministic.h"
+
 #include "MpiSupport.h"
 #include "Mutation.h"
 #include "zenrt/Runtime.h"
@@ -35,19 +37,14 @@ Error internal(const std::string &message) {
   return Error(ZENRT_ERR_INTERNAL, "sparse all-reduce: " + message);
 }
 
-/// splitmix64's finaliser: spreads consecutive row indices (skewed tables touch their first
-/// rows most) evenly over owners and hash slots.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+/// SplitMix64 spreads consecutive row indices (skewed tables touch their first rows most)
+/// evenly over owners and hash slots.
+using detail::splitMix64;
 
 /// The rank (of `parts`) that sums row `index` under Zen's balanced partition. The high
 /// bits: the low ones pick hash-table slots.
 int hashOwner(int64_t index, int parts) {
-  return int((mix(uint64_t(index)) >> 32) % uint64_t(parts));
+  return int((splitMix64(uint64_t(index)) >> 32) % uint64_t(parts));
 }
 
 /// First row of part `part` when `total` rows are cut into `parts` consecutive ranges.
@@ -183,7 +180,7 @@ private:
 
   size_t slotOf(int64_t index) const {
     const size_t mask = keys.size() - 1;
-    size_t slot = size_t(mix(uint64_t(index))) & mask;
+    size_t slot = size_t(splitMix64(uint64_t(index))) & mask;
     while (keys[slot] != kEmpty && keys[slot] != index) {
       if (mutated(Mutation::SparseMergesCollision))
         break;
