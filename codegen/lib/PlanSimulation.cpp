@@ -138,6 +138,7 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     }
     case zenrt::TaskKind::Collective: {
       const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
+      const bool first = collectivesSeen[task.bucket] == 0;
       const zenrt::Collective &collective = bucket.collectives.at(collectivesSeen[task.bucket]++);
       sim.kind = cost::TaskKind::Collective;
       sim.collective = collective.op;
@@ -145,6 +146,8 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       sim.group = bucketGroup(plan, bucket, model);
       sim.chunks = collective.chunks;
       sim.stream = static_cast<int>(collective.stream);
+      if (first)
+        sim.executorUs = model.executorOverheadUs(bucket.elements, sim.group);
       if (bucket.compression.method != cost::CompressionMethod::None) {
         sim.compression = compressionOf(bucket);
         sim.scheme = zenrt::syncSchemeOf(bucket).value_or(zenrt::SyncScheme::AllReduce);
@@ -191,8 +194,9 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
     task.durationUs = result.endUs[i] - result.startUs[i];
     // Work is the task's time alone: what the simulator was given, or the
     // collective's uncontended time.
-    task.workUs = sim.kind == cost::TaskKind::Collective ? cost::collectiveCost(model, sim).timeUs
-                                                         : sim.durationUs;
+    task.workUs = sim.kind == cost::TaskKind::Collective
+                      ? cost::collectiveCost(model, sim).timeUs + sim.executorUs
+                      : sim.durationUs;
   }
   // The bound takes the model's compute alone: neither the slowdown overlap causes nor
   // compression kernels, which are costs of the plan, not of the model.

@@ -61,6 +61,14 @@ constexpr PhysicalRange kLatencyRange{0, 1e6, "us"};
 constexpr PhysicalRange kMemoryRange{0, 1e6, "GB"};
 // Compute under a collective: published 1.1-1.4x (README "Overlap slowdown"), cpu-local 2.
 constexpr PhysicalRange kSlowdownRange{1, 10, ""};
+// A GEMM dimension `zenopt profile` times: 2^20 keeps every product of three inside 2^61 FLOPs.
+constexpr int64_t kMaxGemmDimension = int64_t(1) << 20;
+// A compute task's fixed cost: one second, as a hop's latency.
+constexpr PhysicalRange kOverheadRange{0, 1e6, "us"};
+// A profiled GEMM rate per rank: the peak range, in GFLOP/s.
+constexpr PhysicalRange kGflopsRange{1, 1e8, "GFLOP/s"};
+// A profiled all-reduce measured beside compute: at most the largest message the profile sends.
+constexpr PhysicalRange kProfiledBytesRange{1, double(int64_t(1) << 40), "bytes"};
 // A profiled fit's start-up (alpha) at most the latency bound; its per-byte
 // time (beta) at most the slowest bandwidth's, 1000 us per byte.
 constexpr PhysicalRange kAlphaRange{0, 1e6, "us"};
@@ -319,9 +327,62 @@ CollectiveKind readCollectiveKind(const SchemaReader &reader, const json &value,
   return *kind;
 }
 
+void readProfiledCompute(const SchemaReader &reader, const json &value, const std::string &path,
+                         ProfiledCompute &compute) {
+  reader.object(value, path, {"gemm", "memory_gbps", "kernel_overhead_us", "method"});
+  const std::string listPath = path + "/gemm";
+  const json &gemms = reader.required(value, path, "gemm");
+  if (!gemms.is_array() || gemms.empty())
+    reader.fail(listPath, "must be a non-empty array");
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const std::string at = listPath + "/" + std::to_string(i);
+    const json &entry = gemms[i];
+    reader.object(entry, at, {"m", "n", "k", "gflops"});
+    ProfiledGemm gemm;
+    int64_t *dimensions[] = {&gemm.m, &gemm.n, &gemm.k};
+    const char *names[] = {"m", "n", "k"};
+    for (int d = 0; d < 3; ++d) {
+      *dimensions[d] = reader.positiveInteger(reader.required(entry, at, names[d]), at + "/" + names[d]);
+      if (*dimensions[d] > kMaxGemmDimension)
+        reader.fail(at + "/" + names[d], "must be at most " + std::to_string(kMaxGemmDimension));
+    }
+    gemm.gflops = reader.within(reader.required(entry, at, "gflops"), at + "/gflops", kGflopsRange);
+    compute.gemms.push_back(gemm);
+  }
+  compute.memoryGBps = reader.within(reader.required(value, path, "memory_gbps"),
+                                     path + "/memory_gbps", kBandwidthRange);
+  compute.kernelOverheadUs = reader.nonNegativeWithin(
+      reader.required(value, path, "kernel_overhead_us"), path + "/kernel_overhead_us", kOverheadRange);
+  compute.method = reader.string(reader.required(value, path, "method"), path + "/method");
+}
+
+void readProfiledInterference(const SchemaReader &reader, const json &value,
+                              const std::string &path, ProfiledInterference &interference) {
+  reader.object(value, path, {"compute_slowdown", "collective_slowdown", "collective_bytes", "method"});
+  interference.computeSlowdown = reader.within(reader.required(value, path, "compute_slowdown"),
+                                               path + "/compute_slowdown", kSlowdownRange);
+  interference.collectiveSlowdown = reader.within(
+      reader.required(value, path, "collective_slowdown"), path + "/collective_slowdown", kSlowdownRange);
+  interference.collectiveBytes = reader.within(reader.required(value, path, "collective_bytes"),
+                                               path + "/collective_bytes", kProfiledBytesRange);
+  interference.method = reader.string(reader.required(value, path, "method"), path + "/method");
+}
+
+void readProfiledExecutor(const SchemaReader &reader, const json &value, const std::string &path,
+                          ProfiledExecutor &executor) {
+  reader.object(value, path, {"alpha_us", "beta_us_per_byte", "method"});
+  executor.alphaUs =
+      reader.nonNegativeWithin(reader.required(value, path, "alpha_us"), path + "/alpha_us", kAlphaRange);
+  executor.betaUsPerByte = reader.nonNegativeWithin(reader.required(value, path, "beta_us_per_byte"),
+                                                    path + "/beta_us_per_byte", kBetaRange);
+  executor.method = reader.string(reader.required(value, path, "method"), path + "/method");
+}
+
 void readProfiled(const SchemaReader &reader, const json &value, const std::string &path,
                   Cluster &cluster) {
-  reader.object(value, path, {"backend", "collectives", "validation", "compression_gbps"});
+  reader.object(value, path,
+                {"backend", "collectives", "validation", "compression_gbps", "compute", "interference",
+                 "executor"});
   if (const json *backend = reader.optional(value, "backend")) {
     const char *const backends[] = {"mpi", "nccl"};
     cluster.profiledBackend = reader.oneOf(*backend, path + "/backend", backends);
@@ -389,6 +450,17 @@ void readProfiled(const SchemaReader &reader, const json &value, const std::stri
         reader.fail(mapPath + "/" + it.key(), "unknown field (not a compression method)");
       cluster.profiledCompressionGBps[*method] = reader.within(*it, mapPath + "/" + it.key(), kBandwidthRange);
     }
+  }
+  if (const json *compute = reader.optional(value, "compute"))
+    readProfiledCompute(reader, *compute, path + "/compute", cluster.profiledCompute);
+  if (const json *executor = reader.optional(value, "executor")) {
+    cluster.profiledExecutor.emplace();
+    readProfiledExecutor(reader, *executor, path + "/executor", *cluster.profiledExecutor);
+  }
+  if (const json *interference = reader.optional(value, "interference")) {
+    cluster.profiledInterference.emplace();
+    readProfiledInterference(reader, *interference, path + "/interference",
+                             *cluster.profiledInterference);
   }
 }
 
@@ -539,7 +611,9 @@ std::string writeCluster(const Cluster &cluster) {
                             {"efficiency", cluster.interNode.efficiency}};
   document["overlap_slowdown"] = cluster.overlapSlowdown;
   bool hasProfile = !cluster.profiledBackend.empty() || !cluster.profiled.empty() ||
-                    !cluster.validation.empty() || !cluster.profiledCompressionGBps.empty();
+                    !cluster.validation.empty() || !cluster.profiledCompressionGBps.empty() ||
+                    cluster.profiledCompute.measured() || cluster.profiledInterference ||
+                    cluster.profiledExecutor;
   if (hasProfile) {
     ordered_json profiled;
     if (!cluster.profiledBackend.empty())
@@ -567,6 +641,24 @@ std::string writeCluster(const Cluster &cluster) {
     for (const auto &[method, gbps] : cluster.profiledCompressionGBps)
       compression[toString(method)] = gbps;
     profiled["compression_gbps"] = compression;
+    if (const ProfiledCompute &compute = cluster.profiledCompute; compute.measured()) {
+      ordered_json gemms = ordered_json::array();
+      for (const ProfiledGemm &gemm : compute.gemms)
+        gemms.push_back({{"m", gemm.m}, {"n", gemm.n}, {"k", gemm.k}, {"gflops", gemm.gflops}});
+      profiled["compute"] = {{"gemm", gemms},
+                             {"memory_gbps", compute.memoryGBps},
+                             {"kernel_overhead_us", compute.kernelOverheadUs},
+                             {"method", compute.method}};
+    }
+    if (const auto &executor = cluster.profiledExecutor)
+      profiled["executor"] = {{"alpha_us", executor->alphaUs},
+                              {"beta_us_per_byte", executor->betaUsPerByte},
+                              {"method", executor->method}};
+    if (const auto &interference = cluster.profiledInterference)
+      profiled["interference"] = {{"compute_slowdown", interference->computeSlowdown},
+                                  {"collective_slowdown", interference->collectiveSlowdown},
+                                  {"collective_bytes", interference->collectiveBytes},
+                                  {"method", interference->method}};
     document["profiled"] = profiled;
   }
   return document.dump(2) + "\n";
@@ -588,5 +680,24 @@ std::vector<std::string> presetNames() {
 }
 
 const char *defaultPresetName() { return "a100x64"; }
+
+double ProfiledCompute::gemmGflops(double flops) const {
+  if (gemms.empty())
+    return 0;
+  std::vector<std::pair<double, double>> points;  // (log FLOPs, GFLOP/s), by FLOPs
+  for (const ProfiledGemm &gemm : gemms)
+    points.emplace_back(std::log(gemm.flops()), gemm.gflops);
+  std::sort(points.begin(), points.end());
+  const double x = std::log(std::max(flops, 1.0));
+  if (x <= points.front().first)
+    return points.front().second;
+  for (size_t i = 1; i < points.size(); ++i) {
+    auto [x0, y0] = points[i - 1];
+    auto [x1, y1] = points[i];
+    if (x <= x1)
+      return x1 == x0 ? 0.5 * (y0 + y1) : y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+  }
+  return points.back().second;
+}
 
 } // namespace zen::cost

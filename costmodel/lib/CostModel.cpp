@@ -565,7 +565,26 @@ CollectiveCost CostModel::chunkedCollective(CollectiveKind kind, double bytes, G
   return finish(kind, bytes, normalized(group), piece.algorithm, total, piece.profiled);
 }
 
+double CostModel::executorOverheadUs(int64_t elements, Group group) const {
+  const auto &executor = cluster_.profiledExecutor;
+  if (!executor || group.ranks <= 1 || elements <= 0)
+    return 0;
+  return executor->alphaUs + executor->betaUsPerByte * 4.0 * static_cast<double>(elements);
+}
+
 double CostModel::computeUs(double flops, double bytes, DType dtype) const {
+  // Measured compute: the task's GEMM at the rate timed for its size, then its memory
+  // traffic at the measured copy rate, plus the fixed cost of a kernel. The profile timed
+  // them as separate kernels on the same cores, so they add (a roofline's max assumes one
+  // kernel overlapping both).
+  if (const ProfiledCompute &measured = cluster_.profiledCompute; measured.measured()) {
+    flops = std::max(flops, 0.0);
+    bytes = std::max(bytes, 0.0);
+    if (flops == 0 && bytes == 0)
+      return 0;
+    double gemmUs = flops > 0 ? flops / (measured.gemmGflops(flops) * 1e3) : 0;
+    return measured.kernelOverheadUs + gemmUs + bytes / (measured.memoryGBps * 1e3);
+  }
   const GpuSpec &gpu = cluster_.gpu;
   auto peak = gpu.peakTflops.find(dtype);
   // Without native support for a dtype the GPU computes it at the fp32 rate.

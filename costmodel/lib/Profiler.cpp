@@ -13,12 +13,16 @@
 #include "zen/CostModel/CostModel.h"
 #include "zen/CostModel/Fit.h"
 #include "zenrt/Kernels.h"
+#include "zenrt/Plan.h"
+#include "zenrt/Runtime.h"
 
+#include <Eigen/Core>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <set>
 #include <vector>
@@ -38,7 +42,24 @@ struct SweepPlan {
   int maxSegments, minPointsPerSegment;
   int64_t compressionElements;
   int compressionRepetitions;
+  std::vector<ProfiledGemm> gemmShapes;  // gflops left 0: to measure
+  int64_t copyBytes;                     // each of the copy's two buffers
+  int64_t interferenceBytes;             // the all-reduce run beside compute
+  int interferenceRepetitions;
+  std::vector<int64_t> executorSizes;    // buckets timed through the runtime and bare
 };
+
+/// Square GEMMs from small to large, and skinny ones (a batch of rows through a layer,
+/// a layer's weight gradient over a batch).
+std::vector<ProfiledGemm> gemmShapes(bool quick) {
+  std::vector<ProfiledGemm> shapes;
+  for (int64_t side : quick ? std::vector<int64_t>{16, 64, 256}
+                            : std::vector<int64_t>{16, 32, 64, 128, 256, 512})
+    shapes.push_back({side, side, side, 0});
+  shapes.push_back({32, 1024, 1024, 0});
+  shapes.push_back({1024, 1024, 32, 0});
+  return shapes;
+}
 
 SweepPlan planSweep(bool quick) {
   SweepPlan plan;
@@ -54,6 +75,11 @@ SweepPlan planSweep(bool quick) {
     plan.minPointsPerSegment = 3;
     plan.compressionElements = 1 << 18;
     plan.compressionRepetitions = 3;
+    plan.gemmShapes = gemmShapes(true);
+    plan.copyBytes = int64_t(32) << 20;
+    plan.interferenceBytes = int64_t(4) << 20;
+    plan.interferenceRepetitions = 15;
+    plan.executorSizes = {4, 4096, 65536, 1 << 20};
     return plan;
   }
   // Powers of two from 4 B to 64 MiB to fit; 3 * 2^k (between two fitted
@@ -71,6 +97,12 @@ SweepPlan planSweep(bool quick) {
   plan.minPointsPerSegment = 4;
   plan.compressionElements = 1 << 22;
   plan.compressionRepetitions = 7;
+  plan.gemmShapes = gemmShapes(false);
+  plan.copyBytes = int64_t(64) << 20;  // twice a 32 MiB last-level cache
+  plan.interferenceBytes = int64_t(4) << 20;
+  plan.interferenceRepetitions = 25;
+  for (int64_t bytes = 4; bytes <= (int64_t(16) << 20); bytes *= 16)
+    plan.executorSizes.push_back(bytes);
   return plan;
 }
 
@@ -194,6 +226,203 @@ std::string formatBytes(double bytes) {
   return text;
 }
 
+/// fp32 GEMMs of one shape with Eigen (the host compute the runtime and zenopt-run use).
+class GemmKernel {
+public:
+  explicit GemmKernel(const ProfiledGemm &shape)
+      : a(Eigen::MatrixXf::Constant(shape.m, shape.k, 0.5f)),
+        b(Eigen::MatrixXf::Constant(shape.k, shape.n, 0.25f)), c(shape.m, shape.n) {}
+  void operator()() { c.noalias() = a * b; }
+
+private:
+  Eigen::MatrixXf a, b, c;
+};
+
+/// The microseconds of one call of `work`, every rank calling it at once: repeated so that a
+/// timed repetition lasts about `secondsPerRepetition`, the median of the slowest rank's.
+template <typename Work>
+double timeKernel(const SweepPlan &plan, double secondsPerRepetition, Work &&work) {
+  work();
+  double begin = MPI_Wtime();
+  work();
+  double once = MPI_Wtime() - begin;
+  MPI_Allreduce(MPI_IN_PLACE, &once, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  int calls = int(std::clamp(secondsPerRepetition / std::max(once, 1e-9), 1.0, 1e6));
+  SweepPlan fixed = plan;
+  fixed.secondsPerSize = 0;  // minimum repetitions
+  return timeCollectively(fixed, plan.compressionRepetitions, [&] {
+           for (int i = 0; i < calls; ++i)
+             work();
+         }) /
+         calls;
+}
+
+/// GEMM throughput by shape, copy bandwidth and a kernel's fixed cost, all ranks at once.
+ProfiledCompute profileCompute(const SweepPlan &plan, int ranks) {
+  constexpr double kSecondsPerRepetition = 0.002;
+  ProfiledCompute compute;
+  for (ProfiledGemm shape : plan.gemmShapes) {
+    GemmKernel gemm(shape);
+    shape.gflops = shape.flops() / (timeKernel(plan, kSecondsPerRepetition, gemm) * 1e3);
+    compute.gemms.push_back(shape);
+  }
+  GemmKernel tiny(ProfiledGemm{1, 1, 1, 0});
+  compute.kernelOverheadUs = timeKernel(plan, kSecondsPerRepetition, tiny);
+  std::vector<char> source(size_t(plan.copyBytes), 1), target(size_t(plan.copyBytes), 0);
+  double copyUs = timeKernel(plan, 0, [&] { std::memcpy(target.data(), source.data(), source.size()); });
+  compute.memoryGBps = 2.0 * double(plan.copyBytes) / (copyUs * 1e3);
+  char method[256];
+  std::snprintf(method, sizeof method,
+                "zenopt profile: %d ranks at once; fp32 Eigen GEMM per shape, a copy of %s "
+                "(read + write), a 1x1x1 GEMM as the fixed cost; median of the slowest rank",
+                ranks, formatBytes(double(plan.copyBytes)).c_str());
+  compute.method = method;
+  return compute;
+}
+
+/// A plan of one all-reduce bucket of `elements` fp32 gradients.
+std::string oneBucketPlan(int64_t elements, int ranks) {
+  zenrt::Plan plan;
+  plan.generator = {"zenopt profile", "1"};
+  plan.model = {"one-bucket", ""};
+  plan.cluster = {"profiled", ranks};
+  plan.strategy = "profile";
+  plan.compressor = "none";
+  plan.tensors = {{"g", elements, "f32", 0}};
+  zenrt::Bucket bucket;
+  bucket.tensors = {{"g", 0, elements}};
+  bucket.elements = elements;
+  bucket.bytes = elements * 4;
+  bucket.collectives = {{zenrt::CollectiveKind::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
+  plan.buckets = {bucket};
+  zenrt::Task backward;
+  backward.name = "backward";
+  backward.produces = {"g"};
+  zenrt::Task allReduce;
+  allReduce.id = 1;
+  allReduce.kind = zenrt::TaskKind::Collective;
+  allReduce.name = "all_reduce";
+  allReduce.bucket = 0;
+  allReduce.stream = 1;
+  allReduce.deps = {0};
+  plan.schedule = {backward, allReduce};
+  return zenrt::writePlan(plan);
+}
+
+/// What the runtime's executor adds to a bucket beyond its collective: the fusion copy in,
+/// handing the bucket to its progress thread or the waiter, the average and the copy out.
+/// A one-bucket all-reduce plan through the runtime and the bare non-blocking all-reduce of
+/// the same bytes are timed side by side at each size; the differences are fitted
+/// alpha + beta x bytes (least squares on relative error, both at least 0).
+ProfiledExecutor profileExecutor(const SweepPlan &plan, CollectiveBackend &bare, int ranks) {
+  std::vector<Sample> overheads;
+  for (int64_t bytes : plan.executorSizes) {
+    const int64_t elements = CollectiveShape{ranks}.floatsFor(bytes);
+    std::vector<float> gradient(size_t(elements), 1.0f);
+    zenrt::Runtime runtime =
+        zenrt::Runtime::fromText(oneBucketPlan(elements, ranks), "profile-executor");
+    runtime.registerGradient("g", gradient.data(), elements);
+    double runtimeUs = timeCollectively(plan, plan.minRepetitions, [&] {
+      runtime.markReady("g");
+      runtime.waitAll();
+    });
+    double bareUs = timeCollectively(plan, plan.minRepetitions,
+                                     [&] { bare.run(CollectiveKind::AllReduce, bytes); });
+    // Never below a hundredth of the bare call: the relative-error fit needs positive times.
+    overheads.push_back({double(elements) * 4, std::max(runtimeUs - bareUs, 0.01 * bareUs)});
+  }
+  LinearFit fit = fitAlphaBeta(overheads);
+  ProfiledExecutor executor;
+  executor.alphaUs = fit.alphaUs;
+  executor.betaUsPerByte = fit.betaUsPerByte;
+  char method[256];
+  std::snprintf(method, sizeof method,
+                "zenopt profile: %d ranks; a one-bucket all-reduce plan through the runtime minus "
+                "the bare non-blocking all-reduce, %s to %s, fitted alpha + beta x bytes",
+                ranks, formatBytes(double(plan.executorSizes.front())).c_str(),
+                formatBytes(double(plan.executorSizes.back())).c_str());
+  executor.method = method;
+  return executor;
+}
+
+/// Compute and a collective at once, through the runtime plans run on: its progress thread
+/// drives an all-reduce bucket while this thread runs GEMMs. Alone, the all-reduce takes Tm
+/// (from mark-ready's return to wait-all's) and GEMMs sized to about Tm / 2 take Tc. Together,
+/// the GEMMs end first, after C; the all-reduce ends a tail T later. The GEMMs were slowed
+/// C / Tc; the all-reduce did Tm - T of its work in C: slowed C / (Tm - T).
+ProfiledInterference profileInterference(const SweepPlan &plan, int ranks) {
+  constexpr double kMaxSlowdown = 10;  // the cluster file's range
+  const int64_t elements = plan.interferenceBytes / 4;
+  std::vector<float> gradient(size_t(elements), 1.0f);
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(oneBucketPlan(elements, ranks), "interference");
+  runtime.registerGradient("g", gradient.data(), elements);
+  // Small enough (~10 us here) to size the compute to half the all-reduce.
+  GemmKernel gemm(ProfiledGemm{64, 64, 64, 0});
+
+  struct Times {
+    double computeUs = 0, tailUs = 0;
+  };
+  auto slowest = [](double us) {
+    MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return us;
+  };
+  auto elapsedUs = [](double since) { return (MPI_Wtime() - since) * 1e6; };
+  // One repetition: the all-reduce started, `calls` GEMMs (none: the all-reduce alone), waited.
+  auto repetition = [&](int calls) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    runtime.markReady("g");
+    double started = MPI_Wtime();
+    for (int i = 0; i < calls; ++i)
+      gemm();
+    Times times;
+    times.computeUs = elapsedUs(started);
+    double computed = MPI_Wtime();
+    runtime.waitAll();
+    times.tailUs = elapsedUs(computed);
+    return Times{slowest(times.computeUs), slowest(times.tailUs)};
+  };
+  repetition(0);  // warm-up
+  std::vector<double> alone;
+  for (int r = 0; r < plan.interferenceRepetitions; ++r)
+    alone.push_back(repetition(0).tailUs);
+  const double collectiveUs = median(alone);
+
+  SweepPlan fixed = plan;
+  fixed.secondsPerSize = 0;
+  const double gemmUs = timeCollectively(fixed, plan.interferenceRepetitions, gemm);
+  const int calls = std::max(1, int(std::lround(collectiveUs / 2 / gemmUs)));
+  const double computeAloneUs =
+      timeCollectively(fixed, plan.interferenceRepetitions, [&] {
+        for (int i = 0; i < calls; ++i)
+          gemm();
+      });
+  std::vector<double> computeSlowdowns, collectiveSlowdowns;
+  for (int r = 0; r < plan.interferenceRepetitions; ++r) {
+    Times together = repetition(calls);
+    computeSlowdowns.push_back(together.computeUs / computeAloneUs);
+    const double doneBeside = collectiveUs - together.tailUs;
+    if (together.tailUs < 0.01 * collectiveUs)  // it finished beside the GEMMs: at most C / Tm
+      collectiveSlowdowns.push_back(together.computeUs / collectiveUs);
+    else if (doneBeside < 0.01 * collectiveUs)  // it did not progress beside them at all
+      collectiveSlowdowns.push_back(kMaxSlowdown);
+    else
+      collectiveSlowdowns.push_back(together.computeUs / doneBeside);
+  }
+  ProfiledInterference interference;
+  interference.computeSlowdown = std::clamp(median(computeSlowdowns), 1.0, kMaxSlowdown);
+  interference.collectiveSlowdown = std::clamp(median(collectiveSlowdowns), 1.0, kMaxSlowdown);
+  interference.collectiveBytes = double(plan.interferenceBytes);
+  char method[320];
+  std::snprintf(method, sizeof method,
+                "zenopt profile: %d ranks; the runtime's all-reduce of %s alone (%.0f us) and "
+                "beside %d fp32 64x64x64 GEMMs (%.0f us alone) started with it; median of %d, "
+                "slowest rank",
+                ranks, formatBytes(double(plan.interferenceBytes)).c_str(), collectiveUs, calls,
+                computeAloneUs, plan.interferenceRepetitions);
+  interference.method = method;
+  return interference;
+}
+
 } // namespace
 
 bool haveNcclBackend() {
@@ -296,6 +525,36 @@ Cluster profileCluster(const Cluster &base, const ProfileOptions &options) {
       progress("zenopt profile: " + std::string(toString(method)) + " CPU encode: " +
                    std::to_string(gbps) + " GB/s",
                false);
+    }
+  }
+
+  // Host compute and its interference with the runtime's collectives. GPUs (cuBLAS, NCCL
+  // beside kernels) are not measured yet: a GPU profile keeps the cluster's peak, efficiencies
+  // and overlap_slowdown.
+  cluster.profiledCompute = ProfiledCompute{};
+  cluster.profiledInterference.reset();
+  cluster.profiledExecutor.reset();
+  if (options.backend == "mpi") {
+    cluster.profiledCompute = profileCompute(plan, size);
+    progress("zenopt profile: compute: " + std::to_string(cluster.profiledCompute.gemms.back().gflops) +
+                 " GFLOP/s (skinny GEMM), copy " + std::to_string(cluster.profiledCompute.memoryGBps) +
+                 " GB/s per rank",
+             false);
+    if (size > 1) {
+      cluster.profiledExecutor = profileExecutor(plan, *backend, size);
+      char overhead[160];
+      std::snprintf(overhead, sizeof overhead,
+                    "zenopt profile: the runtime adds %.1f us + %.3f ns/byte to a bucket",
+                    cluster.profiledExecutor->alphaUs, cluster.profiledExecutor->betaUsPerByte * 1e3);
+      progress(overhead, true);
+      cluster.profiledInterference = profileInterference(plan, size);
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "zenopt profile: interference: compute %.2fx slower beside an all-reduce, "
+                    "the all-reduce %.2fx slower beside compute",
+                    cluster.profiledInterference->computeSlowdown,
+                    cluster.profiledInterference->collectiveSlowdown);
+      progress(line, true);
     }
   }
 

@@ -5,7 +5,7 @@
 // at 1 or 1/overlapSlowdown, the CPU compression worker's task at 1 (its end
 // is known when it starts), and each collective in its bandwidth part at its
 // max-min fair share of the two link levels, recomputed whenever one enters
-// or leaves. At most one collective per communication stream is in flight,
+// or leaves, divided by the measured collectiveSlowdown while compute runs. At most one collective per communication stream is in flight,
 // so the sharing is a short list, scanned per event.
 //
 //===----------------------------------------------------------------------===//
@@ -71,6 +71,7 @@ public:
     tasks_ = &tasks;
     n_ = static_cast<int>(tasks.size());
     slowdown_ = model.overlapSlowdown();
+    collectiveSlowdown_ = model.collectiveSlowdown();
     now_ = 0;
     computeTask_ = hostTask_ = -1;
     computeLeftUs_ = hostEndUs_ = 0;
@@ -112,7 +113,7 @@ public:
         times = {cost.timeUs, cost.latencyUs, cost.bandwidthUs, cost.intraNodeUs,
                  cost.interNodeUs};
       }
-      latencyUs_[i] = times.latencyUs;
+      latencyUs_[i] = times.latencyUs + task.executorUs;
       bandwidthUs_[i] = times.bandwidthUs;
       if (times.bandwidthUs > 0) {
         intraShare_[i] = std::min(1.0, times.intraNodeUs / times.bandwidthUs);
@@ -338,14 +339,17 @@ private:
   }
 
   double computeRate() const { return activeCollectives_ > 0 ? 1.0 / slowdown_ : 1.0; }
+  /// A transfer's progress beside running compute (measured interference; 1 otherwise).
+  double transferRate() const { return computeTask_ >= 0 ? 1.0 / collectiveSlowdown_ : 1.0; }
 
   void advanceToNextEvent() {
     double computeEnd = computeTask_ >= 0 ? now_ + computeLeftUs_ / computeRate() : kInfinity;
     double hostEnd = hostTask_ >= 0 ? hostEndUs_ : kInfinity;
     double latencyEnd = latencyHeap_.empty() ? kInfinity : latencyHeap_.top().first;
     double sharingEnd = kInfinity;
+    const double transfer = transferRate();
     for (Sharer &sharer : sharing_) {
-      sharer.endUs = now_ + sharer.leftUs / sharer.rate;
+      sharer.endUs = now_ + sharer.leftUs / (sharer.rate * transfer);
       sharingEnd = std::min(sharingEnd, sharer.endUs);
     }
     double next = std::min({computeEnd, hostEnd, latencyEnd, sharingEnd});
@@ -356,7 +360,7 @@ private:
     if (computeTask_ >= 0)
       computeLeftUs_ = next == computeEnd ? 0 : computeLeftUs_ - elapsed * computeRate();
     for (Sharer &sharer : sharing_)
-      sharer.leftUs = sharer.endUs == next ? 0 : sharer.leftUs - elapsed * sharer.rate;
+      sharer.leftUs = sharer.endUs == next ? 0 : sharer.leftUs - elapsed * sharer.rate * transfer;
     now_ = std::max(now_, next);
 
     if (computeTask_ >= 0 && computeLeftUs_ <= 0) {
@@ -422,6 +426,7 @@ private:
   const std::vector<SimTask> *tasks_ = nullptr;
   int n_ = 0;
   double slowdown_ = 1;
+  double collectiveSlowdown_ = 1;
   int iterations_ = 1;
   int reported_ = 0;
 

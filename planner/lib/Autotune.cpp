@@ -522,7 +522,8 @@ Priced Searcher::price(int begin, int end, int slot) {
                                                : CollectiveKind::AllReduce,
                                            static_cast<double>(ranges_.bytes(begin, end)),
                                            problem_.group, 1)
-                        .timeUs;
+                        .timeUs +
+                    model_.executorOverheadUs(ranges_.elements(begin, end), problem_.group);
     return priced;
   }
   const CompressionSpec &spec = slotSpecs_[slot - kFirstCompressedSlot];
@@ -532,8 +533,9 @@ Priced Searcher::price(int begin, int end, int slot) {
       spec, elements, vocab::gathersPayloads(scheme) ? problem_.group.ranks : 1);
   priced.encodeUs = cost.encodeUs;
   priced.decodeUs = cost.decodeUs;
-  priced.tailUs =
-      cost.decodeUs + prices_.compressedSync(spec, scheme, elements, problem_.group, 1).timeUs;
+  priced.tailUs = cost.decodeUs +
+                  prices_.compressedSync(spec, scheme, elements, problem_.group, 1).timeUs +
+                  model_.executorOverheadUs(elements, problem_.group);
   return priced;
 }
 

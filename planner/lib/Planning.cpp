@@ -177,6 +177,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
     }
     collective.stream = bucket.stream;
     collective.priority = bucket.priority;
+    collective.executorUs = model.executorOverheadUs(elements, group);
 
     bool nextIteration = false;
     if (scheme.steps == 2) {
@@ -439,11 +440,12 @@ std::vector<std::pair<int, int>> greedyBuckets(const Problem &problem, CloseRule
 /// Communication time of one bucket alone: encode + collective + decode.
 double bucketCommUs(const Problem &problem, const cost::CostModel &model, double bytes,
                     int64_t elements, const std::optional<CompressionSpec> &compression) {
+  const double executorUs = model.executorOverheadUs(elements, problem.group);
   if (!compression || compression->method == CompressionMethod::None)
-    return model.collective(CollectiveKind::AllReduce, bytes, problem.group).timeUs;
+    return executorUs + model.collective(CollectiveKind::AllReduce, bytes, problem.group).timeUs;
   cost::SyncCost cost = model.syncCost(*compression, vocab::preferredScheme(compression->method),
                                        elements, bytes, problem.group);
-  return cost.compression.encodeUs + cost.compression.decodeUs + cost.reduction.timeUs;
+  return executorUs + cost.compression.encodeUs + cost.compression.decodeUs + cost.reduction.timeUs;
 }
 } // namespace
 

@@ -28,4 +28,19 @@ for check in validation:
 compression = profiled["compression_gbps"]
 assert set(compression) == {"fp16", "bf16", "int8", "topk", "randomk", "sign"}, compression
 assert all(value > 0 for value in compression.values()), compression
+# Compute as measured on every rank at once, each section saying how it was measured.
+compute = profiled["compute"]
+shapes = {(g["m"], g["n"], g["k"]) for g in compute["gemm"]}
+assert (32, 1024, 1024) in shapes and (16, 16, 16) in shapes, shapes  # skinny and small
+assert all(g["gflops"] > 0 for g in compute["gemm"]), compute
+assert compute["memory_gbps"] > 0 and compute["kernel_overhead_us"] >= 0, compute
+assert "4 ranks at once" in compute["method"], compute["method"]
+executor = profiled["executor"]
+assert executor["alpha_us"] >= 0 and executor["beta_us_per_byte"] >= 0, executor
+assert "through the runtime" in executor["method"], executor
+interference = profiled["interference"]
+for key in ("compute_slowdown", "collective_slowdown"):
+    assert 1 <= interference[key] <= 10, interference
+assert interference["collective_bytes"] == 4 << 20, interference
+assert "the runtime's all-reduce" in interference["method"], interference
 print("profile file OK:", len(fits), "fits")

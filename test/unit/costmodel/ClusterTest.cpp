@@ -123,6 +123,30 @@ TEST(Cluster, WriteThenParseRoundTrips) {
   EXPECT_DOUBLE_EQ(back.profiled[0].betaUsPerByte, 1e-4);
   EXPECT_DOUBLE_EQ(back.profiledCompressionGBps.at(CompressionMethod::Int8), 3.5);
   EXPECT_EQ(back.validation.at(0).points, 12);
+  EXPECT_FALSE(back.profiledCompute.measured());
+  EXPECT_FALSE(back.profiledInterference);
+}
+
+TEST(Cluster, ProfiledComputeInterferenceAndExecutorRoundTrip) {
+  Cluster cluster = loadCluster("cpu-local");
+  cluster.profiledBackend = "mpi";
+  cluster.profiledCompute.gemms = {{16, 16, 16, 9.5}, {32, 1024, 1024, 30}};
+  cluster.profiledCompute.memoryGBps = 24;
+  cluster.profiledCompute.kernelOverheadUs = 0.02;
+  cluster.profiledCompute.method = "timed";
+  cluster.profiledInterference = ProfiledInterference{1.1, 3.5, 4 << 20, "beside"};
+  cluster.profiledExecutor = ProfiledExecutor{12.5, 2.8e-4, "through"};
+  std::string text = writeCluster(cluster);
+  Cluster back = parseCluster(text, "p.json");
+  EXPECT_EQ(writeCluster(back), text);
+  ASSERT_EQ(back.profiledCompute.gemms.size(), 2u);
+  EXPECT_EQ(back.profiledCompute.gemms[1].k, 1024);
+  EXPECT_DOUBLE_EQ(back.profiledCompute.gemms[1].gflops, 30);
+  EXPECT_EQ(back.profiledCompute.method, "timed");
+  ASSERT_TRUE(back.profiledInterference);
+  EXPECT_DOUBLE_EQ(back.profiledInterference->collectiveSlowdown, 3.5);
+  ASSERT_TRUE(back.profiledExecutor);
+  EXPECT_DOUBLE_EQ(back.profiledExecutor->betaUsPerByte, 2.8e-4);
 }
 
 struct BadCase {
@@ -179,6 +203,23 @@ TEST(Cluster, BadFilesNameTheFileAndJsonPath) {
       {"huge SM count", replaced(kMinimal, R"("hbm_bandwidth_gbps": 1000)", R"("hbm_bandwidth_gbps": 1000, "sms": 1000000)"),
        "c.json: /gpu/sms: must be at most 100000"},
       {"not JSON", "{ \"nodes\": ", "c.json: not valid JSON"},
+      {"empty profiled GEMMs", replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "profiled": {"compute": {"gemm": []}})"),
+       "c.json: /profiled/compute/gemm: must be a non-empty array"},
+      {"huge GEMM dimension",
+       replaced(kMinimal, R"("nodes": 2)",
+                R"("nodes": 2, "profiled": {"compute": {"gemm": [{"m": 1, "n": 1, "k": 4000000000, "gflops": 1}]}})"),
+       "c.json: /profiled/compute/gemm/0/k: must be at most 1048576"},
+      {"missing copy rate",
+       replaced(kMinimal, R"("nodes": 2)",
+                R"("nodes": 2, "profiled": {"compute": {"gemm": [{"m": 1, "n": 1, "k": 1, "gflops": 1}]}})"),
+       "c.json: /profiled/compute/memory_gbps: required field is missing"},
+      {"interference below one",
+       replaced(kMinimal, R"("nodes": 2)",
+                R"("nodes": 2, "profiled": {"interference": {"compute_slowdown": 0.5, "collective_slowdown": 1, "collective_bytes": 8, "method": ""}})"),
+       "c.json: /profiled/interference/compute_slowdown: must be from 1 to 10"},
+      {"unknown executor field",
+       replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "profiled": {"executor": {"gamma_us": 1}})"),
+       "c.json: /profiled/executor/gamma_us: unknown field"},
       {"bad profiled op", replaced(kMinimal, R"("nodes": 2)", R"("nodes": 2, "profiled": {"collectives": [{"op": "all_sum"}]})"),
        "c.json: /profiled/collectives/0/op: unknown collective \"all_sum\""},
   };

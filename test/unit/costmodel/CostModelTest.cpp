@@ -356,6 +356,37 @@ TEST(CostModel, CommunicationBoundWithCompressors) {
               4 * 2 * 4 * std::sqrt(elements) * allReduce, 1e-6);
 }
 
+TEST(CostModel, ProfiledComputeAddsTheMeasuredKernels) {
+  Cluster cluster = loadCluster("cpu-local");
+  cluster.profiledCompute.gemms = {{16, 16, 16, 10}, {256, 256, 256, 40}};
+  cluster.profiledCompute.memoryGBps = 20;
+  cluster.profiledCompute.kernelOverheadUs = 0.5;
+  CostModel model(cluster);
+  const double small = 2.0 * 16 * 16 * 16, large = 2.0 * 256 * 256 * 256;
+  // At a timed size: its rate; 1 GB/s = 1e3 bytes per us.
+  EXPECT_NEAR(model.computeUs(large, 0), 0.5 + large / 40e3, 1e-9);
+  EXPECT_NEAR(model.computeUs(small, 0), 0.5 + small / 10e3, 1e-9);
+  // Between them: interpolated in log(FLOPs), halfway in log is halfway in rate.
+  const double middle = std::sqrt(small * large);
+  EXPECT_NEAR(model.computeUs(middle, 0), 0.5 + middle / 25e3, 1e-9);
+  // Outside: the nearest timed shape's rate.
+  EXPECT_NEAR(model.computeUs(4 * large, 0), 0.5 + 4 * large / 40e3, 1e-9);
+  // GEMM and memory pass add (separate kernels on the same cores); nothing to do costs 0.
+  EXPECT_NEAR(model.computeUs(large, 1e6), 0.5 + large / 40e3 + 1e6 / 20e3, 1e-9);
+  EXPECT_EQ(model.computeUs(0, 0), 0);
+  // The dtype does not change a profile timed in fp32.
+  EXPECT_EQ(model.computeUs(large, 0, DType::BF16), model.computeUs(large, 0, DType::F32));
+}
+
+TEST(CostModel, ExecutorOverheadOnlyWhenProfiledAndShared) {
+  Cluster cluster = loadCluster("cpu-local");
+  EXPECT_EQ(CostModel(cluster).executorOverheadUs(1000, Group{4, 1}), 0);
+  cluster.profiledExecutor = ProfiledExecutor{12, 0.001, "test"};
+  CostModel model(cluster);
+  EXPECT_DOUBLE_EQ(model.executorOverheadUs(1000, Group{4, 1}), 12 + 0.001 * 4000);
+  EXPECT_EQ(model.executorOverheadUs(1000, Group{1, 1}), 0);  // one rank: nothing to sync
+}
+
 TEST(CostModel, ComputeRoofline) {
   CostModel model(loadCluster("a100x8"));
   // 1 TFLOP of bf16 at 312 x 0.6 TFLOP/s.

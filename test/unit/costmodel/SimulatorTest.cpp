@@ -83,6 +83,38 @@ TEST(Simulator, OverlapSlowsCompute) {
   EXPECT_DOUBLE_EQ(result.computeAloneUs, 100);
 }
 
+TEST(Simulator, MeasuredInterferenceSlowsTheCollectiveBesideCompute) {
+  // Profiled: compute 1.25x slower beside a collective, a transfer 2x slower beside compute.
+  Cluster cluster = loadCluster("a100x8");
+  cluster.profiled.push_back({CollectiveKind::AllReduce, 2, 1, 1e12, 10, 1e-3, 1, 0});
+  cluster.profiledInterference = ProfiledInterference{1.25, 2.0, 4 << 20, "test"};
+  CostModel model(cluster);
+  EXPECT_DOUBLE_EQ(model.overlapSlowdown(), 1.25);
+  EXPECT_DOUBLE_EQ(model.collectiveSlowdown(), 2.0);
+  // The all-reduce (10 latency + 40 transfer) starts with a 100 us compute task. Latency
+  // 0-10 (compute at 1/1.25: 8 done); the transfer at 1/2 beside compute ends at 90
+  // (compute: 8 + 80 / 1.25 = 72 done); the compute's last 28 alone: ends at 118.
+  SimResult result =
+      simulate(model, {compute("a", 0), allReduce("ar", 40, 0, {0}), compute("b", 100, {0})});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.endUs[1], 90);
+  EXPECT_DOUBLE_EQ(result.endUs[2], 118);
+  // Without the measured interference the transfer keeps its speed: done at 50.
+  SimResult unslowed =
+      simulate(exactModel(1.25), {compute("a", 0), allReduce("ar", 40, 0, {0}), compute("b", 100, {0})});
+  EXPECT_DOUBLE_EQ(unslowed.endUs[1], 50);
+}
+
+TEST(Simulator, ExecutorWorkAddsToTheCollectivesLatency) {
+  SimTask bucket = allReduce("ar", 40, 0);
+  bucket.executorUs = 25;
+  SimResult result = simulate(exactModel(1.2), {bucket});
+  ASSERT_EQ(result.error, "");
+  EXPECT_DOUBLE_EQ(result.endUs[0], 75);  // 10 latency + 25 executor + 40 transfer
+  CollectiveCostCache cache(exactModel(1.2));
+  EXPECT_DOUBLE_EQ(simulate(exactModel(1.2), {bucket}, &cache).endUs[0], 75);
+}
+
 TEST(Simulator, ConcurrentCollectivesShareBandwidth) {
   // Both latency parts run in parallel (10 us); then the transfers (100 and
   // 50 us of work) share the link: after 100 us the short one is done (50

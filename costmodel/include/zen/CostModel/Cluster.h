@@ -85,6 +85,44 @@ struct ProfiledValidation {
   double medianRelativeError = 0, worstRelativeError = 0;
 };
 
+/// One GEMM shape `zenopt profile` timed: C(m x n) = A(m x k) B(k x n), fp32, on every rank
+/// at once (ranks sharing cores share them here too).
+struct ProfiledGemm {
+  int64_t m = 0, n = 0, k = 0;
+  double gflops = 0;  // per rank
+  double flops() const { return 2.0 * double(m) * double(n) * double(k); }
+};
+
+/// Compute as `zenopt profile` measured it on every rank at once. Present only in a profiled
+/// file: it then prices compute tasks instead of the peak and efficiencies (CostModel::computeUs).
+struct ProfiledCompute {
+  std::vector<ProfiledGemm> gemms;
+  double memoryGBps = 0;        // a copy's bytes read plus written, per second, per rank
+  double kernelOverheadUs = 0;  // a task's fixed cost: the smallest GEMM's time
+  std::string method;           // how it was measured (written by the profiler)
+
+  bool measured() const { return !gemms.empty(); }
+  /// GFLOP/s of a GEMM of `flops`: interpolated in log(FLOPs) between the timed shapes,
+  /// the nearest one's outside them.
+  double gemmGflops(double flops) const;
+};
+
+/// Compute and a collective running at once, as `zenopt profile` measured them through the
+/// runtime (its progress thread drives the collective while the caller computes).
+struct ProfiledInterference {
+  double computeSlowdown = 1;     // compute's time while a collective runs / alone
+  double collectiveSlowdown = 1;  // a collective's time while compute runs / alone
+  double collectiveBytes = 0;     // the all-reduce measured
+  std::string method;
+};
+
+/// What the runtime's executor adds to each bucket beyond its collectives (fusion copies,
+/// averaging, the hand-over to its progress thread), as `zenopt profile` measured it.
+struct ProfiledExecutor {
+  double alphaUs = 0, betaUsPerByte = 0;  // per bucket, per byte of its fp32 gradients
+  std::string method;
+};
+
 struct Cluster {
   std::string name;
   int64_t nodes = 1;
@@ -102,6 +140,9 @@ struct Cluster {
   std::map<CompressionMethod, double> profiledCompressionGBps;  // measured CPU kernel throughput
   std::string profiledBackend;                   // "mpi" or "nccl" when profiled
   std::vector<ProfiledValidation> validation;    // written by `zenopt profile`
+  ProfiledCompute profiledCompute;               // written by `zenopt profile` (host backend)
+  std::optional<ProfiledInterference> profiledInterference;
+  std::optional<ProfiledExecutor> profiledExecutor;
 
   int64_t worldSize() const { return nodes * gpusPerNode; }
 };

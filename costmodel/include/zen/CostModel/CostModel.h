@@ -124,7 +124,10 @@ public:
   CollectiveCost chunkedCollective(CollectiveKind kind, double bytes, Group group, int64_t chunks,
                                    std::optional<Algorithm> algorithm = std::nullopt) const;
 
-  /// Roofline: max(flops / achievable peak, bytes / achievable HBM bandwidth).
+  /// Roofline: max(flops / achievable peak, bytes / achievable HBM bandwidth). With a
+  /// profiled compute section (`zenopt profile`, host ranks): the kernel overhead + flops at
+  /// the GEMM rate measured for their size + bytes at the measured copy rate (fp32 timed;
+  /// `dtype` does not change it).
   double computeUs(double flops, double bytes, DType dtype = DType::F32) const;
 
   /// Encode/decode cost and wire size of compressing `elements` fp32 values.
@@ -152,8 +155,23 @@ public:
   SyncCost syncCost(const CompressionSpec &spec, SyncScheme scheme, int64_t elements,
                     double bytes, Group group, int64_t chunks = 1) const;
 
-  /// Compute runs this many times slower while a collective is in flight.
-  double overlapSlowdown() const { return cluster_.overlapSlowdown; }
+  /// The runtime's own work for a bucket of `elements` fp32 gradients synchronised over
+  /// `group` (fusion copies, averaging, the hand-over to its progress thread) as `zenopt
+  /// profile` measured it; 0 without a profile or on one rank. Local work: the simulator
+  /// adds it to the bucket's first collective's latency part (SimTask::executorUs).
+  double executorOverheadUs(int64_t elements, Group group) const;
+
+  /// Compute runs this many times slower while a collective is in flight: the profiled
+  /// interference where `zenopt profile` measured it, else the cluster's overlap_slowdown.
+  double overlapSlowdown() const {
+    return cluster_.profiledInterference ? cluster_.profiledInterference->computeSlowdown
+                                         : cluster_.overlapSlowdown;
+  }
+  /// A collective's bandwidth part runs this many times slower while compute runs: the
+  /// profiled interference, else 1 (NCCL's channels keep their SMs).
+  double collectiveSlowdown() const {
+    return cluster_.profiledInterference ? cluster_.profiledInterference->collectiveSlowdown : 1.0;
+  }
 
   /// The least per-byte cost of `kind` over `group` under any algorithm,
   /// protocol or profiled size range: every such collective of b bytes, and

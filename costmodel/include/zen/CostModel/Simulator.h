@@ -71,6 +71,9 @@ struct SimTask {
   /// synchronisation (its network part shared with concurrent collectives, its
   /// kernels not); null for every other task.
   std::shared_ptr<const SparseSync> sparse;
+  /// A bucket's first collective: the runtime's own work for the bucket
+  /// (CostModel::executorOverheadUs), added to the collective's latency part.
+  double executorUs = 0;
   /// Lower issues first among ready tasks on the same stream.
   int64_t priority = 0;
   /// Indices of tasks that must finish first.
@@ -173,8 +176,10 @@ private:
 /// full speed). Collectives on the same bottleneck split it equally
 /// (processor sharing); an all-to-all inside a node barely slows an
 /// all-reduce limited by the NICs. Tasks on the compute stream run
-/// `overlapSlowdown` times slower while any collective is in flight, tasks on
-/// the CPU worker always take their durationUs.
+/// `overlapSlowdown` times slower while any collective is in flight, and a
+/// collective's bandwidth part `collectiveSlowdown` times slower while a compute
+/// task runs (CostModel: measured interference, else 1); tasks on the CPU worker
+/// always take their durationUs.
 /// O(n log n + e s) for n tasks and e events with s collectives in flight
 /// (at most one per communication stream).
 /// `cache`, when given, prices the collectives.
