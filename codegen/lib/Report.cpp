@@ -247,6 +247,7 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
   json["gradient_bytes"] = gradientBytes(plan);
   json["compression"] = compressionUsed(plan);
   json["compute_dtype"] = plan.computeDtype;
+  json["compute_source"] = context.computeSource;
   if (!context.transformer.is_null())
     json["transformer"] = context.transformer;
   ordered_json baselines = ordered_json::object(), speedups = ordered_json::object();
@@ -481,6 +482,8 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
   if (plan.computeDtype != "fp32")
     out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);
+  if (context.computeSource != "cost model")
+    out += fmt::format("  compute priced from   {}\n", context.computeSource);
   const double whole = iterationUs(plan, parallel, moe);
   if (parallel.is_object() || moe.is_object()) {
     // The whole iteration was printed above; this is the part the schedule covers.

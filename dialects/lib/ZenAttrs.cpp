@@ -154,6 +154,30 @@ LogicalResult SparsityAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return verifyGrowth(emitError, "sparsity block_gamma", blockGamma, /*required=*/false);
 }
 
+LogicalResult MeasuredComputeAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                          FloatAttr forwardUs, FloatAttr backwardUs,
+                                          FloatAttr optimizerUs, DictionaryAttr firstReadUs,
+                                          DictionaryAttr readyUs, StringAttr) {
+  for (auto [name, time] : {std::pair<StringRef, FloatAttr>{"forward_us", forwardUs},
+                            {"backward_us", backwardUs},
+                            {"optimizer_us", optimizerUs}})
+    if (!(time.getValueAsDouble() >= 0 && std::isfinite(time.getValueAsDouble())))
+      return emitError() << "measured_compute " << name << " must be a finite time >= 0, got "
+                         << time.getValueAsDouble();
+  // Points in a pass lie inside it.
+  for (auto [name, points, passUs] :
+       {std::tuple<StringRef, DictionaryAttr, double>{"first_read_us", firstReadUs,
+                                                      forwardUs.getValueAsDouble()},
+        {"ready_us", readyUs, backwardUs.getValueAsDouble()}})
+    for (NamedAttribute point : points) {
+      auto time = llvm::dyn_cast<FloatAttr>(point.getValue());
+      if (!time || !(time.getValueAsDouble() >= 0 && time.getValueAsDouble() <= passUs))
+        return emitError() << "measured_compute " << name << " '" << point.getName().getValue()
+                           << "' must be a time in [0, " << passUs << "], got " << point.getValue();
+    }
+  return success();
+}
+
 LogicalResult ProcessGroupAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                        int64_t size, int64_t nodes) {
   if (size < 1)

@@ -173,6 +173,8 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return expect(isa<ParallelSearchAttr>(value), "a #zen.parallel_search");
   if (name == MoeSearchAttrHelper::getNameStr())
     return expect(isa<MoeSearchAttr>(value), "a #zen.moe_search");
+  if (name == MeasuredComputeAttrHelper::getNameStr())
+    return expect(isa<MeasuredComputeAttr>(value), "a #zen.measured_compute");
   if (name == RoleAttrHelper::getNameStr())
     return expect(isa<CollectiveRoleAttr>(value) && isa<CollectiveOpInterface>(op),
                   "a #zen.role on a collective");

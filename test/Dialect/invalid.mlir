@@ -1128,3 +1128,23 @@ func.func @f(%d: tensor<100x8xf32>) {
   %s = zen.sparse_all_reduce %g hierarchical {group = #zen.group<size = 2, nodes = 1>, statistics = #zen.sparsity<density = 0.01 : f64, gamma = [1.0 : f64, 1.5 : f64], skew = 0.5 : f64, hash_skew = 0.125 : f64, block_density = 0.02 : f64, block_gamma = [1.0 : f64, 1.4 : f64], source = model>} : tensor<100x8xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'zen.measured_compute' must be a #zen.measured_compute, got 8 : i64}}
+module attributes {zen.measured_compute = 8 : i64} {}
+
+// -----
+
+// expected-error @+1 {{measured_compute backward_us must be a finite time >= 0, got -1}}
+module attributes {zen.measured_compute = #zen.measured_compute<forward_us = 1.0 : f64, backward_us = -1.0 : f64, optimizer_us = 0.0 : f64, first_read_us = {}, ready_us = {}, method = "test">} {}
+
+// -----
+
+// expected-error @+1 {{measured_compute ready_us 'w' must be a time in [0, 2.000000e+00], got 3.000000e+00 : f64}}
+module attributes {zen.measured_compute = #zen.measured_compute<forward_us = 1.0 : f64, backward_us = 2.0 : f64, optimizer_us = 0.0 : f64, first_read_us = {w = 0.5 : f64}, ready_us = {w = 3.0 : f64}, method = "test">} {}
+
+// -----
+
+// expected-error @+1 {{measured_compute first_read_us 'w' must be a time in [0, 1.000000e+00], got "soon"}}
+module attributes {zen.measured_compute = #zen.measured_compute<forward_us = 1.0 : f64, backward_us = 2.0 : f64, optimizer_us = 0.0 : f64, first_read_us = {w = "soon"}, ready_us = {}, method = "test">} {}

@@ -79,7 +79,8 @@ def train(task, plan_path, rank, evaluation):
 def check(compressor, task, rank, size):
     torch.manual_seed(3)
     plan = zenopt.torch.plan(MLP(), task.batch(32, torch.Generator().manual_seed(0))[0],
-                             strategy="ddp", compressor=compressor)
+                             strategy="ddp", compressor=compressor,
+                             cluster="cpu-local")
     with open(plan.path) as file:
         methods = {b["compression"]["method"] for b in json.load(file)["buckets"]}
     assert methods == {compressor.split(":")[0]}, f"{compressor}: the plan compresses {methods}"

@@ -122,7 +122,8 @@ def main():
     if size % 2 == 0:
         os.environ["ZENRT_RANKS_PER_NODE"] = "2"
     data = batches(size)
-    dense_plan = zenopt.torch.plan(Dense(), torch.randn(LOCAL_BATCH, DIM), strategy="ddp")
+    dense_plan = zenopt.torch.plan(Dense(), torch.randn(LOCAL_BATCH, DIM), strategy="ddp",
+                                   cluster="cpu-local")
     scratch = os.path.dirname(dense_plan.path)
     for sparse in (True, False):
         torch.manual_seed(3)
@@ -162,6 +163,7 @@ def main():
         # measured from the first steps' lookups (plan's sparsity_batches, as Zen measures).
         model = copy.deepcopy(initial)
         planned = zenopt.torch.plan(model, local_part(data[0], rank)[0], strategy="ddp",
+                                    cluster="cpu-local",
                                     sparsity_batches=[local_part(b, rank)[0] for b in data])
         with open(planned.path) as file:
             tables = json.load(file).get("sparse_tensors", [])

@@ -10,6 +10,7 @@
 #include "FastAllocator.h"
 #include "Diagnostics.h"
 #include "HeadOverrides.h"
+#include "MeasuredCompute.h"
 
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
@@ -103,6 +104,8 @@ struct PlanOptions {
   /// Measured sparsity statistics (zenopt sparsity -o): FILE for every row-sparse gradient,
   /// PARAM=FILE for one.
   std::vector<std::string> sparsity;
+  /// The step's compute as the job timed it (zenopt.torch writes it): FILE, or empty.
+  std::string measuredCompute;
   HeadOverrides heads;
   // Inference serving (docs/design.md "Inference serving"): 0 / empty = the defaults.
   bool serve = false;
@@ -246,6 +249,7 @@ void checkServingCommandLine(const PlanOptions &options) {
       {!options.attention.empty(), "--attention"},
       {options.ep > 0 || options.moeImbalance > 0, "--ep/--moe-imbalance"},
       {!options.sparsity.empty(), "--sparsity"},
+      {!options.measuredCompute.empty(), "--measured-compute"},
       {!options.frozen.empty(), "--frozen"},
       {!options.trace.empty() || !options.timelineSvg.empty(), "--trace/--timeline-svg"},
       {options.emit == "mlir", "--emit mlir"}};
@@ -270,6 +274,9 @@ void checkCommandLine(const PlanOptions &options) {
     throw CommandError(ExitUsage, "--compressor: " + error);
   if (!options.schedule.empty() && !cost::parseSchedule(options.schedule))
     throw CommandError(ExitUsage, "--schedule " + options.schedule + ": expected 1f1b or interleaved:V (V >= 2)");
+  if (!options.measuredCompute.empty() && options.largeModelFlags())
+    throw CommandError(ExitUsage, "--measured-compute prices data-parallel plans: it cannot go with "
+                                  "--tp/--pp/--zero/--global-batch and the other large-model options");
   if (options.strategy == "manual" && options.buckets.empty())
     throw CommandError(ExitUsage, "--strategy manual needs --buckets (bucket sizes in tensors)");
   if (options.strategy != "manual" && !options.buckets.empty())
@@ -831,6 +838,9 @@ int runPlan(const PlanOptions &options) {
     ZenDialect::NodesAttrHelper(&context).setAttr(
         *module, mlir::IntegerAttr::get(mlir::IntegerType::get(&context, 64), options.nodes));
   options.heads.apply(*module);
+  if (!options.measuredCompute.empty())
+    ZenDialect::MeasuredComputeAttrHelper(&context)
+        .setAttr(*module, readMeasuredCompute(context, options.measuredCompute, graph));
   BackgroundVerification verification(*module, options.model, diagnostics);
   try {
     std::string whyNot;
@@ -839,6 +849,8 @@ int runPlan(const PlanOptions &options) {
     if (options.serve)
       exitAfterReport(reportServing(options, *module, shape, whyNot, model));
     codegen::SummaryContext summary;
+    if (auto measured = ZenDialect::MeasuredComputeAttrHelper(&context).getAttr(*module))
+      summary.computeSource = "measured: " + measured.getMethod().str();
     if (shape)
       summary.transformer = codegen::transformerJson(*shape);
     const cost::TrainingSetup setup =
@@ -866,6 +878,10 @@ int runPlan(const PlanOptions &options) {
                                        "recognised: {}",
                                        options.model, options.dp > 0 ? options.dp : cluster.worldSize(),
                                        cluster.name, memoryText(*denseMemory), whyNot));
+      if (!options.quiet && !options.measuredCompute.empty())
+        std::cerr << "zenopt: warning: --measured-compute prices data-parallel plans; the "
+                     "large-model search prices the compute from the cost model\n";
+      summary.computeSource = "cost model";
       if (!options.quiet && denseNotFitting)
         std::cerr << "zenopt: warning: data parallelism alone does not fit: "
                   << memoryText(*denseMemory) << "; searching tensor, pipeline and ZeRO configurations\n";
@@ -925,6 +941,10 @@ CommandRegistration registration(
                      "Initializers that are not trained (buffers, frozen weights), "
                      "comma-separated: no gradient is planned for them")
           ->delimiter(',');
+      app.add_option("--measured-compute", options->measuredCompute,
+                     "The step's compute as the job timed it (JSON that zenopt.torch writes: "
+                     "forward, backward, optimizer and per-parameter times): priced from it "
+                     "instead of from FLOPs (data-parallel plans)");
       app.add_option("--dp", options->dp, "Data-parallel ranks (default: every GPU of the cluster; large-model planning: searched, tp x pp x dp = GPUs)")
           ->check(wholeNumber(1));
       app.add_option("--strategy", options->strategy,

@@ -8,9 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
-
-#include "zen/CostModel/Profiler.h"
-#include "zen/Support/FileIO.h"
+#include "ExitCodes.h"
+#include "ProfileJob.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -52,11 +51,6 @@ public:
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  /// Rank 0's exit code, on every rank.
-  int agree(int code) const {
-    MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    return code;
-  }
   void barrier() const { MPI_Barrier(MPI_COMM_WORLD); }
 
 private:
@@ -64,80 +58,34 @@ private:
   int rank_ = 0, size_ = 1;
 };
 
-/// Fails early, before minutes of measuring, when the output cannot be created: the
-/// output is written aside and discarded, as the real write will do and then commit.
-std::string checkWritable(const std::string &path) {
-  try {
-    zen::io::OutputFiles probe;
-    probe.add(path, "");
-  } catch (const zen::io::FileError &error) {
-    return error.what();
-  }
-  return "";
-}
-
 int runProfile(const ProfileCommandOptions &options) {
   MpiSession mpi;
-  bool leader = mpi.rank() == 0;
-  // Only rank 0 prints an error; the others exit with the same code quietly, once it has
-  // (mpirun ends the whole job when a rank exits with an error, the printing one too).
-  auto fail = [&](int code, const std::string &message) -> int {
-    if (leader) {
-      reportError(message, code);
-      std::cerr.flush();
-    }
-    mpi.barrier();
-    return code;
-  };
-
-  cost::Cluster base;
-  try {
-    base = cost::loadCluster(options.cluster);  // the same outcome on every rank
-  } catch (const cost::ClusterError &error) {
-    return fail(exitCodeOf(error.kind), error.what());
-  }
-  std::string unwritable = leader ? checkWritable(options.output) : "";
-  if (mpi.agree(unwritable.empty() ? ExitSuccess : ExitCantCreate) != ExitSuccess)
-    return fail(ExitCantCreate, unwritable);
-
   bool tty = isatty(STDERR_FILENO);
-  cost::ProfileOptions profile;
-  profile.backend = options.backend;
-  profile.quick = options.quick;
-  profile.progress = [tty](const std::string &text, bool final) {
+  ProfileJob job;
+  job.baseCluster = options.cluster;
+  job.output = options.output;
+  job.announce = true;
+  job.profile.backend = options.backend;
+  job.profile.quick = options.quick;
+  job.profile.progress = [tty](const std::string &text, bool final) {
     // A terminal gets one self-overwriting status line; logs get final lines only.
     if (tty)
       std::cerr << "\r\033[K" << text << (final ? "\n" : "") << std::flush;
     else if (final)
       std::cerr << text << "\n";
   };
-  if (leader)
-    std::cerr << "zenopt profile: " << mpi.size() << " ranks, backend " << options.backend
-              << (options.quick ? ", quick sweep" : "") << ", base cluster " << base.name << "\n";
-
-  cost::Cluster profiled;
-  try {
-    profiled = cost::profileCluster(base, profile);
-  } catch (const cost::ProfileError &error) {
-    return fail(exitCodeOf(error.kind), error.what());
-  }
-
-  std::string writeError;
-  int written = ExitSuccess;
-  if (leader) {
-    try {
-      cost::writeClusterFile(profiled, options.output);
-    } catch (const cost::ClusterError &error) {
-      written = exitCodeOf(error.kind);
-      writeError = error.what();
+  std::string error;
+  const int code = runProfileJob(job, error);
+  // Only rank 0 prints an error; the others exit with the same code quietly, once it has
+  // (mpirun ends the whole job when a rank exits with an error, the printing one too).
+  if (code != ExitSuccess) {
+    if (mpi.rank() == 0) {
+      reportError(error, code);
+      std::cerr.flush();
     }
+    mpi.barrier();
   }
-  if (mpi.agree(written) != ExitSuccess)
-    return fail(written, writeError);
-  if (leader)
-    std::cerr << "zenopt profile: wrote " << options.output << " (" << profiled.profiled.size()
-              << " fitted size ranges)\n";
-  return ExitSuccess;
+  return code;
 }
 
 CommandRegistration registration(

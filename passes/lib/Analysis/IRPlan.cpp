@@ -363,6 +363,23 @@ void scaleSegments(std::vector<ComputeSegment> &segments, size_t first, size_t l
                                       : targetUs / double(last - first);
 }
 
+/// Gives each gradient (and row-sparse table) its share of an optimizer step of `totalUs`,
+/// by its elements.
+void shareOptimizerStep(Problem &problem, double totalUs) {
+  double elements = 0;
+  for (const GradientTensor &gradient : problem.gradients)
+    elements += double(gradient.elements);
+  for (const SparseGradientTask &table : problem.sparse)
+    elements += double(table.sync->table.rows * table.sync->table.rowElements);
+  if (elements <= 0)
+    return;
+  for (GradientTensor &gradient : problem.gradients)
+    gradient.optimizerUs = totalUs * double(gradient.elements) / elements;
+  for (SparseGradientTask &table : problem.sparse)
+    table.optimizerUs =
+        totalUs * double(table.sync->table.rows * table.sync->table.rowElements) / elements;
+}
+
 /// One cost model (issue 40): a recognised dense transformer's data-parallel problem is the
 /// tp = pp = 1 case of the large-model cost model. Its forward and backward take the
 /// per-block times cost::stageCosts gives (GEMMs priced by shape, element-wise work as
@@ -442,19 +459,64 @@ void priceAsTransformer(ModuleOp module, TrainingFunction &training, const cost:
                   problem.backward.back().durationUs + pendingUs);
   scaleSegments(problem.forward, 0, problem.forward.size(), stage.forwardUs);
 
-  // The optimizer step: each parameter's share of the stage's, by its elements.
-  double elements = 0;
-  for (const GradientTensor &gradient : problem.gradients)
-    elements += double(gradient.elements);
-  for (const SparseGradientTask &table : problem.sparse)
-    elements += double(table.sync->table.rows * table.sync->table.rowElements);
-  if (elements <= 0)
+  shareOptimizerStep(problem, stage.optimizerUs);
+}
+
+/// Prices the compute from a timing of the job's own steps (zen.measured_compute): each run
+/// of segments up to the point where a gradient is ready (backward) or a parameter is first
+/// read (forward) takes the measured time between those points, split in proportion to the
+/// IR's prices; the optimizer step is shared by elements. Parameters the timing does not
+/// name set no point; points out of order are held at the latest before them.
+void priceFromMeasurement(ModuleOp module, Problem &problem) {
+  auto measured = module->getAttrOfType<MeasuredComputeAttr>(
+      ZenDialect::MeasuredComputeAttrHelper::getNameStr());
+  if (!measured || problem.forward.empty() || problem.backward.empty())
     return;
-  for (GradientTensor &gradient : problem.gradients)
-    gradient.optimizerUs = stage.optimizerUs * double(gradient.elements) / elements;
-  for (SparseGradientTask &table : problem.sparse)
-    table.optimizerUs =
-        stage.optimizerUs * double(table.sync->table.rows * table.sync->table.rowElements) / elements;
+  auto pointOf = [](DictionaryAttr points, StringRef name) -> std::optional<double> {
+    if (auto time = dyn_cast_or_null<FloatAttr>(points.get(name)))
+      return time.getValueAsDouble();
+    return std::nullopt;
+  };
+  // Backward: the latest gradient ready after each segment ends it.
+  std::vector<std::optional<double>> segmentEnd(problem.backward.size());
+  auto noteReady = [&](const std::string &name, int segment) {
+    std::optional<double> ready = pointOf(measured.getReadyUs(), name);
+    if (!ready || segment < 0)
+      return;
+    std::optional<double> &end = segmentEnd[std::min<size_t>(segment, segmentEnd.size() - 1)];
+    end = std::max(end.value_or(0.0), *ready);
+  };
+  for (const GradientTensor &gradient : problem.gradients)
+    noteReady(gradient.name, gradient.readyAfterSegment);
+  for (const SparseGradientTask &table : problem.sparse)
+    noteReady(table.name, table.readyAfterSegment);
+  // Forward: the earliest first read in a segment starts it (ends the segments before).
+  std::vector<std::optional<double>> forwardEnd(problem.forward.size());
+  for (const GradientTensor &gradient : problem.gradients) {
+    std::optional<double> read = pointOf(measured.getFirstReadUs(), gradient.name);
+    if (!read || gradient.forwardSegment <= 0)
+      continue;
+    std::optional<double> &end =
+        forwardEnd[std::min<size_t>(gradient.forwardSegment, forwardEnd.size()) - 1];
+    end = std::min(end.value_or(*read), *read);
+  }
+  auto priceRuns = [](std::vector<ComputeSegment> &segments,
+                      const std::vector<std::optional<double>> &ends, double passUs) {
+    size_t begin = 0;
+    double previousUs = 0;
+    for (size_t s = 0; s < segments.size(); ++s) {
+      if (!ends[s] || s + 1 == segments.size())
+        continue;
+      const double endUs = std::clamp(*ends[s], previousUs, passUs);
+      scaleSegments(segments, begin, s + 1, endUs - previousUs);
+      begin = s + 1;
+      previousUs = endUs;
+    }
+    scaleSegments(segments, begin, segments.size(), passUs - previousUs);
+  };
+  priceRuns(problem.backward, segmentEnd, measured.getBackwardUs().getValueAsDouble());
+  priceRuns(problem.forward, forwardEnd, measured.getForwardUs().getValueAsDouble());
+  shareOptimizerStep(problem, measured.getOptimizerUs().getValueAsDouble());
 }
 
 } // namespace
@@ -614,8 +676,10 @@ FailureOr<TrainingFunction> extractTraining(ModuleOp module, const cost::CostMod
     problem.gradients.push_back(tensor);
     training.gradients.push_back(gradient);
   }
-  if (!stage)
+  if (!stage) {
     priceAsTransformer(module, training, model);
+    priceFromMeasurement(module, problem);
+  }
   return training;
 }
 

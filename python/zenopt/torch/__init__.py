@@ -3,6 +3,12 @@
     plan = zenopt.torch.plan(model, example_batch)                        # rank 0 plans
     zenopt.torch.broadcast_parameters(model)                              # same start
     optimizer = zenopt.torch.DistributedOptimizer(optimizer, model, plan) # planned averaging
+    ...                                                                   # train some steps
+    zenopt.torch.report(optimizer)              # predicted against measured step time
+
+plan() profiles the job's ranks on first use (cached; zenopt.profile) and times the model's
+own steps, so the plan is priced from this job on this machine; pass cluster= to plan for
+a preset or a cluster file instead.
 
 Horovod-style collectives on tensors (metrics, sparse ones included; collectives.py):
 allreduce, allgather, broadcast, broadcast_optimizer_state, local_rank, local_size.
@@ -18,9 +24,11 @@ from ..runtime import ZenoptError
 from .collectives import (allgather, allreduce, broadcast, broadcast_optimizer_state,
                           local_rank, local_size)
 from .optimizer import DistributedOptimizer
-from .planning import Plan, export_onnx, model_signature, plan
+from .planning import Plan, export_onnx, measure_compute, model_signature, plan
+from .report import report
 
-__all__ = ["init", "rank", "size", "local_rank", "local_size", "plan", "Plan",
+__all__ = ["init", "rank", "size", "local_rank", "local_size", "plan", "Plan", "report",
+           "measure_compute",
            "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
            "allreduce", "allgather", "broadcast", "export_onnx", "ZenoptError"]
 

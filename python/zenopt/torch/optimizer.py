@@ -1,5 +1,6 @@
 """DistributedOptimizer: a plan executed on a PyTorch model's gradients during backward."""
 import os
+import time
 
 import torch
 
@@ -78,6 +79,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
         self._gradients = pairs
         self._sparse = sparse_pairs
+        # What report() compares: the plan's predicted step and when each step() began.
+        self.predicted_step_us = plan_json["predictions"]["iteration_us"]
+        self.step_starts = []
         # Tables whose gradients torch makes sparse: a rank without one gets the average sparse.
         self._sparse_layout = {id(m.weight) for m in model.modules()
                                if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag))
@@ -215,6 +219,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             raise ZenoptError("DistributedOptimizer.step(): closures are not supported (their "
                               "gradients would not be averaged); call backward, then step()")
+        self.step_starts.append(time.perf_counter())
         if not self._synchronized:
             self.synchronize()
         self._synchronized = False

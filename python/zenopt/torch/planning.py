@@ -12,19 +12,22 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 import warnings
 
 import torch
 
-from .. import _paths, world
+from .. import _paths, profile, world
 from ..runtime import ZenoptError
 
 # The ONNX opset of the export: torch 1.13's default, and one the importer reads.
 ONNX_OPSET = 14
 
 # plan() sets these flags itself.
-_RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp", "frozen"}
+_RESERVED_OPTIONS = {"output", "o", "json", "emit", "quiet", "q", "cluster", "dp", "frozen",
+                     "measured_compute"}
 # (with sparsity_batches, plan() also sets --sparsity)
 
 
@@ -290,8 +293,146 @@ def _row_sparse_gradients(onnx_path):
     return {entry["name"] for entry in json.loads(result.stdout).get("sparse_gradients", [])}
 
 
-def _plan_here(model, example_inputs, cluster, dp, options, sparsity_batches=None):
-    """Exports and plans in this process: (plan text, summary)."""
+def _default_loss(output):
+    """A scalar that backward runs through every output: what training's loss costs to
+    differentiate, whatever the values."""
+    outputs = output if isinstance(output, (tuple, list)) else (output,)
+    terms = [o.float().sum() for o in outputs
+             if isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad]
+    if not terms:
+        raise ZenoptError("measuring the compute: the model's output has no floating-point "
+                          "tensor that depends on the parameters (pass loss_fn=)")
+    return sum(terms)
+
+
+def measure_compute(model, example_inputs, steps=3, loss_fn=None, warmup=1):
+    """Times the model's own training step on this rank as DistributedOptimizer runs it:
+    forward, backward (with the optimizer's copy of each gradient into its runtime buffer)
+    and the step (the averages copied back, then SGD with momentum, the planner's; on
+    copies), with a timestamp where forward first reads each parameter (forward pre-hooks of
+    the modules that own parameters) and where backward has produced each gradient (gradient
+    hooks). `warmup` steps, then `steps` timed ones; the step with the median forward +
+    backward is kept. The model's state, its gradients and the random generators are
+    restored afterwards. Returns the JSON object zenopt's --measured-compute reads
+    (microseconds)."""
+    if steps < 1 or warmup < 0:
+        raise ZenoptError(f"measure_compute: steps must be >= 1 and warmup >= 0, got {steps} "
+                          f"and {warmup}")
+    arguments = _as_tuple(example_inputs)
+    loss_fn = loss_fn or _default_loss
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    cuda = any(p.is_cuda for _, p in trainable)
+    cuda_devices = sorted({p.device.index for _, p in trainable if p.is_cuda})
+
+    def now():
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    first_read, ready, hooks = {}, {}, []
+    owner = {id(p): name for name, p in trainable}
+    for module in model.modules():
+        owned = [owner[id(p)] for p in module.parameters(recurse=False) if id(p) in owner]
+        if owned:
+            def pre_hook(_module, _args, owned=owned):
+                stamp = now()
+                for name in owned:
+                    first_read.setdefault(name, stamp)
+            hooks.append(module.register_forward_pre_hook(pre_hook))
+    buffers = {name: torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+               for name, p in trainable}
+    for name, parameter in trainable:
+        def gradient_hook(gradient, name=name):
+            with torch.no_grad():
+                buffers[name].copy_(gradient.to_dense().reshape(-1) if gradient.is_sparse
+                                    else gradient.reshape(-1))
+            ready[name] = now()  # the last: a tied weight's gradient is complete then
+            return gradient
+        hooks.append(parameter.register_hook(gradient_hook))
+
+    with torch.no_grad():  # what the timed optimizer step updates: copies
+        optimizer_copies = [(p.detach().clone(), torch.empty_like(p), torch.zeros_like(p),
+                             buffers[name]) for name, p in trainable]
+    saved_state = copy.deepcopy(model.state_dict())
+    saved_gradients = [p.grad for _, p in trainable]
+    was_training = model.training
+    measured = []
+    try:
+        model.train()
+        with torch.random.fork_rng(devices=cuda_devices), torch.enable_grad():
+            for step in range(warmup + steps):
+                first_read.clear()
+                ready.clear()
+                for _, p in trainable:
+                    if p.grad is not None:  # reused, as optimizer.zero_grad() leaves them
+                        p.grad = None if p.grad.is_sparse else p.grad.zero_()
+                start = now()
+                loss = loss_fn(model(*arguments))
+                forward_end = now()
+                loss.backward()
+                backward_end = now()
+                optimizer_us = _time_optimizer_step(optimizer_copies, now)
+                if step >= warmup:
+                    measured.append({
+                        "forward_us": (forward_end - start) * 1e6,
+                        "backward_us": (backward_end - forward_end) * 1e6,
+                        "optimizer_us": optimizer_us,
+                        "parameters": _points(trainable, first_read, ready, start,
+                                              forward_end, backward_end)})
+    finally:
+        for handle in hooks:
+            handle.remove()
+        for (_, p), gradient in zip(trainable, saved_gradients):
+            p.grad = gradient
+        model.load_state_dict(saved_state)
+        model.train(was_training)
+    # The optimizer's median on its own: its first runs also fault its copies' pages in.
+    optimizer_us = sorted(m["optimizer_us"] for m in measured)[len(measured) // 2]
+    measured.sort(key=lambda m: m["forward_us"] + m["backward_us"])
+    chosen = measured[len(measured) // 2]
+    chosen["optimizer_us"] = optimizer_us
+    synchronised = ", CUDA synchronised" if cuda else ""
+    chosen["method"] = (f"torch {torch.__version__} hooks on rank {world.rank()}: the median of "
+                        f"{steps} steps after {warmup} warm-up (forward pre-hooks, gradient "
+                        f"hooks, DistributedOptimizer's gradient copies{synchronised}; "
+                        "optimizer: SGD with momentum on copies)")
+    return chosen
+
+
+def _points(trainable, first_read, ready, start, forward_end, backward_end):
+    """Each parameter's measured points in microseconds from the start of its pass (a
+    parameter no module hook saw, or that got no gradient, lacks that point)."""
+    def offset(stamp, begin, end):
+        return min(max(0.0, stamp - begin), end - begin) * 1e6
+    points = {}
+    for name, _ in trainable:
+        point = {}
+        if name in first_read:
+            point["first_read_us"] = offset(first_read[name], start, forward_end)
+        if name in ready:
+            point["ready_us"] = offset(ready[name], forward_end, backward_end)
+        if point:
+            points[name] = point
+    return points
+
+
+def _time_optimizer_step(copies, now):
+    """Microseconds of DistributedOptimizer's step on `copies` (weight, gradient, momentum,
+    buffer): each averaged gradient copied from its buffer, then one SGD-with-momentum
+    update."""
+    with torch.no_grad():
+        start = now()
+        for weight, gradient, momentum, buffer in copies:
+            gradient.copy_(buffer.view_as(gradient))
+            momentum.mul_(0.9).add_(gradient)
+            weight.add_(momentum, alpha=-0.01)
+        return (now() - start) * 1e6
+
+
+def _plan_here(model, example_inputs, cluster, dp, options, sparsity_batches=None,
+               measured=None):
+    """Exports and plans in this process: (plan text, summary). measured: the compute as
+    measure_compute timed it, or None."""
     name = type(model).__name__
     with tempfile.TemporaryDirectory(prefix="zenopt-export-") as scratch:
         onnx_path = os.path.join(scratch, f"{name}.onnx")
@@ -299,6 +440,11 @@ def _plan_here(model, example_inputs, cluster, dp, options, sparsity_batches=Non
         export_onnx(model, example_inputs, onnx_path)
         command = [zenopt_binary(), onnx_path, "--cluster", cluster, "--dp", str(dp),
                    "-o", plan_path, "--json", "--quiet"] + _flags(options)
+        if measured is not None:
+            measured_path = os.path.join(scratch, f"{name}.compute.json")
+            with open(measured_path, "w") as file:
+                json.dump(measured, file)
+            command += ["--measured-compute", measured_path]
         if sparsity_batches is not None:
             tables = _row_sparse_gradients(onnx_path)
             measured = measure_sparsity(model, sparsity_batches, dp, scratch, tables) \
@@ -324,14 +470,45 @@ def _plan_here(model, example_inputs, cluster, dp, options, sparsity_batches=Non
         return text, json.loads(result.stdout)
 
 
-def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None,
-         sparsity_batches=None, **options):
+# The presets a CUDA job's profile refines, by the GPU's name (the profile measures NCCL and
+# reshapes the preset to the job; the preset supplies what is not measured: peak FLOP/s).
+_GPU_PRESETS = (("H100", "h100x256"), ("A100", "a100x8"), ("V100", "v100x16-10gbe"))
+
+
+def _own_profile(model, rank, quick):
+    """The job's profile (zenopt.profile.job_profile) for the model's device: MPI on CPUs,
+    NCCL on CUDA. The cluster file's path on rank 0."""
+    devices = {p.device for p in model.parameters()}
+    device = devices.pop() if len(devices) == 1 else torch.device("cpu")
+    if device.type == "cuda":
+        gpu = torch.cuda.get_device_name(device)
+        base = next((preset for marker, preset in _GPU_PRESETS if marker in gpu), "a100x8")
+        backend = "nccl"
+    else:
+        gpu, base, backend = None, "cpu-local", "mpi"
+
+    def say(text):
+        if rank == 0:
+            print(f"zenopt: {text}", file=sys.stderr, flush=True)
+    return profile.job_profile(backend=backend, base=base, device=gpu, quick=quick,
+                               progress=say)
+
+
+def plan(model, example_inputs, cluster=None, dp=None, output=None, sparsity_batches=None,
+         measure_steps=None, loss_fn=None, quick_profile=False, **options):
     """Plans the communication of `model` and returns the Plan (its path and summary).
 
     Every rank calls it (collective): rank 0 exports and plans, the others receive the plan.
 
     example_inputs: one local batch (a tensor or a tuple of forward's arguments); its batch
-    size is the planner's. cluster: a preset name or cluster JSON file. dp: ranks to plan for
+    size is the planner's. cluster: a preset name or cluster JSON file; None (the default)
+    plans for this job as measured: its ranks are profiled on first use (MPI on CPUs, NCCL
+    for CUDA tensors; cached per machine set and world size, zenopt.profile) and the model's
+    own steps are timed (measure_compute). quick_profile: profile with `zenopt profile
+    --quick`'s sweep (messages up to 1 MiB: seconds, for tests) instead of the full one (up
+    to 16 MiB: about 20 s at 2 ranks, once per machine set). measure_steps: steps timed
+    (default 3 when the job is profiled, else 0: a preset or file prices the compute from
+    FLOPs); loss_fn(output) the loss they differentiate (default: the sum of the outputs). dp: ranks to plan for
     (default: the job's). output: where to write the plan (default: a temporary file removed
     at exit). sparsity_batches: the first steps' local inputs (as many as ranks, at least):
     the row-sparse gradients' statistics are measured from the rows their embeddings look up
@@ -341,10 +518,27 @@ def plan(model, example_inputs, cluster="cpu-local", dp=None, output=None,
     """
     rank, size = world.init()
     dp = size if dp is None else dp
+    if cluster is None:
+        cluster = _own_profile(model, rank, quick_profile)
+        measure_steps = 3 if measure_steps is None else measure_steps
+    measured = None
+    if measure_steps:
+        # Every rank times its steps at once: the ranks share the machine as in training.
+        world.agree(None, "to time the model's steps")
+        error = None
+        try:
+            measured = measure_compute(model, example_inputs, steps=measure_steps,
+                                       loss_fn=loss_fn)
+        except ZenoptError as failure:
+            error = f"rank {rank}: {failure}"
+        except Exception as failure:  # the model's own code raises any kind
+            error = (f"rank {rank}: timing {type(model).__name__}'s steps failed: "
+                     f"{type(failure).__name__}: {failure}")
+        world.agree(error, "to time the model's steps")
     if rank == 0:
         try:
             text, summary = _plan_here(model, example_inputs, cluster, dp, options,
-                                       sparsity_batches)
+                                       sparsity_batches, measured)
             outcome = {"plan": text, "summary": summary}
         except ZenoptError as error:
             outcome = {"error": f"rank 0: {error}" if size > 1 else str(error)}

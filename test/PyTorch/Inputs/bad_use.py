@@ -12,6 +12,9 @@ import zenopt.torch
 sys.path.insert(0, os.path.dirname(__file__))
 from models import SmallCNN, TinyTransformer  # noqa: E402
 
+# Plans for a preset: these cases are about misuse, not about the job's profile.
+PRESET = "cpu-local"
+
 
 def example(model_class):
     return model_class.batch(4, torch.Generator().manual_seed(0))
@@ -23,18 +26,19 @@ def optimizer_for(model, plan, **options):
 
 
 def other_model():
-    plan = zenopt.torch.plan(SmallCNN(), example(SmallCNN)[0])
+    plan = zenopt.torch.plan(SmallCNN(), example(SmallCNN)[0], cluster=PRESET)
     optimizer_for(TinyTransformer(), plan)
 
 
 def world_size():
-    plan = zenopt.torch.plan(SmallCNN(), example(SmallCNN)[0], dp=zenopt.torch.size() // 2)
+    plan = zenopt.torch.plan(SmallCNN(), example(SmallCNN)[0], dp=zenopt.torch.size() // 2,
+                             cluster=PRESET)
     optimizer_for(SmallCNN(), plan)
 
 
 def missing_parameters():
     model = SmallCNN()
-    plan = zenopt.torch.plan(model, example(SmallCNN)[0])
+    plan = zenopt.torch.plan(model, example(SmallCNN)[0], cluster=PRESET)
     model.extra = nn.Linear(2, 2)  # added after planning: the plan has no gradient for it
     optimizer_for(model, plan)
 
@@ -42,12 +46,13 @@ def missing_parameters():
 def unused_parameters():
     model = SmallCNN()
     model.unused = nn.Linear(2, 2)  # forward never uses it: the export has no such tensor
-    zenopt.torch.plan(model, example(SmallCNN)[0])
+    zenopt.torch.plan(model, example(SmallCNN)[0], cluster=PRESET)
 
 
 def accumulate_without_saying():
     model = SmallCNN()
-    optimizer = optimizer_for(model, zenopt.torch.plan(model, example(SmallCNN)[0]))
+    plan = zenopt.torch.plan(model, example(SmallCNN)[0], cluster=PRESET)
+    optimizer = optimizer_for(model, plan)
     inputs, targets = example(SmallCNN)
     for _ in range(2):  # two backward passes before step(), backward_passes_per_step=1
         SmallCNN.loss(model(inputs), targets).backward()
@@ -56,7 +61,7 @@ def accumulate_without_saying():
 
 def missing_plan_file():
     model = SmallCNN()
-    plan = zenopt.torch.plan(model, example(SmallCNN)[0])
+    plan = zenopt.torch.plan(model, example(SmallCNN)[0], cluster=PRESET)
     optimizer_for(model, plan if zenopt.torch.rank() == 0 else "no-such-plan.json")
 
 

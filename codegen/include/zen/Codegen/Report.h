@@ -20,6 +20,9 @@ struct SummaryContext {
   /// The plan's row-sparse gradients as decided (codegen::sparseDecisionsOf): the summary's
   /// `sparse` section; empty when the plan has none.
   plan::SparsePlan sparse;
+  /// How the compute was priced: "cost model", or "measured: <method>" when the planner
+  /// took the job's own timing (zenopt --measured-compute). The summary's `compute_source`.
+  std::string computeSource = "cost model";
 };
 
 /// The summary as one JSON object: strategy, iteration_us, compute_us,

@@ -317,6 +317,29 @@ def Zen_SparsityAttr : Zen_Attr<"Sparsity", "sparsity"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_MeasuredComputeAttr : Zen_Attr<"MeasuredCompute", "measured_compute"> {
+  let summary = "A training step's compute as timed on the job's own ranks";
+  let description = [{
+    What zenopt's `--measured-compute FILE` read (zenopt.torch times a few steps of the
+    model with hooks): `forward_us` and `backward_us` the whole passes, `optimizer_us`
+    the optimizer step; `first_read_us` maps a parameter to when forward first reads it
+    and `ready_us` to when backward has produced its gradient, each from the start of
+    its pass; `method` how they were measured. Planning prices the compute segments
+    between those points from them instead of from FLOPs.
+
+    ```mlir
+    #zen.measured_compute<forward_us = 900.0 : f64, backward_us = 1800.0 : f64,
+        optimizer_us = 120.0 : f64, first_read_us = {"fc1.weight" = 0.0 : f64},
+        ready_us = {"fc1.weight" = 1750.0 : f64}, method = "torch hooks, median of 3 steps">
+    ```
+  }];
+  let parameters = (ins "::mlir::FloatAttr":$forward_us, "::mlir::FloatAttr":$backward_us,
+                        "::mlir::FloatAttr":$optimizer_us, "::mlir::DictionaryAttr":$first_read_us,
+                        "::mlir::DictionaryAttr":$ready_us, "::mlir::StringAttr":$method);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zen_ShardAttr : Zen_Attr<"Shard", "shard"> {
   let summary = "How tensor parallelism splits a parameter";
   let description = [{

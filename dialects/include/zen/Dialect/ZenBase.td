@@ -54,6 +54,8 @@ def Zen_Dialect : Dialect {
     "::zen::ParallelSearchAttr":$parallel_search,
     // What zen-plan-moe searched besides its chosen ep (module).
     "::zen::MoeSearchAttr":$moe_search,
+    // The step's compute as the job timed it (zenopt's --measured-compute) (module).
+    "::zen::MeasuredComputeAttr":$measured_compute,
     // Weight GEMMs zen-partition-tensor-parallel left replicated, by ONNX node name (module).
     "::mlir::ArrayAttr":$tp_replicated,
     // What a collective outside gradient synchronisation is for (op).
