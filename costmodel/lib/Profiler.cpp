@@ -356,8 +356,13 @@ ProfiledInterference profileInterference(const SweepPlan &plan, int ranks) {
   std::vector<float> gradient(size_t(elements), 1.0f);
   zenrt::Runtime runtime = zenrt::Runtime::fromText(oneBucketPlan(elements, ranks), "interference");
   runtime.registerGradient("g", gradient.data(), elements);
-  // Small enough (~10 us here) to size the compute to half the all-reduce.
-  GemmKernel gemm(ProfiledGemm{64, 64, 64, 0});
+  // Streams 4 MiB of weights per call, as training's GEMMs at a data-parallel rank's small
+  // batch do: they compete with the all-reduce's copies for memory bandwidth as well as for
+  // the cores (an L1-resident 64x64x64 GEMM was slowed 1.04-1.3x here where the model's own
+  // backward was slowed 1.3-1.5x). Small enough (~0.5 ms here) to size the compute to half
+  // the all-reduce.
+  constexpr ProfiledGemm kInterferenceGemm{8, 1024, 1024, 0};
+  GemmKernel gemm(kInterferenceGemm);
 
   struct Times {
     double computeUs = 0, tailUs = 0;
@@ -415,10 +420,12 @@ ProfiledInterference profileInterference(const SweepPlan &plan, int ranks) {
   char method[320];
   std::snprintf(method, sizeof method,
                 "zenopt profile: %d ranks; the runtime's all-reduce of %s alone (%.0f us) and "
-                "beside %d fp32 64x64x64 GEMMs (%.0f us alone) started with it; median of %d, "
-                "slowest rank",
+                "beside %d fp32 %lldx%lldx%lld GEMMs (%.0f us alone) started with it; median of "
+                "%d, slowest rank",
                 ranks, formatBytes(double(plan.interferenceBytes)).c_str(), collectiveUs, calls,
-                computeAloneUs, plan.interferenceRepetitions);
+                static_cast<long long>(kInterferenceGemm.m), static_cast<long long>(kInterferenceGemm.n),
+                static_cast<long long>(kInterferenceGemm.k), computeAloneUs,
+                plan.interferenceRepetitions);
   interference.method = method;
   return interference;
 }

@@ -4,8 +4,8 @@ job_profile() is collective: every rank measures (libzenprofile.so, the same mea
 `mpirun -np N zenopt profile`), so the ranks share cores or GPUs as they will while training;
 rank 0 writes the cluster file. The file is cached under the cache directory, keyed by what
 the profile depends on: every rank's host, processor, cores and GPU, the world size, the
-backend, the base cluster and the zenopt version. A change to any of them (another machine,
-more ranks, ranks placed differently) profiles again.
+backend, the base cluster, the zenopt version and the profiler's build. A change to any of
+them (another machine, more ranks, ranks placed differently, a rebuilt zenopt) profiles again.
 """
 import ctypes
 import hashlib
@@ -45,6 +45,19 @@ def _profiler():
                                                   ctypes.c_size_t]
             _library = loaded
         return _library
+
+
+def _library_digest():
+    """The profiler's own build: a rebuilt zenopt may measure differently."""
+    digest = hashlib.blake2b(digest_size=8)
+    try:
+        with open(library_path(), "rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as error:
+        raise ZenoptError(f"{library_path()}: cannot read libzenprofile.so: {error} (build "
+                          "zenopt, or set ZENOPT_LIBZENPROFILE to the library)") from error
+    return digest.hexdigest()
 
 
 def cache_directory():
@@ -89,8 +102,9 @@ def job_profile(backend="mpi", base="cpu-local", device=None, quick=False, progr
     described = describe_rank(device)
     # Every rank's description, by its digest: the key changes when any rank's does.
     digests = runtime.world_exchange(_digest(described), size) if size > 1 else [_digest(described)]
-    key_text = (f"zenopt {runtime.version()};ranks={size};backend={backend};base={base};"
-                f"quick={bool(quick)};" + ",".join(str(d) for d in digests))
+    key_text = (f"zenopt {runtime.version()};profiler={_library_digest()};ranks={size};"
+                f"backend={backend};base={base};quick={bool(quick)};" +
+                ",".join(str(d) for d in digests))
     key = hashlib.blake2b(key_text.encode(), digest_size=12).hexdigest()
     path = os.path.join(cache_directory(), f"{key}.cluster.json")
 

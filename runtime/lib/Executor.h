@@ -78,6 +78,10 @@ private:
     size_t cursor = 0;
     int64_t iteration = 0;
     uint64_t issued = 0;  // sequence numbers
+    /// The (bucket, collective) whose stage this stream issued last (bucket SIZE_MAX: none
+    /// yet): the next waits until that stage completes. A bucket's later stage on another
+    /// stream (a gather after its reduce-scatter) does not hold this one.
+    std::pair<size_t, size_t> lastIssued{SIZE_MAX, 0};
   };
   struct TensorRun {
     size_t bucket = 0, entry = 0;
@@ -92,6 +96,8 @@ private:
   bool progressOnce();  // with the mutex held; true when something happened
   bool compressComplete();  // complete buckets -> communicating
   bool issueReady();        // starts every stage whose turn it is on its stream
+  /// The stage this stream issued last is still in flight.
+  bool issuedStillInFlight(const StreamQueue &queue) const;
   bool testInFlight();      // true when a stage completed
   /// progressOnce, turning its errors into the handle's failure (rethrown).
   bool driveProgress();

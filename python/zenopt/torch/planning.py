@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from .. import _paths, profile, world
+from .. import _paths, profile, runtime, world
 from ..runtime import ZenoptError
 
 # The ONNX opset of the export: torch 1.13's default, and one the importer reads.
@@ -504,9 +504,10 @@ def plan(model, example_inputs, cluster=None, dp=None, output=None, sparsity_bat
     size is the planner's. cluster: a preset name or cluster JSON file; None (the default)
     plans for this job as measured: its ranks are profiled on first use (MPI on CPUs, NCCL
     for CUDA tensors; cached per machine set and world size, zenopt.profile) and the model's
-    own steps are timed (measure_compute). quick_profile: profile with `zenopt profile
-    --quick`'s sweep (messages up to 1 MiB: seconds, for tests) instead of the full one (up
-    to 16 MiB: about 20 s at 2 ranks, once per machine set). measure_steps: steps timed
+    own steps are timed on every rank at once (measure_compute) and the slowest rank's
+    timing is priced. quick_profile: profile with `zenopt profile --quick`'s sweep (messages
+    up to 1 MiB: seconds, for tests) instead of the full one (up to 16 MiB: about 20 s at 2
+    ranks, once per machine set). measure_steps: steps timed
     (default 3 when the job is profiled, else 0: a preset or file prices the compute from
     FLOPs); loss_fn(output) the loss they differentiate (default: the sum of the outputs). dp: ranks to plan for
     (default: the job's). output: where to write the plan (default: a temporary file removed
@@ -535,6 +536,12 @@ def plan(model, example_inputs, cluster=None, dp=None, output=None, sparsity_bat
             error = (f"rank {rank}: timing {type(model).__name__}'s steps failed: "
                      f"{type(failure).__name__}: {failure}")
         world.agree(error, "to time the model's steps")
+        # A step ends when every rank has its averages: price the slowest rank's timing.
+        total = int(measured["forward_us"] + measured["backward_us"] + measured["optimizer_us"])
+        totals = runtime.world_exchange(total, size) if size > 1 else [total]
+        slowest = max(range(size), key=lambda r: (totals[r], -r))
+        measured = json.loads(world.broadcast_bytes(
+            json.dumps(measured).encode() if rank == slowest else None, root=slowest))
     if rank == 0:
         try:
             text, summary = _plan_here(model, example_inputs, cluster, dp, options,
