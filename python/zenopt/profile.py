@@ -13,49 +13,25 @@ import json
 import os
 import platform
 import socket
-import threading
 
 from . import _paths, runtime, world
-from .runtime import ZenoptError
+from .runtime import SharedLibrary, ZenoptError
 
-_library = None
-_library_lock = threading.Lock()
-
-
-def library_path():
-    """The libzenprofile.so this package loads (ZENOPT_LIBZENPROFILE overrides)."""
-    given = os.environ.get("ZENOPT_LIBZENPROFILE")
-    if given:
-        return given
-    return os.path.normpath(os.path.join(os.path.dirname(__file__), _paths.LIBZENPROFILE))
-
-
-def _profiler():
-    global _library
-    with _library_lock:
-        if _library is None:
-            path = library_path()
-            if not os.path.exists(path):
-                raise ZenoptError(f"{path}: libzenprofile.so not found (build zenopt, or set "
-                                  "ZENOPT_LIBZENPROFILE to the library)")
-            loaded = ctypes.CDLL(path)
-            loaded.zenprofile_cluster.restype = ctypes.c_int
-            loaded.zenprofile_cluster.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
-                                                  ctypes.c_char_p, ctypes.c_char_p,
-                                                  ctypes.c_size_t]
-            _library = loaded
-        return _library
+_profiler = SharedLibrary(
+    "libzenprofile.so", "ZENOPT_LIBZENPROFILE", _paths.LIBZENPROFILE,
+    {"zenprofile_cluster": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int,
+                                           ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t])})
 
 
 def _library_digest():
     """The profiler's own build: a rebuilt zenopt may measure differently."""
     digest = hashlib.blake2b(digest_size=8)
     try:
-        with open(library_path(), "rb") as file:
+        with open(_profiler.path(), "rb") as file:
             for chunk in iter(lambda: file.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError as error:
-        raise ZenoptError(f"{library_path()}: cannot read libzenprofile.so: {error} (build "
+        raise ZenoptError(f"{_profiler.path()}: cannot read libzenprofile.so: {error} (build "
                           "zenopt, or set ZENOPT_LIBZENPROFILE to the library)") from error
     return digest.hexdigest()
 
@@ -124,8 +100,9 @@ def job_profile(backend="mpi", base="cpu-local", device=None, quick=False, progr
         progress(f"profiling the job ({size} ranks, backend {backend}) for {path}")
     staging = f"{path}.{os.getpid()}.tmp"
     message = ctypes.create_string_buffer(4096)
-    code = _profiler().zenprofile_cluster(base.encode(), backend.encode(), 1 if quick else 0,
-                                          staging.encode(), message, len(message))
+    code = _profiler.load().zenprofile_cluster(base.encode(), backend.encode(),
+                                               1 if quick else 0, staging.encode(), message,
+                                               len(message))
     if code != 0:  # the same code on every rank
         why = message.value.decode(errors="replace") if rank == 0 else "see rank 0"
         raise ZenoptError(f"rank {rank}: profiling the job failed (exit code {code}): {why}",

@@ -81,36 +81,52 @@ _SIGNATURES = {
     "zenrt_version": (ctypes.c_char_p, []),
 }
 
-_library = None
-_library_lock = threading.Lock()
+class SharedLibrary:
+    """One of the package's native libraries, found next to the package (the environment
+    variable overrides) and loaded once with its functions' signatures."""
+
+    def __init__(self, file_name, variable, relative_path, signatures, mode=ctypes.DEFAULT_MODE):
+        self.file_name, self.variable, self.relative_path = file_name, variable, relative_path
+        self.signatures, self.mode = signatures, mode
+        self._loaded = None
+        self._lock = threading.Lock()
+
+    def path(self):
+        given = os.environ.get(self.variable)
+        if given:
+            return given
+        return os.path.normpath(os.path.join(os.path.dirname(__file__), self.relative_path))
+
+    def load(self):
+        with self._lock:
+            if self._loaded is None:
+                path = self.path()
+                if not os.path.exists(path):
+                    raise ZenoptError(f"{path}: {self.file_name} not found (build zenopt, or set "
+                                      f"{self.variable} to the library)")
+                loaded = ctypes.CDLL(path, mode=self.mode)
+                for name, (result, arguments) in self.signatures.items():
+                    function = getattr(loaded, name)
+                    function.restype = result
+                    function.argtypes = arguments
+                self._loaded = loaded
+            return self._loaded
+
+
+# RTLD_GLOBAL: Open MPI's components, which libmpi loads later, resolve its symbols globally.
+# The library itself exports only zenrt_* (lib/zenrt.map).
+_zenrt = SharedLibrary("libzenrt.so", "ZENOPT_LIBZENRT", _paths.LIBZENRT, _SIGNATURES,
+                       mode=ctypes.RTLD_GLOBAL)
 
 
 def library_path():
     """The libzenrt.so this package loads."""
-    given = os.environ.get("ZENOPT_LIBZENRT")
-    if given:
-        return given
-    return os.path.normpath(os.path.join(os.path.dirname(__file__), _paths.LIBZENRT))
+    return _zenrt.path()
 
 
 def library():
     """libzenrt, loaded once, with the C API's signatures."""
-    global _library
-    with _library_lock:
-        if _library is None:
-            path = library_path()
-            if not os.path.exists(path):
-                raise ZenoptError(f"{path}: libzenrt.so not found (build zenopt, or set "
-                                  "ZENOPT_LIBZENRT to the library)")
-            # RTLD_GLOBAL: Open MPI's components, which libmpi loads later, resolve its
-            # symbols globally. The library itself exports only zenrt_* (lib/zenrt.map).
-            loaded = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-            for name, (result, arguments) in _SIGNATURES.items():
-                function = getattr(loaded, name)
-                function.restype = result
-                function.argtypes = arguments
-            _library = loaded
-        return _library
+    return _zenrt.load()
 
 
 def _check(status, every_rank=False):

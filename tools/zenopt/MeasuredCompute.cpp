@@ -97,7 +97,8 @@ MeasuredComputeAttr readMeasuredCompute(mlir::MLIRContext &context, const std::s
   return MeasuredComputeAttr::get(
       &context, builder.getF64FloatAttr(forwardUs), builder.getF64FloatAttr(backwardUs),
       builder.getF64FloatAttr(optimizerUs), builder.getDictionaryAttr(firstRead),
-      builder.getDictionaryAttr(ready), builder.getStringAttr(document["method"].get<std::string>()));
+      builder.getDictionaryAttr(ready),
+      builder.getStringAttr(document["method"].get<std::string>()));
 }
 
 } // namespace zen::cli

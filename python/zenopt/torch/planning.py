@@ -507,9 +507,9 @@ def plan(model, example_inputs, cluster=None, dp=None, output=None, sparsity_bat
     own steps are timed on every rank at once (measure_compute) and the slowest rank's
     timing is priced. quick_profile: profile with `zenopt profile --quick`'s sweep (messages
     up to 1 MiB: seconds, for tests) instead of the full one (up to 16 MiB: about 20 s at 2
-    ranks, once per machine set). measure_steps: steps timed
-    (default 3 when the job is profiled, else 0: a preset or file prices the compute from
-    FLOPs); loss_fn(output) the loss they differentiate (default: the sum of the outputs). dp: ranks to plan for
+    ranks, once per machine set). measure_steps: steps timed (default 3 when the job is
+    profiled, else 0: a preset or file prices the compute from FLOPs); loss_fn(output) the
+    loss they differentiate (default: the sum of the outputs). dp: ranks to plan for
     (default: the job's). output: where to write the plan (default: a temporary file removed
     at exit). sparsity_batches: the first steps' local inputs (as many as ranks, at least):
     the row-sparse gradients' statistics are measured from the rows their embeddings look up
