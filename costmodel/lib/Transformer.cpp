@@ -99,8 +99,12 @@ std::pair<int64_t, int64_t> stageLayers(const TransformerShape &shape, const Par
   return {first, base + (stage < extra ? 1 : 0)};
 }
 
-/// Memory-bound time of moving `bytes` through HBM.
+/// Memory-bound time of moving `bytes` through HBM; on a cluster whose compute was profiled
+/// (host ranks), a kernel of that traffic as measured (CostModel::computeUs), so the
+/// data-parallel and large-model paths price one machine alike.
 double memoryUs(const CostModel &model, double bytes) {
+  if (model.cluster().profiledCompute.measured())
+    return model.computeUs(0, bytes, DType::F32);
   const GpuSpec &gpu = model.cluster().gpu;
   return bytes / (gpu.hbmBandwidthGBps * gpu.memoryEfficiency * 1e3);
 }
@@ -353,6 +357,11 @@ double chunkPipelineUs(double chunkComputeUs, double chunkCommUs, int64_t chunks
 double gemmUs(const CostModel &model, double m, double n, double k, double batch, DType dtype) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
     return 0;
+  const double elementBytes = activationElementBytes(dtype);
+  const double bytes = elementBytes * batch * (m * k + k * n + m * n);
+  // Measured host compute prices a GEMM at the rate timed for its FLOPs (no tiles or waves).
+  if (model.cluster().profiledCompute.measured())
+    return model.computeUs(2.0 * m * n * k * batch, bytes, dtype);
   const GpuSpec &gpu = model.cluster().gpu;
   auto peak = gpu.peakTflops.find(dtype);
   if (peak == gpu.peakTflops.end())
@@ -372,9 +381,7 @@ double gemmUs(const CostModel &model, double m, double n, double k, double batch
     efficiency *= useful * tiles / (waves * double(gpu.sms));
   }
   double flopUs = 2.0 * m * n * k * batch / (peakTflops * efficiency * 1e6);
-  double elementBytes = activationElementBytes(dtype);
-  double bytesUs = memoryUs(model, elementBytes * batch * (m * k + k * n + m * n));
-  return std::max(flopUs, bytesUs);
+  return std::max(flopUs, memoryUs(model, bytes));
 }
 
 ParallelGroups parallelGroups(const ParallelConfig &config, const Cluster &cluster) {

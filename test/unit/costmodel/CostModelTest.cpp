@@ -1,5 +1,6 @@
 //===- CostModelTest.cpp - collective and compute costs -------------------===//
 #include "zen/CostModel/CostModel.h"
+#include "zen/CostModel/Transformer.h"
 
 #include <gtest/gtest.h>
 
@@ -376,6 +377,21 @@ TEST(CostModel, ProfiledComputeAddsTheMeasuredKernels) {
   EXPECT_EQ(model.computeUs(0, 0), 0);
   // The dtype does not change a profile timed in fp32.
   EXPECT_EQ(model.computeUs(large, 0, DType::BF16), model.computeUs(large, 0, DType::F32));
+}
+
+TEST(CostModel, ProfiledComputePricesTransformerKernelsAlike) {
+  // One machine, one price: the large-model path's GEMMs and element-wise kernels go through
+  // the measured rates as the data-parallel path's tasks do.
+  Cluster cluster = loadCluster("cpu-local");
+  const double before = gemmUs(CostModel(cluster), 256, 256, 256, 1, DType::F32);
+  cluster.profiledCompute.gemms = {{16, 16, 16, 10}, {256, 256, 256, 40}};
+  cluster.profiledCompute.memoryGBps = 20;
+  cluster.profiledCompute.kernelOverheadUs = 0.5;
+  CostModel model(cluster);
+  const double flops = 2.0 * 256 * 256 * 256, bytes = 4.0 * 3 * 256 * 256;
+  EXPECT_NEAR(gemmUs(model, 256, 256, 256, 1, DType::F32), model.computeUs(flops, bytes), 1e-9);
+  EXPECT_NEAR(gemmUs(model, 256, 256, 256, 1, DType::F32), 0.5 + flops / 40e3 + bytes / 20e3, 1e-9);
+  EXPECT_NE(gemmUs(model, 256, 256, 256, 1, DType::F32), before);
 }
 
 TEST(CostModel, ExecutorOverheadOnlyWhenProfiledAndShared) {
