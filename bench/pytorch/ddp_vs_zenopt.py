@@ -73,7 +73,8 @@ def measure(args, rank, size):
     ddp_model = DistributedDataParallel(copy.deepcopy(initial), broadcast_buffers=False)
     ddp_optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.02, momentum=0.9)
     zen_model = copy.deepcopy(initial)
-    plan = zenopt.torch.plan(zen_model, batches[0][0])
+    images, labels = batches[0]
+    plan = zenopt.torch.plan(zen_model, images, loss_fn=lambda out: F.cross_entropy(out, labels))
     zen_optimizer = zenopt.torch.DistributedOptimizer(
         torch.optim.SGD(zen_model.parameters(), lr=0.02, momentum=0.9), zen_model, plan)
 
@@ -94,7 +95,9 @@ def measure(args, rank, size):
         "ranks": size, "batch_per_rank": args.batch, "steps_per_round": args.steps,
         "rounds": args.rounds, "parameters": sum(p.numel() for p in initial.parameters()),
         "plan": str(plan), "plan_buckets": plan.summary["buckets"],
-        "plan_strategy": plan.summary["strategy"],
+        "plan_strategy": plan.summary["strategy"], "plan_cluster": plan.summary["cluster"],
+        "plan_compute_source": plan.summary["compute_source"],
+        "predicted_ms": plan.summary["iteration_us"] / 1000,
         "ddp_ms": [1000 * s for s in timeline["ddp"]],
         "zenopt_ms": [1000 * s for s in timeline["zenopt"]],
         "ratios": ratios, "ratio_median": statistics.median(ratios),
@@ -123,8 +126,9 @@ def section(result, root):
         f"`mpirun -np {result['ranks']}` on the same synthetic batches by "
         "`DistributedDataParallel` (gloo, default 25 MB buckets, `broadcast_buffers=False`) and "
         "by `zenopt.torch.DistributedOptimizer` with `zenopt.torch.plan(model, batch)` "
-        f"(`--cluster cpu-local`: {result['plan_strategy']}, {result['plan_buckets']} "
-        f"buckets), in {result['rounds']} alternating rounds of {result['steps_per_round']} "
+        f"(the job's own profile, `{result['plan_cluster']}`, and its own timed steps: "
+        f"{result['plan_strategy']}, {result['plan_buckets']} buckets), in "
+        f"{result['rounds']} alternating rounds of {result['steps_per_round']} "
         "steps after a warm-up round, in one job. Time per step is the slowest rank's; CPU "
         "time per step is all ranks' together (every thread), which waiting does not inflate.",
         "",
@@ -137,6 +141,10 @@ def section(result, root):
         "",
         f"**zenopt / DDP step time: {result['ratio_median']:.3f}** (median of the per-round "
         f"ratios {per_round}).",
+        "",
+        f"The plan predicted a step of {result['predicted_ms']:.1f} ms (compute "
+        f"{result['plan_compute_source']}); zenopt measured {result['zenopt_ms_median']:.1f} "
+        f"ms: {100 * (result['zenopt_ms_median'] / result['predicted_ms'] - 1):+.1f}%.",
         END,
     ])
 

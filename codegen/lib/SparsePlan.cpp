@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace zen::codegen {
@@ -53,7 +54,8 @@ std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan)
   return tensors;
 }
 
-plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model) {
+plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model,
+                                   PricedOn pricedOn) {
   std::vector<plan::SparseTensorRequest> requests;
   for (const zenrt::SparseTensor &tensor : plan.sparseTensors) {
     plan::SparseTensorRequest request;
@@ -80,13 +82,24 @@ plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostMode
     if (result.error.empty())
       decisions.baselineIterationUs[traits.baseline] = result.iterationUs;
   }
-  for (size_t t = 0; t < decisions.tensors.size(); ++t)
-    if (decisions.tensors[t].chosen().scheme != plan.sparseTensors[t].scheme)
+  // On the plan's own cluster the planner chose the cheapest scheme; re-costed on another
+  // (zenopt simulate --cluster), the plan still runs its own, which is what is reported.
+  decisions.chosenUs = 0;
+  for (size_t t = 0; t < decisions.tensors.size(); ++t) {
+    std::vector<cost::SparseSyncCost> &ranking = decisions.tensors[t].ranking;
+    const vocab::SparseScheme runs = plan.sparseTensors[t].scheme;
+    if (ranking.front().scheme != runs && pricedOn == PricedOn::PlanCluster)
       throw zen::Error(zen::ErrorKind::Internal,
                        "sparse tensor '" + plan.sparseTensors[t].name + "' runs " +
-                           vocab::toString(plan.sparseTensors[t].scheme) + " but " +
-                           vocab::toString(decisions.tensors[t].chosen().scheme) +
+                           vocab::toString(runs) + " but " +
+                           vocab::toString(ranking.front().scheme) +
                            " is the cheapest on cluster '" + model.cluster().name + "'");
+    auto planned = std::find_if(ranking.begin(), ranking.end(),
+                                [&](const cost::SparseSyncCost &cost) { return cost.scheme == runs; });
+    if (planned != ranking.end())
+      std::rotate(ranking.begin(), planned, planned + 1);
+    decisions.chosenUs += decisions.tensors[t].chosen().timeUs;
+  }
   return decisions;
 }
 

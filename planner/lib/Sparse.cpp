@@ -46,6 +46,11 @@ std::string SparseDecision::reason() const {
     return fmt::format("{} {:.1f} us, the only scheme that runs", vocab::toString(best.scheme),
                        best.timeUs);
   const cost::SparseSyncCost &next = ranking[1];
+  if (next.timeUs < best.timeUs)  // a plan re-costed on another cluster runs its own choice
+    return fmt::format("{} {:.1f} us as planned, {:.2f}x slower than {} ({:.1f} us) here",
+                       vocab::toString(best.scheme), best.timeUs,
+                       next.timeUs > 0 ? best.timeUs / next.timeUs : 1.0,
+                       vocab::toString(next.scheme), next.timeUs);
   return fmt::format("{} {:.1f} us, {:.2f}x faster than {} ({:.1f} us)",
                      vocab::toString(best.scheme), best.timeUs,
                      best.timeUs > 0 ? next.timeUs / best.timeUs : 1.0,

@@ -43,7 +43,8 @@ int runSimulate(const SimulateOptions &options) {
       cluster = cost::withNodes(std::move(cluster), options.nodes);
     // The baselines were predicted on the plan's own cluster, and re-scoring them needs the
     // model: on another cluster the summary compares the plan with none.
-    if (cost::writeCluster(cluster) != cost::writeCluster(own)) {
+    const bool otherCluster = cost::writeCluster(cluster) != cost::writeCluster(own);
+    if (otherCluster) {
       plan.baselines.clear();
       plan.baselinesUncompressed.clear();
     }
@@ -58,7 +59,8 @@ int runSimulate(const SimulateOptions &options) {
     outputs.commit();
     // The row-sparse tables' decisions, re-priced on this cluster, as zenopt reports them.
     codegen::SummaryContext context;
-    context.sparse = codegen::sparseDecisionsOf(plan, model);
+    context.sparse = codegen::sparseDecisionsOf(
+        plan, model, otherCluster ? codegen::PricedOn::OtherCluster : codegen::PricedOn::PlanCluster);
     if (options.json)
       std::cout << codegen::summaryJson(plan, context).dump() << "\n";
     else

@@ -22,10 +22,17 @@ namespace zen::codegen {
 /// dense_threshold for sparcml), the statistics it was chosen from and its predicted time.
 std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan);
 
+/// Where a plan's sparse decisions are re-priced: on the cluster the planner chose them for,
+/// or on another one (`zenopt simulate --cluster`).
+enum class PricedOn { PlanCluster, OtherCluster };
+
 /// The decisions behind a plan's sparse_tensors: each tensor's schemes ranked again from the
-/// statistics the plan carries, over its data-parallel group on `model`. Throws zen::Error
-/// (Internal) when a tensor's scheme is not the cheapest there (a plan for another cluster).
-plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model);
+/// statistics the plan carries, over its data-parallel group on `model`, the scheme the plan
+/// runs first. On the plan's cluster that is the cheapest, or zen::Error (Internal) is thrown;
+/// on another cluster the plan's scheme may be slower than the cheapest there, which its
+/// reason says.
+plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model,
+                                   PricedOn pricedOn = PricedOn::PlanCluster);
 
 /// The `--json` summary's `sparse`: per tensor its name, shape, scheme, statistics,
 /// predicted_us, `reason` and `runner_up` {scheme, predicted_us}; `baselines` (name -> µs)
