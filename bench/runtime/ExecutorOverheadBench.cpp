@@ -25,35 +25,6 @@ public:
   void ReportRuns(const std::vector<Run> &) override {}
 };
 
-std::string onePlan(int64_t elements, int ranks) {
-  using namespace zenrt;
-  Plan plan;
-  plan.generator = {"bench", "1"};
-  plan.model = {"one-tensor", ""};
-  plan.cluster = {"local", ranks};
-  plan.strategy = "bench";
-  plan.compressor = "none";
-  plan.tensors = {{"g", elements, "f32", 0}};
-  Bucket bucket;
-  bucket.tensors = {{"g", 0, elements}};
-  bucket.elements = elements;
-  bucket.bytes = elements * 4;
-  bucket.collectives = {{CollectiveKind::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
-  plan.buckets = {bucket};
-  Task backward;
-  backward.name = "backward";
-  backward.produces = {"g"};
-  Task allReduce;
-  allReduce.id = 1;
-  allReduce.kind = TaskKind::Collective;
-  allReduce.name = "all_reduce";
-  allReduce.bucket = 0;
-  allReduce.stream = 1;
-  allReduce.deps = {0};
-  plan.schedule = {backward, allReduce};
-  return writePlan(plan);
-}
-
 void BareMpiAllReduce(benchmark::State &state) {
   std::vector<float> data(size_t(state.range(0)), 1.0f);
   for (auto _ : state) {
@@ -74,8 +45,8 @@ void RuntimeAllReduce(benchmark::State &state) {
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   std::vector<float> data(size_t(state.range(0)), 1.0f);
-  zenrt::Runtime runtime =
-      zenrt::Runtime::fromText(onePlan(state.range(0), ranks), "overhead-plan");
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(
+      zenrt::writePlan(zenrt::oneBucketPlan(state.range(0), ranks, "bench")), "overhead-plan");
   runtime.registerGradient("g", data.data(), state.range(0));
   for (auto _ : state) {
     runtime.markReady("g");

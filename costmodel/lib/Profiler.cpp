@@ -280,35 +280,6 @@ ProfiledCompute profileCompute(const SweepPlan &plan, int ranks) {
   return compute;
 }
 
-/// A plan of one all-reduce bucket of `elements` fp32 gradients.
-std::string oneBucketPlan(int64_t elements, int ranks) {
-  zenrt::Plan plan;
-  plan.generator = {"zenopt profile", "1"};
-  plan.model = {"one-bucket", ""};
-  plan.cluster = {"profiled", ranks};
-  plan.strategy = "profile";
-  plan.compressor = "none";
-  plan.tensors = {{"g", elements, "f32", 0}};
-  zenrt::Bucket bucket;
-  bucket.tensors = {{"g", 0, elements}};
-  bucket.elements = elements;
-  bucket.bytes = elements * 4;
-  bucket.collectives = {{zenrt::CollectiveKind::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
-  plan.buckets = {bucket};
-  zenrt::Task backward;
-  backward.name = "backward";
-  backward.produces = {"g"};
-  zenrt::Task allReduce;
-  allReduce.id = 1;
-  allReduce.kind = zenrt::TaskKind::Collective;
-  allReduce.name = "all_reduce";
-  allReduce.bucket = 0;
-  allReduce.stream = 1;
-  allReduce.deps = {0};
-  plan.schedule = {backward, allReduce};
-  return zenrt::writePlan(plan);
-}
-
 /// What the runtime's executor adds to a bucket beyond its collective: the fusion copy in,
 /// handing the bucket to its progress thread or the waiter, the average and the copy out.
 /// A one-bucket all-reduce plan through the runtime and the bare non-blocking all-reduce of
@@ -319,8 +290,9 @@ ProfiledExecutor profileExecutor(const SweepPlan &plan, CollectiveBackend &bare,
   for (int64_t bytes : plan.executorSizes) {
     const int64_t elements = CollectiveShape{ranks}.floatsFor(bytes);
     std::vector<float> gradient(size_t(elements), 1.0f);
-    zenrt::Runtime runtime =
-        zenrt::Runtime::fromText(oneBucketPlan(elements, ranks), "profile-executor");
+    zenrt::Runtime runtime = zenrt::Runtime::fromText(
+        zenrt::writePlan(zenrt::oneBucketPlan(elements, ranks, "zenopt profile")),
+        "profile-executor");
     runtime.registerGradient("g", gradient.data(), elements);
     double runtimeUs = timeCollectively(plan, plan.minRepetitions, [&] {
       runtime.markReady("g");
@@ -354,7 +326,8 @@ ProfiledInterference profileInterference(const SweepPlan &plan, int ranks) {
   constexpr double kMaxSlowdown = 10;  // the cluster file's range
   const int64_t elements = plan.interferenceBytes / 4;
   std::vector<float> gradient(size_t(elements), 1.0f);
-  zenrt::Runtime runtime = zenrt::Runtime::fromText(oneBucketPlan(elements, ranks), "interference");
+  zenrt::Runtime runtime = zenrt::Runtime::fromText(
+      zenrt::writePlan(zenrt::oneBucketPlan(elements, ranks, "zenopt profile")), "interference");
   runtime.registerGradient("g", gradient.data(), elements);
   // Streams 4 MiB of weights per call, as training's GEMMs at a data-parallel rank's small
   // batch do: they compete with the all-reduce's copies for memory bandwidth as well as for

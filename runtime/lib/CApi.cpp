@@ -278,8 +278,8 @@ int zenrt_test(zenrt_t rt, const char *tensor, int *done) {
   return guarded([&] {
     if (!done)
       throw zenrt::RuntimeError(ZENRT_ERR_INVALID_ARGUMENT, "null done pointer");
-    std::string name = tensor ? tensor : "";
-    *done = executorOf(rt).test(tensor ? &name : nullptr) ? 1 : 0;
+    const auto name = tensor ? std::optional<std::string_view>(tensor) : std::nullopt;
+    *done = executorOf(rt).test(name) ? 1 : 0;
   });
 }
 

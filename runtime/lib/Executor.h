@@ -20,6 +20,8 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 namespace zenrt {
@@ -38,11 +40,12 @@ public:
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
 
-  void registerGradient(const std::string &tensor, float *data, int64_t elements);
-  void markReady(const std::string &tensor);
-  void wait(const std::string &tensor);
+  void registerGradient(std::string_view tensor, float *data, int64_t elements);
+  void markReady(std::string_view tensor);
+  void wait(std::string_view tensor);
   void waitAll();
-  bool test(const std::string *tensor);
+  /// `tensor`'s bucket done, or with none every bucket's main collectives.
+  bool test(std::optional<std::string_view> tensor);
   /// While held, no further collective stage starts; those in flight complete.
   void holdCollectives(bool hold);
   [[noreturn]] void abort(int exitCode);
@@ -105,7 +108,7 @@ private:
   bool mainDone(const BucketRun &run) const;
   bool allDone(const BucketRun &run) const;
   bool workPending() const;  // a bucket to compress or a stage in flight
-  size_t tensorIndex(const std::string &tensor) const;
+  size_t tensorIndex(std::string_view tensor) const;
   /// Waits (mutex held via `lock`) until ready(b) for every listed bucket; on
   /// timeout fails the handle with a message describing the first bucket not ready.
   template <typename Ready>
@@ -136,9 +139,12 @@ private:
   ExecutorOptions options;
   std::vector<BucketRun> buckets;
   std::vector<TensorRun> tensors;
-  std::map<std::string, size_t> tensorByName;
+  std::map<std::string, size_t, std::less<>> tensorByName;  // looked up by string_view
   std::vector<StreamQueue> streams;
+  std::vector<size_t> everyBucket;  // 0 .. buckets - 1, what waitAll waits for
   int64_t iteration = 0;
+  size_t registered = 0;           // tensors with a buffer
+  size_t markedThisIteration = 0;  // tensors marked ready since the last waitAll
   bool held = false;  // holdCollectives
 
   mutable std::mutex mutex;

@@ -9,6 +9,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <functional>
@@ -16,7 +17,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace zenrt {
 
@@ -203,13 +205,16 @@ public:
   }
   bool test(Request request) override {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = pending.find(request);
+    auto it = std::find_if(pending.begin(), pending.end(),
+                           [&](const auto &entry) { return entry.first == request; });
     if (it == pending.end())
       return true;
     int done = 0;
     check(MPI_Test(&it->second, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done)
-      pending.erase(it);
+    if (done) {
+      *it = pending.back();
+      pending.pop_back();
+    }
     return done != 0;
   }
   std::vector<uint64_t> exchange(uint64_t value) override {
@@ -430,7 +435,7 @@ private:
     MPI_Request request;
     check(startCall(&request), what);
     Request id = nextRequest++;
-    pending.emplace(id, request);
+    pending.emplace_back(id, request);
     return id;
   }
   static int toInt(size_t count) {
@@ -493,7 +498,9 @@ private:
   std::list<Reply> replies;
   std::list<std::unique_ptr<Round>> abandoned;  // rounds a timeout left open
   std::mutex mutex;
-  std::unordered_map<Request, MPI_Request> pending;
+  // Few at a time (a stage's pieces per stream): a vector keeps its storage across calls,
+  // where a hash map allocated a node per collective.
+  std::vector<std::pair<Request, MPI_Request>> pending;
   Request nextRequest = 1;
 };
 

@@ -1362,6 +1362,34 @@ size_t jsonValueCount(const ordered_json &document) {
 }
 } // namespace
 
+Plan oneBucketPlan(int64_t elements, int ranks, const std::string &generator) {
+  Plan plan;
+  plan.generator = {generator, "1"};
+  plan.model = {"one-bucket", ""};
+  plan.cluster = {"local", ranks};
+  plan.strategy = "one-bucket";
+  plan.compressor = "none";
+  plan.tensors = {{"g", elements, "f32", 0}};
+  Bucket bucket;
+  bucket.tensors = {{"g", 0, elements}};
+  bucket.elements = elements;
+  bucket.bytes = elements * 4;
+  bucket.collectives = {{CollectiveKind::AllReduce, "ring", 1, 1, 0, false, elements * 4}};
+  plan.buckets = {bucket};
+  Task backward;
+  backward.name = "backward";
+  backward.produces = {"g"};
+  Task allReduce;
+  allReduce.id = 1;
+  allReduce.kind = TaskKind::Collective;
+  allReduce.name = "all_reduce";
+  allReduce.bucket = 0;
+  allReduce.stream = 1;
+  allReduce.deps = {0};
+  plan.schedule = {backward, allReduce};
+  return plan;
+}
+
 std::string writePlan(const Plan &plan) {
   validatePlan(plan, "plan being written", zen::ErrorKind::Internal);
   const ordered_json document = encodePlan(plan);

@@ -264,6 +264,12 @@ uint64_t fnv1a64(const std::string &text);
 /// The hash ranks agree on at start-up: fnv1a64(writePlan(plan)).
 uint64_t planHash(const Plan &plan);
 
+/// A plan of one bucket: `elements` fp32 gradients of one tensor "g", all-reduced on
+/// stream 1 after a "backward" task, for `ranks` ranks; `generator` names its writer. The
+/// executor's own overhead is measured on it against the bare all-reduce (zenopt profile,
+/// bench-runtime-overhead).
+Plan oneBucketPlan(int64_t elements, int ranks, const std::string &generator);
+
 /// Bytes per element of a plan dtype (4 for "f32").
 int64_t dtypeBytes(const std::string &dtype);
 /// The ep of the plan's expert tensors (validatePlan gives them one), 1 without any.
