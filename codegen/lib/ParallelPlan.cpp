@@ -150,19 +150,20 @@ ordered_json parallelSection(const cost::TransformerShape &shape, const cost::Tr
   return section;
 }
 
-cost::PipelineSchedule pipelineScheduleOf(const nlohmann::json &parallel) {
+cost::PipelineSchedule pipelineScheduleOf(const zenrt::Plan &plan) {
+  const zenrt::ParallelConfiguration parallel =
+      zenrt::readParallelSection(plan.parallel, plan.model.name, zen::ErrorKind::Internal);
   std::vector<cost::StageCost> stages;
-  for (const nlohmann::json &entry : parallel.at("stages")) {
+  for (const zenrt::ParallelConfiguration::StageTimes &times : parallel.stageTimes) {
     cost::StageCost stage;
-    stage.forwardUs = entry.at("forward_us").get<double>();
-    stage.backwardUs = entry.at("backward_us").get<double>();
-    stage.tensorCommUs = entry.at("tensor_comm_us").get<double>();
-    stage.pipelineCommUs = entry.at("p2p_us").get<double>();
-    stage.zeroCommUs = entry.at("zero_comm_us").get<double>();
+    stage.forwardUs = times.forwardUs;
+    stage.backwardUs = times.backwardUs;
+    stage.tensorCommUs = times.tensorCommUs;
+    stage.pipelineCommUs = times.p2pUs;
+    stage.zeroCommUs = times.zeroCommUs;
     stages.push_back(stage);
   }
-  int64_t virtualStages = cost::parseSchedule(parallel.at("schedule").get<std::string>()).value_or(1);
-  return cost::simulatePipeline(stages, parallel.at("micro_batches").get<int64_t>(), virtualStages);
+  return cost::simulatePipeline(stages, parallel.microBatches, parallel.virtualStages);
 }
 
 } // namespace zen::codegen

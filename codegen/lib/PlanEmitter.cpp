@@ -60,7 +60,7 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
   out.model = {header.modelName, header.modelHash};
   out.cluster.name = model.cluster().name;
   out.parallel = header.parallel;
-  out.cluster.worldSize = header.parallel.empty() ? group.ranks : parallelWorldSize(out);
+  out.cluster.worldSize = header.parallel.empty() ? group.ranks : parallelConfigOf(out).gpus();
   out.cluster.spec = nlohmann::json::parse(cost::writeCluster(model.cluster())).dump();
   out.strategy = header.strategy;
   out.compressor = header.compressor.empty() ? "none" : header.compressor;

@@ -22,14 +22,6 @@ cost::CompressionSpec compressionOf(const zenrt::Bucket &bucket) {
   spec.errorFeedback = bucket.compression.errorFeedback;
   return spec;
 }
-cost::ParallelConfig parallelConfigOf(const zenrt::Plan &plan) {
-  nlohmann::json parallel = nlohmann::json::parse(plan.parallel);
-  cost::ParallelConfig config;
-  config.tp = parallel["tp"].get<int64_t>();
-  config.pp = parallel["pp"].get<int64_t>();
-  config.dp = parallel["dp"].get<int64_t>();
-  return config;
-}
 } // namespace
 
 zenrt::SparseStatistics sparseStatisticsOf(const cost::SparsityStatistics &statistics) {
@@ -58,7 +50,25 @@ cost::SparsityStatistics sparsityStatisticsOf(const zenrt::SparseStatistics &sta
   return out;
 }
 
-int64_t parallelWorldSize(const zenrt::Plan &plan) { return parallelConfigOf(plan).gpus(); }
+cost::ParallelConfig parallelConfigOf(const zenrt::Plan &plan) {
+  // Plans reach here validated (read, or about to be written): a violation is ours.
+  const zenrt::ParallelConfiguration read =
+      zenrt::readParallelSection(plan.parallel, plan.model.name, zen::ErrorKind::Internal);
+  cost::ParallelConfig config;
+  config.tp = read.tp;
+  config.pp = read.pp;
+  config.dp = read.dp;
+  config.zero = read.zero;
+  config.sequenceParallel = read.sequenceParallel;
+  config.recompute = read.recompute;
+  config.microBatch = read.microBatch;
+  config.microBatches = read.microBatches;
+  config.virtualStages = read.virtualStages;
+  config.decomposition = {read.chunks.attentionForward, read.chunks.attentionBackward,
+                          read.chunks.mlpForward, read.chunks.mlpBackward};
+  config.ep = std::max<int64_t>(read.ep, 1);
+  return config;
+}
 
 cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &model) {
   if (plan.parallel.empty())

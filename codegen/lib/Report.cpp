@@ -4,6 +4,7 @@
 #include "zen/Codegen/SparsePlan.h"
 
 #include "zen/Codegen/ParallelPlan.h"
+#include "zen/Codegen/PlanSimulation.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -325,23 +326,22 @@ std::string memoryLine(const json &memory, const std::string &where) {
 std::string parallelText(const zenrt::Plan &plan, const json &parallel) {
   std::string out;
   const json &memory = parallel["memory"];
-  std::string zero = std::to_string(parallel["zero"].get<int64_t>());
+  const cost::ParallelConfig config = parallelConfigOf(plan);
+  std::string zero = std::to_string(config.zero);
   if (parallel.contains("zero3_regather"))
     zero += fmt::format(" (gathered {}, prefetch depth {})", parallel["zero3_regather"].get<std::string>(),
                         parallel["zero3_prefetch_depth"].get<int64_t>());
   out += fmt::format("  configuration         tp {} x pp {} x dp {}, ZeRO {}, sequence parallel {}, "
                      "recompute {}, {} micro-batches of {}, {}\n",
-                     parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
-                     parallel["dp"].get<int64_t>(), zero,
-                     parallel["sequence_parallel"].get<bool>() ? "on" : "off",
-                     parallel["recompute"].get<std::string>(), parallel["micro_batches"].get<int64_t>(),
-                     parallel["micro_batch"].get<int64_t>(), parallel["schedule"].get<std::string>());
+                     config.tp, config.pp, config.dp, zero, config.sequenceParallel ? "on" : "off",
+                     vocab::toString(config.recompute), config.microBatches, config.microBatch,
+                     config.schedule());
   out += memoryLine(memory, fmt::format(" (stage {})", memory["stage"].get<int64_t>()));
-  const json &chunks = parallel["decomposition"];
+  const cost::Decomposition &chunks = config.decomposition;
   out += fmt::format("  TP decomposition      attention {} forward, {} backward; MLP {} forward, {} backward "
                      "(chunks per GEMM and its collective)\n",
-                     chunks["attention"]["forward"].get<int64_t>(), chunks["attention"]["backward"].get<int64_t>(),
-                     chunks["mlp"]["forward"].get<int64_t>(), chunks["mlp"]["backward"].get<int64_t>());
+                     chunks.attentionForward, chunks.attentionBackward, chunks.mlpForward,
+                     chunks.mlpBackward);
   if (parallel.contains("moe")) {
     const json &moe = parallel["moe"];
     const int64_t shards = moe.value("expert_tensor_parallel", int64_t{1});
@@ -671,10 +671,10 @@ Timeline timelineOf(const zenrt::Plan &plan) {
   const json parallel = parallelOf(plan);
   double offset = 0;
   if (parallel.is_object()) {
-    cost::PipelineSchedule pipeline = pipelineScheduleOf(parallel);
+    cost::PipelineSchedule pipeline = pipelineScheduleOf(plan);
+    const int64_t virtualStages = parallelConfigOf(plan).virtualStages;
     for (size_t s = 0; s < pipeline.stages.size(); ++s) {
       timeline.rows.push_back(fmt::format("stage {}", s));
-      const int64_t virtualStages = cost::parseSchedule(parallel["schedule"].get<std::string>()).value_or(1);
       for (const cost::TimedStep &timed : pipeline.stages[s]) {
         Bar bar;
         bar.row = int64_t(s);
@@ -823,21 +823,17 @@ std::string timelineSvg(const zenrt::Plan &plan) {
                      "({} ranks), strategy {}: {:.2f} ms per iteration</text>\n",
                      escapeXml(plan.model.name), escapeXml(plan.cluster.name),
                      plan.cluster.worldSize, escapeXml(plan.strategy), ms(timeline.iterationUs));
-  const json parallel = parallelOf(plan);
-  if (parallel.is_object())
+  if (!plan.parallel.empty()) {
+    const cost::ParallelConfig config = parallelConfigOf(plan);
     svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">tp {} x pp {} x dp {}, ZeRO {}, "
                        "{} micro-batches, {}: pipeline bubble {:.2f} ms; TP chunks attention {}/{}, "
                        "MLP {}/{} (forward/backward); the first stage's data-parallel sync after "
                        "its last backward</text>\n",
-                       parallel["tp"].get<int64_t>(), parallel["pp"].get<int64_t>(),
-                       parallel["dp"].get<int64_t>(), parallel["zero"].get<int64_t>(),
-                       parallel["micro_batches"].get<int64_t>(),
-                       escapeXml(parallel["schedule"].get<std::string>()),
-                       ms(parallel["bubble_us"].get<double>()),
-                       parallel["decomposition"]["attention"]["forward"].get<int64_t>(),
-                       parallel["decomposition"]["attention"]["backward"].get<int64_t>(),
-                       parallel["decomposition"]["mlp"]["forward"].get<int64_t>(),
-                       parallel["decomposition"]["mlp"]["backward"].get<int64_t>());
+                       config.tp, config.pp, config.dp, config.zero, config.microBatches,
+                       escapeXml(config.schedule()), ms(parallelOf(plan)["bubble_us"].get<double>()),
+                       config.decomposition.attentionForward, config.decomposition.attentionBackward,
+                       config.decomposition.mlpForward, config.decomposition.mlpBackward);
+  }
   else
     svg += fmt::format("<text x=\"10\" y=\"40\" fill=\"#555\">compute {:.2f} ms, exposed "
                        "communication {:.2f} ms, lower bound {:.2f} ms</text>\n",
@@ -886,10 +882,10 @@ std::string timelineSvg(const zenrt::Plan &plan) {
       {"next forward", "#9bbde3"}, {"collective", "#e8833a"}, {"compression", "#8e6cc0"},
       {"exposed communication", "#d62728"}};
   if (const json moe = moeOf(plan); moe.is_object() && moe.contains("timeline") &&
-                                     !parallel.is_object()) {
+                                     plan.parallel.empty()) {
     legend.push_back({"MoE all-to-all", "#c44e52"});
     legend.push_back({"MoE experts", "#dd8452"});
-  } else if (!plan.moe.empty() && !parallel.is_object()) {
+  } else if (!plan.moe.empty() && plan.parallel.empty()) {
     legend.push_back({"MoE layer (all-to-alls and experts)", "#c44e52"});
   }
   for (auto [name, color] : legend) {

@@ -152,33 +152,17 @@ Config configOf(const Plan &plan, const std::string &source) {
   ConfigReader r(source);
   if (plan.parallel.empty())
     r.fail("/parallel", "is missing: not a large-model plan");
-  const json p = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
-  if (!p.is_object())
-    r.fail("/parallel", "must be a JSON object");
+  // The configuration as every reader of the plan reads it; what only this executor needs
+  // (the model, the optimizer, each stage's layers and program) is checked below.
+  const ParallelConfiguration parallel = readParallelSection(plan.parallel, source);
+  const json p = json::parse(plan.parallel);
   // The executor builds dense GPT blocks; an MoE block's experts have no executor here yet.
   if (p.contains("moe"))
     r.fail("/parallel/moe", "MoE blocks in a large-model plan do not execute yet (the MoE layers "
                             "run in data-parallel plans)");
   constexpr int64_t kMost = int64_t{1} << 30;
   Config c;
-  c.tp = r.integer(p, "/parallel", "tp", 1, kMost);
-  c.pp = r.integer(p, "/parallel", "pp", 1, kMost);
-  c.dp = r.integer(p, "/parallel", "dp", 1, kMost);
-  c.zero = int(r.integer(p, "/parallel", "zero", 0, 3));
-  c.sequenceParallel = r.boolean(p, "/parallel", "sequence_parallel");
-  c.microBatch = r.integer(p, "/parallel", "micro_batch", 1, kMost);
-  c.microBatches = r.integer(p, "/parallel", "micro_batches", 1, kMost);
-  const json &schedule = r.field(p, "/parallel", "schedule");
-  const std::string scheduleText = schedule.is_string() ? schedule.get<std::string>() : "";
-  if (scheduleText == "1f1b")
-    c.virtualStages = 1;
-  else if (scheduleText.rfind("interleaved:", 0) == 0 && scheduleText.size() > 12 &&
-           scheduleText.size() < 20 &&
-           scheduleText.find_first_not_of("0123456789", 12) == std::string::npos &&
-           std::stoll(scheduleText.substr(12)) >= 2)
-    c.virtualStages = std::stoll(scheduleText.substr(12));
-  else
-    r.fail("/parallel/schedule", "must be 1f1b or interleaved:V with V >= 2");
+  static_cast<ParallelConfiguration &>(c) = parallel;
   const json &optimizer = r.field(p, "/parallel", "optimizer");
   if (optimizer != "adam" && optimizer != "sgd")
     r.fail("/parallel/optimizer", "must be adam or sgd");
@@ -218,21 +202,18 @@ Config configOf(const Plan &plan, const std::string &source) {
                                               " does not divide a micro-batch's " +
                                               std::to_string(tokens) + " tokens");
 
-  const json &decomposition = r.field(p, "/parallel", "decomposition");
   const int64_t split = c.sequenceParallel ? tokens / c.tp : tokens;
-  auto chunks = [&](const char *region, const char *phase) {
-    const std::string at = std::string("/parallel/decomposition/") + region;
-    const int64_t k = r.integer(r.field(decomposition, "/parallel/decomposition", region), at,
-                                phase, 1, kMost);
+  auto divides = [&](const char *at, int64_t k) {
     if (split % k)
-      r.fail(at + "/" + phase, std::to_string(k) + " chunks do not divide the " +
-                                   std::to_string(split) + " tokens " +
-                                   (c.sequenceParallel ? "of a sequence-parallel shard"
-                                                       : "of a micro-batch"));
+      r.fail(std::string("/parallel/decomposition/") + at,
+             std::to_string(k) + " chunks do not divide the " + std::to_string(split) + " tokens " +
+                 (c.sequenceParallel ? "of a sequence-parallel shard" : "of a micro-batch"));
     return k;
   };
-  c.chunks = {chunks("attention", "forward"), chunks("attention", "backward"),
-              chunks("mlp", "forward"), chunks("mlp", "backward")};
+  c.chunks = {divides("attention/forward", parallel.chunks.attentionForward),
+              divides("attention/backward", parallel.chunks.attentionBackward),
+              divides("mlp/forward", parallel.chunks.mlpForward),
+              divides("mlp/backward", parallel.chunks.mlpBackward)};
 
   const json &stages = r.field(p, "/parallel", "stages");
   if (!stages.is_array() || int64_t(stages.size()) != c.pp)

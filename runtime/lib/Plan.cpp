@@ -397,6 +397,177 @@ Plan decodePlan(const Node &root) {
   return plan;
 }
 
+/// Virtual stages of "1f1b" (1) or "interleaved:V" (V >= 2, as zenopt's
+/// --schedule reads it); 0 otherwise.
+int64_t virtualStagesOf(const std::string &schedule) {
+  if (schedule == "1f1b")
+    return 1;
+  const std::string prefix = "interleaved:";
+  if (schedule.rfind(prefix, 0) != 0 || schedule.size() == prefix.size() ||
+      schedule.size() > prefix.size() + 6)
+    return 0;
+  int64_t v = 0;
+  for (char c : schedule.substr(prefix.size())) {
+    if (c < '0' || c > '9')
+      return 0;
+    v = v * 10 + (c - '0');
+  }
+  return v >= 2 ? v : 0;
+}
+
+
+} // namespace
+
+ParallelConfiguration readParallelSection(const std::string &section, const std::string &source,
+                                          zen::ErrorKind kind) {
+  auto error = [&](const std::string &path, const std::string &what) { fail(source, path, what, kind); };
+  const json parallel = json::parse(section, nullptr, /*allow_exceptions=*/false);
+  if (!parallel.is_object())
+    error("/parallel", "must be a JSON object");
+  auto field = [&](const json &object, const std::string &at, const char *key) -> const json & {
+    if (!object.contains(key))
+      error(at + "/" + key, "is missing");
+    return object[key];
+  };
+  auto positive = [&](const char *key, int64_t most) {
+    const json &value = field(parallel, "/parallel", key);
+    if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > most)
+      error(std::string("/parallel/") + key, "must be an integer from 1 to " + std::to_string(most));
+    return value.get<int64_t>();
+  };
+  auto amount = [&](const json &object, const std::string &at, const char *key) {
+    const json &value = field(object, at, key);
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+      error(at + "/" + key, "must be a finite number >= 0");
+  };
+  ParallelConfiguration config;
+  const int64_t tp = config.tp = positive("tp", kMaxWorldSize);
+  const int64_t pp = config.pp = positive("pp", kMaxWorldSize);
+  const int64_t dp = config.dp = positive("dp", kMaxWorldSize);
+  if (tp * pp * dp > kMaxWorldSize)
+    error("/parallel", "tp x pp x dp = " + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
+                           std::to_string(dp) + " is more than " + std::to_string(kMaxWorldSize) +
+                           " ranks");
+  config.microBatch = positive("micro_batch", int64_t{1} << 40);
+  const int64_t microBatches = config.microBatches = positive("micro_batches", kMaxPipelineSteps);
+  const json &zero = field(parallel, "/parallel", "zero");
+  if (!zero.is_number_integer() || zero.get<int64_t>() < 0 || zero.get<int64_t>() > 3)
+    error("/parallel/zero", "must be 0, 1, 2 or 3");
+  config.zero = zero.get<int>();
+  const json &sequenceParallel = field(parallel, "/parallel", "sequence_parallel");
+  if (!sequenceParallel.is_boolean())
+    error("/parallel/sequence_parallel", "must be true or false");
+  config.sequenceParallel = sequenceParallel.get<bool>();
+  const json &recompute = field(parallel, "/parallel", "recompute");
+  const auto recomputation =
+      recompute.is_string() ? zen::vocab::parseRecompute(recompute.get<std::string>()) : std::nullopt;
+  if (!recomputation)
+    error("/parallel/recompute", "must be none, selective or full");
+  config.recompute = *recomputation;
+  const json &schedule = field(parallel, "/parallel", "schedule");
+  const int64_t virtualStages = config.virtualStages =
+      schedule.is_string() ? virtualStagesOf(schedule.get<std::string>()) : 0;
+  if (virtualStages < 1)
+    error("/parallel/schedule", "must be 1f1b or interleaved:V with V >= 2");
+  if (virtualStages > 1 && microBatches % pp != 0)
+    error("/parallel/schedule", "interleaved needs micro_batches divisible by pp");
+  // The summaries simulate every step of the schedule.
+  if (microBatches * pp * virtualStages > kMaxPipelineSteps)
+    error("/parallel/micro_batches", "micro_batches x pp x V must be at most " +
+                                         std::to_string(kMaxPipelineSteps));
+  for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
+                          "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
+    amount(parallel, "/parallel", key);
+  if (parallel.contains("moe")) {
+    // MoE blocks: experts over ep ranks of each dp group; the summaries read the rest.
+    const json &moe = parallel["moe"];
+    if (!moe.is_object())
+      error("/parallel/moe", "must be a JSON object");
+    auto integer = [&](const char *key, int64_t least, int64_t most) {
+      const json &value = field(moe, "/parallel/moe", key);
+      if (!value.is_number_integer() || value.get<int64_t>() < least || value.get<int64_t>() > most)
+        error(std::string("/parallel/moe/") + key,
+              "must be an integer from " + std::to_string(least) + " to " + std::to_string(most));
+      return value.get<int64_t>();
+    };
+    const int64_t ep = integer("ep", 1, dp);
+    if (dp % ep != 0)
+      error("/parallel/moe/ep", "must divide dp " + std::to_string(dp));
+    config.ep = ep;
+    for (const char *key : {"experts", "top_k", "tokens", "capacity", "forward", "backward"})
+      integer(key, 1, int64_t{1} << 40);
+    const json &blocks = field(moe, "/parallel/moe", "blocks");
+    if (!blocks.is_array())
+      error("/parallel/moe/blocks", "must be an array of block indices");
+    const json &algorithm = field(moe, "/parallel/moe", "all_to_all");
+    if (algorithm != "flat" && algorithm != "2d")
+      error("/parallel/moe/all_to_all", "must be flat or 2d");
+    if (moe.contains("token_compression")) {
+      static const std::set<std::string> methods = {"none", "fp16", "bf16", "int8"};
+      const json &tokens = moe["token_compression"];
+      if (!tokens.is_string() || !methods.count(tokens.get<std::string>()))
+        error("/parallel/moe/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
+    }
+    if (moe.contains("expert_tensor_parallel")) {
+      const json &shards = moe["expert_tensor_parallel"];
+      if (!shards.is_number_integer() || (shards != 1 && shards != tp))
+        error("/parallel/moe/expert_tensor_parallel", "must be 1 or tp " + std::to_string(tp));
+    }
+  }
+  const json &decomposition = field(parallel, "/parallel", "decomposition");
+  int64_t *chunkCounts[] = {&config.chunks.attentionForward, &config.chunks.attentionBackward,
+                            &config.chunks.mlpForward, &config.chunks.mlpBackward};
+  int64_t **nextCount = chunkCounts;
+  for (const char *region : {"attention", "mlp"}) {
+    const std::string at = std::string("/parallel/decomposition/") + region;
+    const json &phases = decomposition.is_object() ? field(decomposition, "/parallel/decomposition", region)
+                                                   : decomposition;
+    if (!phases.is_object())
+      error(at, "must be a JSON object of forward and backward chunk counts");
+    for (const char *phase : {"forward", "backward"}) {
+      const json &chunks = field(phases, at, phase);
+      if (!chunks.is_number_integer() || chunks.get<int64_t>() < 1 || chunks.get<int64_t>() > kMaxWorldSize)
+        error(at + "/" + phase, "must be an integer from 1 to " + std::to_string(kMaxWorldSize));
+      **nextCount++ = chunks.get<int64_t>();
+    }
+  }
+  const json &memory = field(parallel, "/parallel", "memory");
+  if (!memory.is_object())
+    error("/parallel/memory", "must be a JSON object");
+  for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
+                          "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes", "stage"})
+    amount(memory, "/parallel/memory", key);
+  const json &notFitting = field(parallel, "/parallel", "baselines_not_fitting");
+  if (!notFitting.is_object())
+    error("/parallel/baselines_not_fitting", "must be a JSON object");
+  for (const auto &[name, why] : notFitting.items())
+    if (!why.is_string())
+      error("/parallel/baselines_not_fitting/" + name, "must be a string");
+  const json &replicated = field(parallel, "/parallel", "replicated");
+  if (!replicated.is_array())
+    error("/parallel/replicated", "must be an array of node names");
+  for (const json &name : replicated)
+    if (!name.is_string())
+      error("/parallel/replicated", "must be an array of node names");
+  const json &stages = field(parallel, "/parallel", "stages");
+  if (!stages.is_array() || int64_t(stages.size()) != pp)
+    error("/parallel/stages", "must hold one program per pipeline stage (pp)");
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const std::string at = "/parallel/stages/" + std::to_string(s);
+    if (!stages[s].is_object())
+      error(at, "must be a JSON object");
+    for (const char *key : {"forward_us", "backward_us", "tensor_comm_us", "p2p_us", "zero_comm_us"})
+      amount(stages[s], at, key);
+    config.stageTimes.push_back({stages[s]["forward_us"].get<double>(), stages[s]["backward_us"].get<double>(),
+                             stages[s]["tensor_comm_us"].get<double>(), stages[s]["p2p_us"].get<double>(),
+                             stages[s]["zero_comm_us"].get<double>()});
+  }
+  return config;
+}
+
+namespace {
+
+
 //===----------------------------------------------------------------------===//
 // Semantic validation (shared by parsePlan and writePlan)
 //===----------------------------------------------------------------------===//
@@ -461,153 +632,14 @@ private:
       error(path, "must be >= 0");
   }
 
-  /// Virtual stages of "1f1b" (1) or "interleaved:V" (V >= 2, as zenopt's
-  /// --schedule reads it); 0 otherwise.
-  static int64_t virtualStagesOf(const std::string &schedule) {
-    if (schedule == "1f1b")
-      return 1;
-    const std::string prefix = "interleaved:";
-    if (schedule.rfind(prefix, 0) != 0 || schedule.size() == prefix.size() ||
-        schedule.size() > prefix.size() + 6)
-      return 0;
-    int64_t v = 0;
-    for (char c : schedule.substr(prefix.size())) {
-      if (c < '0' || c > '9')
-        return 0;
-      v = v * 10 + (c - '0');
-    }
-    return v >= 2 ? v : 0;
-  }
-
-  /// The configuration the runtime will place ranks by, and every field the
-  /// summaries read: positive degrees whose product is the world size, one
-  /// program per pipeline stage, non-negative times and byte counts.
+  /// The shared reader's checks, then the configuration against the plan's world size.
   void checkParallel() {
-    const json parallel = json::parse(plan.parallel, nullptr, /*allow_exceptions=*/false);
-    if (!parallel.is_object())
-      error("/parallel", "must be a JSON object");
-    auto field = [&](const json &object, const std::string &at, const char *key) -> const json & {
-      if (!object.contains(key))
-        error(at + "/" + key, "is missing");
-      return object[key];
-    };
-    auto positive = [&](const char *key, int64_t most) {
-      const json &value = field(parallel, "/parallel", key);
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > most)
-        error(std::string("/parallel/") + key, "must be an integer from 1 to " + std::to_string(most));
-      return value.get<int64_t>();
-    };
-    auto amount = [&](const json &object, const std::string &at, const char *key) {
-      const json &value = field(object, at, key);
-      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
-        error(at + "/" + key, "must be a finite number >= 0");
-    };
-    int64_t tp = positive("tp", kMaxWorldSize), pp = positive("pp", kMaxWorldSize),
-            dp = positive("dp", kMaxWorldSize);
-    if (tp * pp > kMaxWorldSize || tp * pp * dp != plan.cluster.worldSize)
-      error("/parallel", "tp x pp x dp = " + std::to_string(tp) + " x " + std::to_string(pp) + " x " +
-                             std::to_string(dp) + " is not the world size " +
-                             std::to_string(plan.cluster.worldSize));
-    positive("micro_batch", int64_t{1} << 40);
-    const int64_t microBatches = positive("micro_batches", kMaxPipelineSteps);
-    const json &zero = field(parallel, "/parallel", "zero");
-    if (!zero.is_number_integer() || zero.get<int64_t>() < 0 || zero.get<int64_t>() > 3)
-      error("/parallel/zero", "must be 0, 1, 2 or 3");
-    if (!field(parallel, "/parallel", "sequence_parallel").is_boolean())
-      error("/parallel/sequence_parallel", "must be true or false");
-    const json &recompute = field(parallel, "/parallel", "recompute");
-    if (!recompute.is_string() || !zen::vocab::parseRecompute(recompute.get<std::string>()))
-      error("/parallel/recompute", "must be none, selective or full");
-    const json &schedule = field(parallel, "/parallel", "schedule");
-    int64_t virtualStages = schedule.is_string() ? virtualStagesOf(schedule.get<std::string>()) : 0;
-    if (virtualStages < 1)
-      error("/parallel/schedule", "must be 1f1b or interleaved:V with V >= 2");
-    if (virtualStages > 1 && microBatches % pp != 0)
-      error("/parallel/schedule", "interleaved needs micro_batches divisible by pp");
-    // The summaries simulate every step of the schedule.
-    if (microBatches * pp * virtualStages > kMaxPipelineSteps)
-      error("/parallel/micro_batches", "micro_batches x pp x V must be at most " +
-                                           std::to_string(kMaxPipelineSteps));
-    for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
-                            "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
-      amount(parallel, "/parallel", key);
-    if (parallel.contains("moe")) {
-      // MoE blocks: experts over ep ranks of each dp group; the summaries read the rest.
-      const json &moe = parallel["moe"];
-      if (!moe.is_object())
-        error("/parallel/moe", "must be a JSON object");
-      auto integer = [&](const char *key, int64_t least, int64_t most) {
-        const json &value = field(moe, "/parallel/moe", key);
-        if (!value.is_number_integer() || value.get<int64_t>() < least || value.get<int64_t>() > most)
-          error(std::string("/parallel/moe/") + key,
-                "must be an integer from " + std::to_string(least) + " to " + std::to_string(most));
-        return value.get<int64_t>();
-      };
-      const int64_t ep = integer("ep", 1, dp);
-      if (dp % ep != 0)
-        error("/parallel/moe/ep", "must divide dp " + std::to_string(dp));
-      parallelEp = ep;
-      for (const char *key : {"experts", "top_k", "tokens", "capacity", "forward", "backward"})
-        integer(key, 1, int64_t{1} << 40);
-      const json &blocks = field(moe, "/parallel/moe", "blocks");
-      if (!blocks.is_array())
-        error("/parallel/moe/blocks", "must be an array of block indices");
-      const json &algorithm = field(moe, "/parallel/moe", "all_to_all");
-      if (algorithm != "flat" && algorithm != "2d")
-        error("/parallel/moe/all_to_all", "must be flat or 2d");
-      if (moe.contains("token_compression")) {
-        static const std::set<std::string> methods = {"none", "fp16", "bf16", "int8"};
-        const json &tokens = moe["token_compression"];
-        if (!tokens.is_string() || !methods.count(tokens.get<std::string>()))
-          error("/parallel/moe/token_compression", "must be \"none\", \"fp16\", \"bf16\" or \"int8\"");
-      }
-      if (moe.contains("expert_tensor_parallel")) {
-        const json &shards = moe["expert_tensor_parallel"];
-        if (!shards.is_number_integer() || (shards != 1 && shards != tp))
-          error("/parallel/moe/expert_tensor_parallel", "must be 1 or tp " + std::to_string(tp));
-      }
-    }
-    const json &decomposition = field(parallel, "/parallel", "decomposition");
-    for (const char *region : {"attention", "mlp"}) {
-      const std::string at = std::string("/parallel/decomposition/") + region;
-      const json &phases = decomposition.is_object() ? field(decomposition, "/parallel/decomposition", region)
-                                                     : decomposition;
-      if (!phases.is_object())
-        error(at, "must be a JSON object of forward and backward chunk counts");
-      for (const char *phase : {"forward", "backward"}) {
-        const json &chunks = field(phases, at, phase);
-        if (!chunks.is_number_integer() || chunks.get<int64_t>() < 1 || chunks.get<int64_t>() > kMaxWorldSize)
-          error(at + "/" + phase, "must be an integer from 1 to " + std::to_string(kMaxWorldSize));
-      }
-    }
-    const json &memory = field(parallel, "/parallel", "memory");
-    if (!memory.is_object())
-      error("/parallel/memory", "must be a JSON object");
-    for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
-                            "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes", "stage"})
-      amount(memory, "/parallel/memory", key);
-    const json &notFitting = field(parallel, "/parallel", "baselines_not_fitting");
-    if (!notFitting.is_object())
-      error("/parallel/baselines_not_fitting", "must be a JSON object");
-    for (const auto &[name, why] : notFitting.items())
-      if (!why.is_string())
-        error("/parallel/baselines_not_fitting/" + name, "must be a string");
-    const json &replicated = field(parallel, "/parallel", "replicated");
-    if (!replicated.is_array())
-      error("/parallel/replicated", "must be an array of node names");
-    for (const json &name : replicated)
-      if (!name.is_string())
-        error("/parallel/replicated", "must be an array of node names");
-    const json &stages = field(parallel, "/parallel", "stages");
-    if (!stages.is_array() || int64_t(stages.size()) != pp)
-      error("/parallel/stages", "must hold one program per pipeline stage (pp)");
-    for (size_t s = 0; s < stages.size(); ++s) {
-      const std::string at = "/parallel/stages/" + std::to_string(s);
-      if (!stages[s].is_object())
-        error(at, "must be a JSON object");
-      for (const char *key : {"forward_us", "backward_us", "tensor_comm_us", "p2p_us", "zero_comm_us"})
-        amount(stages[s], at, key);
-    }
+    const ParallelConfiguration config = readParallelSection(plan.parallel, source, kind);
+    if (config.gpus() != plan.cluster.worldSize)
+      error("/parallel", "tp x pp x dp = " + std::to_string(config.tp) + " x " +
+                             std::to_string(config.pp) + " x " + std::to_string(config.dp) +
+                             " is not the world size " + std::to_string(plan.cluster.worldSize));
+    parallelEp = config.ep;
   }
 
   /// The MoE decisions the runtime would run each layer with and every field
@@ -1366,7 +1398,8 @@ Plan oneBucketPlan(int64_t elements, int ranks, const std::string &generator) {
   Plan plan;
   plan.generator = {generator, "1"};
   plan.model = {"one-bucket", ""};
-  plan.cluster = {"local", ranks};
+  plan.cluster.name = "local";
+  plan.cluster.worldSize = ranks;
   plan.strategy = "one-bucket";
   plan.compressor = "none";
   plan.tensors = {{"g", elements, "f32", 0}};

@@ -31,9 +31,7 @@ struct ModelShape {
 };
 
 /// Chunks each tensor-parallel region's GEMMs and collectives split into along the tokens.
-struct Chunks {
-  int64_t attentionForward = 1, attentionBackward = 1, mlpForward = 1, mlpBackward = 1;
-};
+using Chunks = DecompositionChunks;
 
 /// One step of a stage's program: forward or backward of a micro-batch on one of the
 /// stage's model chunks (always 0 under 1F1B).
@@ -49,13 +47,10 @@ struct StageLayout {
   std::vector<Step> program;
 };
 
-struct Config {
+/// The plan's configuration (zenrt::readParallelSection) with what only this executor
+/// reads: the model, the optimizer and each stage's layers and program.
+struct Config : ParallelConfiguration {
   ModelShape model;
-  int64_t tp = 1, pp = 1, dp = 1;
-  int zero = 0;
-  bool sequenceParallel = false;
-  int64_t microBatch = 1, microBatches = 1, virtualStages = 1;
-  Chunks chunks;
   bool adam = true;  // else SGD
   std::vector<StageLayout> stages;
 };

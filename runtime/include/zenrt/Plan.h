@@ -12,6 +12,7 @@
 #include "zen/Errors.h"
 #include "zen/SparseScheme.h"
 #include "zen/SyncScheme.h"
+#include "zen/Vocabulary.h"
 
 #include <cstdint>
 #include <map>
@@ -230,6 +231,39 @@ struct Plan {
   /// (optional in the file: absent when empty).
   std::vector<SparseTensor> sparseTensors;
 };
+
+/// Chunks each tensor-parallel GEMM and its collective are split into, per region and
+/// phase (1: not decomposed).
+struct DecompositionChunks {
+  int64_t attentionForward = 1, attentionBackward = 1, mlpForward = 1, mlpBackward = 1;
+};
+
+/// The decisions of a large-model plan's `parallel` section (docs/plan-format.md
+/// "parallel"), as readParallelSection reads them: the one reader the plan validator, the
+/// hybrid executor and zenopt's summaries and simulation share. The section's other fields
+/// (predictions, memory, baselines, the model) stay in `Plan::parallel`.
+struct ParallelConfiguration {
+  int64_t tp = 1, pp = 1, dp = 1;
+  int zero = 0;
+  bool sequenceParallel = false;
+  zen::vocab::Recompute recompute = zen::vocab::Recompute::None;
+  int64_t microBatch = 1, microBatches = 1;
+  int64_t virtualStages = 1;  // schedule "1f1b": 1; "interleaved:V": V
+  DecompositionChunks chunks;
+  /// One pipeline stage's predicted times per micro-batch, in microseconds.
+  struct StageTimes {
+    double forwardUs = 0, backwardUs = 0, tensorCommUs = 0, p2pUs = 0, zeroCommUs = 0;
+  };
+  std::vector<StageTimes> stageTimes;  // one per pipeline stage
+  int64_t ep = 0;                  // the MoE blocks' expert parallelism; 0 without MoE blocks
+  int64_t gpus() const { return tp * pp * dp; }
+};
+
+/// Reads and checks a `parallel` section's text (every rule of docs/plan-format.md
+/// "parallel" but the world size, which validatePlan adds). Throws PlanError(`kind`) naming
+/// `source` and the JSON path.
+ParallelConfiguration readParallelSection(const std::string &section, const std::string &source,
+                                          zen::ErrorKind kind = zen::ErrorKind::BadInput);
 
 /// Parses and validates plan text. `source` names the text in messages
 /// (normally the file path). Throws PlanError(BadInput) on any violation.

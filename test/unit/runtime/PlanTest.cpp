@@ -493,3 +493,90 @@ TEST(Plan, SparseTensorsRoundTripAndAreChecked) {
             at + "statistics/extra: unknown field");
   EXPECT_EQ(errorOf([](json &t) { t["predicted_us"] = -1; }), at + "predicted_us: must be >= 0");
 }
+
+namespace {
+/// A `parallel` section of tp 2 x pp 2 x dp 2, interleaved over 2 virtual stages, with MoE
+/// blocks over ep 2: every field readParallelSection checks.
+json parallelSection() {
+  json stage = {{"forward_us", 10.0}, {"backward_us", 20.0}, {"tensor_comm_us", 3.0},
+                {"p2p_us", 1.5}, {"zero_comm_us", 0.0}};
+  json second = stage;
+  second["forward_us"] = 11.0;
+  json memory = json::object();
+  for (const char *key : {"per_gpu_bytes", "capacity_bytes", "weights_bytes", "gradients_bytes",
+                          "optimizer_bytes", "activations_bytes", "buffers_bytes", "reserve_bytes",
+                          "stage"})
+    memory[key] = 0;
+  json section = {{"tp", 2}, {"pp", 2}, {"dp", 2}, {"micro_batch", 4}, {"micro_batches", 8},
+                  {"zero", 1}, {"sequence_parallel", true}, {"recompute", "selective"},
+                  {"schedule", "interleaved:2"}, {"memory", memory},
+                  {"baselines_not_fitting", json::object()}, {"replicated", json::array()},
+                  {"stages", {stage, second}}};
+  for (const char *key : {"iteration_us", "bubble_us", "tensor_comm_us", "pipeline_comm_us",
+                          "data_comm_us", "tflops_per_gpu", "model_tflops_per_gpu", "mfu"})
+    section[key] = 1.0;
+  section["decomposition"] = {{"attention", {{"forward", 2}, {"backward", 4}}},
+                              {"mlp", {{"forward", 1}, {"backward", 8}}}};
+  section["moe"] = {{"ep", 2},     {"experts", 8},  {"top_k", 2},   {"tokens", 64},
+                    {"capacity", 16}, {"forward", 2}, {"backward", 2}, {"blocks", {1, 3}},
+                    {"all_to_all", "flat"}};
+  return section;
+}
+}  // namespace
+
+TEST(ParallelSection, ReadsEveryDecisionOnceIntoTheTypedConfiguration) {
+  const zenrt::ParallelConfiguration config =
+      zenrt::readParallelSection(parallelSection().dump(), "p.json");
+  EXPECT_EQ(config.tp, 2);
+  EXPECT_EQ(config.pp, 2);
+  EXPECT_EQ(config.dp, 2);
+  EXPECT_EQ(config.gpus(), 8);
+  EXPECT_EQ(config.zero, 1);
+  EXPECT_TRUE(config.sequenceParallel);
+  EXPECT_EQ(config.recompute, zen::vocab::Recompute::Selective);
+  EXPECT_EQ(config.microBatch, 4);
+  EXPECT_EQ(config.microBatches, 8);
+  EXPECT_EQ(config.virtualStages, 2);
+  EXPECT_EQ(config.chunks.attentionForward, 2);
+  EXPECT_EQ(config.chunks.attentionBackward, 4);
+  EXPECT_EQ(config.chunks.mlpForward, 1);
+  EXPECT_EQ(config.chunks.mlpBackward, 8);
+  EXPECT_EQ(config.ep, 2);
+  ASSERT_EQ(config.stageTimes.size(), 2u);
+  EXPECT_EQ(config.stageTimes[1].forwardUs, 11.0);
+  EXPECT_EQ(config.stageTimes[0].backwardUs, 20.0);
+  EXPECT_EQ(config.stageTimes[0].tensorCommUs, 3.0);
+  EXPECT_EQ(config.stageTimes[0].p2pUs, 1.5);
+  json dense = parallelSection();
+  dense.erase("moe");
+  dense["schedule"] = "1f1b";
+  const zenrt::ParallelConfiguration plain = zenrt::readParallelSection(dense.dump(), "p.json");
+  EXPECT_EQ(plain.ep, 0);
+  EXPECT_EQ(plain.virtualStages, 1);
+}
+
+TEST(ParallelSection, RefusesByPathButLeavesTheWorldSizeToTheValidator) {
+  auto errorOf = [](const std::function<void(json &)> &edit) {
+    json section = parallelSection();
+    edit(section);
+    try {
+      zenrt::readParallelSection(section.dump(), "p.json");
+    } catch (const PlanError &e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(errorOf([](json &) {}), "accepted");
+  EXPECT_EQ(errorOf([](json &s) { s["schedule"] = "interleaved:1"; }),
+            "p.json: /parallel/schedule: must be 1f1b or interleaved:V with V >= 2");
+  EXPECT_EQ(errorOf([](json &s) { s["recompute"] = "some"; }),
+            "p.json: /parallel/recompute: must be none, selective or full");
+  EXPECT_EQ(errorOf([](json &s) { s["decomposition"]["mlp"]["backward"] = 0; }),
+            "p.json: /parallel/decomposition/mlp/backward: must be an integer from 1 to 1048576");
+  EXPECT_EQ(errorOf([](json &s) { s["stages"].erase(1); }),
+            "p.json: /parallel/stages: must hold one program per pipeline stage (pp)");
+  EXPECT_EQ(errorOf([](json &s) { s["moe"]["ep"] = 3; }),
+            "p.json: /parallel/moe/ep: must be an integer from 1 to 2");
+  // 8 GPUs; a plan of another world size is refused by validatePlan, not by the reader.
+  EXPECT_EQ(errorOf([](json &s) { s["dp"] = 4; }), "accepted");
+}

@@ -10,6 +10,7 @@
 
 #include "zen/CostModel/Pipeline.h"
 #include "zen/Planner/ParallelSearch.h"
+#include "zenrt/Plan.h"
 
 #include <nlohmann/json.hpp>
 
@@ -40,10 +41,10 @@ nlohmann::ordered_json parallelSection(const cost::TransformerShape &shape,
                                        const std::map<std::string, std::string> &baselinesWhyNot,
                                        const std::map<std::string, std::string> &baselineConfigurations);
 
-/// The simulated schedule of a plan file's `parallel` section: its stages'
+/// The simulated schedule of a large-model plan's `parallel` section: its stages'
 /// per-micro-batch costs run under its schedule (cost::simulatePipeline), for
-/// the trace and the timeline. The section must have passed zenrt's checks.
-cost::PipelineSchedule pipelineScheduleOf(const nlohmann::json &parallel);
+/// the trace and the timeline. The plan must have passed zenrt's checks.
+cost::PipelineSchedule pipelineScheduleOf(const zenrt::Plan &plan);
 
 } // namespace zen::codegen
 

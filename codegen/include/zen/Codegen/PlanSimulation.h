@@ -9,6 +9,7 @@
 #define ZEN_CODEGEN_PLANSIMULATION_H
 
 #include "zen/CostModel/Simulator.h"
+#include "zen/CostModel/Transformer.h"
 #include "zenrt/Plan.h"
 
 #include <vector>
@@ -23,8 +24,10 @@ cost::Group dataParallelGroup(const zenrt::Plan &plan, const cost::CostModel &mo
 /// (cost::expertReplicaGroup at the plan's expert_parallel).
 cost::Group bucketGroup(const zenrt::Plan &plan, const zenrt::Bucket &bucket,
                         const cost::CostModel &model);
-/// tp x pp x dp of a large-model plan's `parallel` section.
-int64_t parallelWorldSize(const zenrt::Plan &plan);
+/// The configuration a large-model plan's `parallel` section decides, as
+/// zenrt::readParallelSection reads it (stage layers and the MoE layers' choices are not
+/// in it).
+cost::ParallelConfig parallelConfigOf(const zenrt::Plan &plan);
 
 /// A row-sparse gradient's statistics as the plan file carries them, and back; a plan
 /// without hash_skew prices hash partitions as even (1/8).
