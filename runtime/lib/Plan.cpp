@@ -415,7 +415,6 @@ int64_t virtualStagesOf(const std::string &schedule) {
   return v >= 2 ? v : 0;
 }
 
-
 } // namespace
 
 ParallelConfiguration readParallelSection(const std::string &section, const std::string &source,
