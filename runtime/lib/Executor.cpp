@@ -318,7 +318,8 @@ void Executor::waitAll() {
   std::unique_lock<std::mutex> lock(mutex);
   throwIfFailed();
   throwIfHeld("zenrt_wait_all");
-  waitFor(lock, "zenrt_wait_all", everyBucket, [&](size_t bucket) { return mainDone(buckets[bucket]); });
+  waitFor(lock, "zenrt_wait_all", everyBucket,
+          [&](size_t bucket) { return mainDone(buckets[bucket]); });
   ++iteration;
   markedThisIteration = 0;
 }
