@@ -39,32 +39,31 @@ ordered_json coScheduledTimeline(const std::vector<plan::MoeLayer> &layers,
     throw std::logic_error("the co-scheduled iteration cannot be simulated: " + result.error);
   std::set<int> gradientStreams;
   for (const cost::SimTask &task : tasks)
-    if (task.kind == cost::TaskKind::Collective && task.bucket >= 0)
+    if (vocab::communicates(task.kind) && task.bucket >= 0)
       gradientStreams.insert(task.stream);
   ordered_json timeline = ordered_json::array();
   for (size_t t = 0; t < tasks.size(); ++t) {
     const cost::SimTask &task = tasks[t];
-    std::string kind = "compute", track = "compute";
-    if (task.kind == cost::TaskKind::Collective) {
-      kind = "collective";
+    std::string track = "compute";
+    if (vocab::communicates(task.kind))
       track = gradientStreams.count(task.stream) ? fmt::format("comm stream {}", task.stream)
                                                  : "moe all-to-all";
-    } else if (task.kind == cost::TaskKind::Compression) {
-      kind = "compression";
-      track = task.device == cost::Device::CPU ? "host cpu" : "compute";
-    }
-    ordered_json entry = {{"name", task.name},
-                          {"kind", kind},
-                          {"phase", cost::toString(task.phase)},
-                          {"track", track}};
+    else if (vocab::compresses(task.kind) && task.device == cost::Device::CPU)
+      track = "host cpu";
+    // Spelled as the schedule spells its tasks.
+    ordered_json entry = {
+        {"name", task.name},
+        {"kind", vocab::toString(task.kind)},
+        {"phase", vocab::toString(task.planPhase())},
+        {"track", track}};
     // The MoE pieces follow the plan's schedule, whose tasks come first, in its order.
     if (task.moeLayer >= 0)
       entry["moe_layer"] = task.moeLayer;
     else
       entry["schedule_task"] = int64_t(t);
-    if (task.kind == cost::TaskKind::Collective)
+    if (vocab::communicates(task.kind))
       entry["stream"] = task.stream;
-    if (task.kind == cost::TaskKind::Compression)
+    if (vocab::compresses(task.kind))
       entry["device"] = cost::toString(task.device);
     entry["start_us"] = result.startUs[t];
     entry["duration_us"] = result.endUs[t] - result.startUs[t];

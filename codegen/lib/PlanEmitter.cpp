@@ -121,19 +121,17 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
     task.priority = sim.priority;
     for (int dep : sim.deps)
       task.deps.push_back(dep);
+    task.kind = sim.kind;
+    task.phase = sim.planPhase();
     switch (sim.kind) {
     case cost::TaskKind::Compute:
-      task.kind = zenrt::TaskKind::Compute;
-      if (sim.phase == cost::TaskPhase::Backward) {
-        task.phase = zenrt::Phase::Backward;
+      if (sim.phase == cost::Phase::Backward) {
         task.flops = problem.backward.at(backwardSegment).flops;
         task.bytes = problem.backward.at(backwardSegment).bytes;
         for (const plan::GradientTensor *g : completes.at(backwardSegment))
           task.produces.push_back(g->name);
         ++backwardSegment;
-      } else if (sim.phase == cost::TaskPhase::Optimizer) {
-        // A decoupled bucket's optimizer step runs while the next forward does.
-        task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Optimizer;
+      } else if (sim.phase == cost::Phase::Optimizer) {
         if (sim.bucket < 0) {  // a sparse gradient's step, after its synchronisation
           const zenrt::SparseTensor &table = out.sparseTensors.at(sparseOptimizer++);
           task.flops = plan::optimizerFlops(table.rows * table.rowElements);
@@ -146,27 +144,21 @@ std::optional<zenrt::Plan> lowerChoice(const plan::Problem &problem, const plan:
           task.bytes += plan::optimizerBytes(problem.gradients[g].elements, 4);
         }
       } else {
-        task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Forward;
         task.flops = problem.forward.at(forwardSegment).flops;
         task.bytes = problem.forward.at(forwardSegment).bytes;
         ++forwardSegment;
       }
       task.bucket = -1; // compute tasks belong to no bucket, optimizer steps included
       break;
-    case cost::TaskKind::Compression:
-      task.kind = sim.phase == cost::TaskPhase::Decompress ? zenrt::TaskKind::Decompress
-                                                           : zenrt::TaskKind::Compress;
-      task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
+    case cost::TaskKind::Compress:
+    case cost::TaskKind::Decompress:
+      break;
+    case cost::TaskKind::SparseSync:
+      task.stream = sim.stream;
+      task.sparseTensor = sparseSync++;
       break;
     case cost::TaskKind::Collective: {
       task.stream = sim.stream;
-      task.phase = sim.nextIteration ? zenrt::Phase::NextForward : zenrt::Phase::Backward;
-      if (sim.sparse) {
-        task.kind = zenrt::TaskKind::SparseSync;
-        task.sparseTensor = sparseSync++;
-        break;
-      }
-      task.kind = zenrt::TaskKind::Collective;
       if (task.bucket < 0 || task.bucket >= static_cast<int64_t>(out.buckets.size())) {
         error = "planner produced collective task '" + sim.name + "' without a valid bucket";
         return std::nullopt;
@@ -241,14 +233,10 @@ mlir::FailureOr<zenrt::Plan> emitDataParallelPlan(mlir::ModuleOp module, const c
   if (!lowered)
     return module.emitError(error);
   zenrt::Plan &out = *lowered;
-  auto readTimes = [&](llvm::StringRef attribute, std::map<std::string, double> &times) {
-    if (auto entries = module->getAttrOfType<mlir::DictionaryAttr>(attribute))
-      for (mlir::NamedAttribute entry : entries)
-        if (auto value = mlir::dyn_cast<mlir::FloatAttr>(entry.getValue()))
-          times[entry.getName().str()] = value.getValueAsDouble();
-  };
-  readTimes("zen.baselines", out.baselines);
-  readTimes("zen.baselines_uncompressed", out.baselinesUncompressed);
+  BaselineTable baselines = baselineTableOf(
+      module->getAttrOfType<mlir::ArrayAttr>(ZenDialect::BaselinesAttrHelper::getNameStr()));
+  out.baselines = std::move(baselines.iterationUs);
+  out.baselinesUncompressed = std::move(baselines.uncompressedUs);
 
   // `out` refers into `lowered`: moved, a plan of 10 000 tensors is not copied.
   return std::move(out);
@@ -315,14 +303,11 @@ mlir::LogicalResult attachMoeFromModule(mlir::ModuleOp module, zenrt::Plan &plan
     return module.emitError(problem.what());
   }
   // Baselines zenopt compared like with like (zen.moe_search) are reported as compared.
-  if (mlir::DictionaryAttr compared = search.getBaselines())
-    for (mlir::NamedAttribute entry : compared)
-      plan.baselines[entry.getName().str()] = mlir::cast<mlir::FloatAttr>(entry.getValue()).getValueAsDouble();
-  if (mlir::DictionaryAttr compared = search.getBaselinesUncompressed()) {
-    plan.baselinesUncompressed.clear();
-    for (mlir::NamedAttribute entry : compared)
-      plan.baselinesUncompressed[entry.getName().str()] =
-          mlir::cast<mlir::FloatAttr>(entry.getValue()).getValueAsDouble();
+  if (mlir::ArrayAttr recorded = search.getBaselines()) {
+    BaselineTable compared = baselineTableOf(recorded);
+    for (const auto &[name, us] : compared.iterationUs)
+      plan.baselines[name] = us;
+    plan.baselinesUncompressed = std::move(compared.uncompressedUs);
   }
   if (moeMemory)
     *moeMemory = plan::moeModelMemory(planned.chosen, *request);
@@ -385,13 +370,14 @@ mlir::FailureOr<zenrt::Plan> emitParallelPlan(mlir::ModuleOp module, const cost:
       {stringAttr(module, "zen.model", "model"), stringAttr(module, "zen.model_hash", ""),
        choice.strategy, decision->compressor,
        nlohmann::json(parallelSection(decision->shape, decision->setup, chosen,
-                                      decision->configurationsScored, decision->baselines,
-                                      decision->baselinesWhyNot, decision->baselineConfigurations))
+                                      decision->configurationsScored, decision->baselines.iterationUs,
+                                      decision->baselines.notFitting,
+                                      decision->baselines.configurations))
            .dump()},
       error);
   if (!plan)
     return module.emitError(error);
-  plan->baselines = decision->baselines;
+  plan->baselines = decision->baselines.iterationUs;
   return std::move(*plan);
 }
 

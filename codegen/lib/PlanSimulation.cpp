@@ -102,13 +102,13 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     cost::SimTask sim;
     sim.name = task.name;
     sim.stream = static_cast<int>(task.stream);
+    sim.kind = task.kind;
     sim.nextIteration = task.phase == zenrt::Phase::NextForward;
     sim.priority = task.priority;
     for (int64_t dep : task.deps)
       sim.deps.push_back(static_cast<int>(dep));
     switch (task.kind) {
     case zenrt::TaskKind::Compute:
-      sim.kind = cost::TaskKind::Compute;
       sim.durationUs =
           sameCluster ? task.workUs
                       : model.computeUs(static_cast<double>(task.flops),
@@ -120,7 +120,6 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       break;
     case zenrt::TaskKind::Compress:
     case zenrt::TaskKind::Decompress: {
-      sim.kind = cost::TaskKind::Compression;
       const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
       // CPU offload runs on the simulator's host compression worker, as planned.
       sim.device = bucket.compression.device;
@@ -138,7 +137,6 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
     }
     case zenrt::TaskKind::SparseSync: {
       const zenrt::SparseTensor &table = plan.sparseTensors.at(task.sparseTensor);
-      sim.kind = cost::TaskKind::Collective;
       sim.sparse = std::make_shared<const cost::SparseSync>(
           cost::SparseSync{table.scheme, {table.rows, table.rowElements},
                            sparsityStatisticsOf(table.statistics)});
@@ -150,7 +148,6 @@ std::vector<cost::SimTask> planToSimTasks(const zenrt::Plan &plan, const cost::C
       const zenrt::Bucket &bucket = plan.buckets.at(task.bucket);
       const bool first = collectivesSeen[task.bucket] == 0;
       const zenrt::Collective &collective = bucket.collectives.at(collectivesSeen[task.bucket]++);
-      sim.kind = cost::TaskKind::Collective;
       sim.collective = collective.op;
       sim.bytes = static_cast<double>(collective.bytes);
       sim.group = bucketGroup(plan, bucket, model);

@@ -53,13 +53,8 @@ int64_t gradientBytes(const zenrt::Plan &plan) {
 
 double ms(double us) { return us / 1000.0; }
 
-/// A collective of a bucket, or a sparse tensor's synchronisation.
-bool communicates(const zenrt::Task &task) {
-  return task.kind == zenrt::TaskKind::Collective || task.kind == zenrt::TaskKind::SparseSync;
-}
-
 bool onHostCpu(const zenrt::Plan &plan, const zenrt::Task &task) {
-  return (task.kind == zenrt::TaskKind::Compress || task.kind == zenrt::TaskKind::Decompress) &&
+  return vocab::compresses(task.kind) &&
          task.bucket >= 0 && task.bucket < static_cast<int64_t>(plan.buckets.size()) &&
          plan.buckets[task.bucket].compression.device == zenrt::Device::CPU;
 }
@@ -72,7 +67,7 @@ public:
     int64_t streams = 0;
     for (const zenrt::Task &task : plan.schedule) {
       hostCpu_ = hostCpu_ || onHostCpu(plan, task);
-      if (communicates(task))
+      if (vocab::communicates(task.kind))
         streams = std::max(streams, task.stream + 1);
     }
     names_.push_back("compute");
@@ -82,7 +77,7 @@ public:
       names_.push_back(fmt::format("comm stream {}", s));
   }
   int64_t trackOf(const zenrt::Task &task) const {
-    if (communicates(task))
+    if (vocab::communicates(task.kind))
       return (hostCpu_ ? 2 : 1) + task.stream;
     return hostCpu_ && onHostCpu(plan_, task) ? 1 : 0;
   }
@@ -135,7 +130,7 @@ std::vector<Interval> exposedCommunication(const zenrt::Plan &plan) {
   std::vector<Interval> compute, comm;
   for (const zenrt::Task &task : plan.schedule) {
     Interval span{task.startUs, task.startUs + task.durationUs};
-    if (communicates(task))
+    if (vocab::communicates(task.kind))
       comm.push_back(span);
     else if (!onHostCpu(plan, task))
       compute.push_back(span);
@@ -157,15 +152,15 @@ std::string escapeXml(const std::string &text) {
   return out;
 }
 
-const char *colorOf(const zenrt::Task &task) {
-  switch (task.kind) {
+const char *colorOf(vocab::TaskKind kind, vocab::Phase phase) {
+  switch (kind) {
   case zenrt::TaskKind::Collective: return "#e8833a";
   case zenrt::TaskKind::SparseSync: return "#c0504d";
   case zenrt::TaskKind::Compress:
   case zenrt::TaskKind::Decompress: return "#8e6cc0";
   case zenrt::TaskKind::Compute: break;
   }
-  switch (task.phase) {
+  switch (phase) {
   case zenrt::Phase::Forward: return "#4c86c6";
   case zenrt::Phase::NextForward: return "#9bbde3";
   case zenrt::Phase::Backward: return "#55a868";
@@ -591,17 +586,19 @@ void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<st
                         std::vector<Bar> &bars, std::vector<Interval> &exposed) {
   // Tracks in a fixed order: compute, host cpu, gradient-sync streams by number, the
   // stream only MoE all-to-alls use; an entry's track name is only shown.
+  // The plan validator checked every entry's kind, phase, device and stream.
+  auto kindOf = [](const json &task) { return *vocab::parseTaskKind(task["kind"].get<std::string>()); };
   std::set<int64_t> gradientStreams;
   for (const json &task : moe["timeline"])
-    if (task["kind"] == "collective" && !task.contains("moe_layer"))
+    if (vocab::communicates(kindOf(task)) && !task.contains("moe_layer"))
       gradientStreams.insert(task["stream"].get<int64_t>());
   auto rank = [&](const json &task) -> std::pair<int, int64_t> {
-    if (task["kind"] == "collective") {
+    if (vocab::communicates(kindOf(task))) {
       const int64_t stream = task["stream"].get<int64_t>();
       return gradientStreams.count(stream) ? std::pair<int, int64_t>{2, stream}
                                            : std::pair<int, int64_t>{3, 0};
     }
-    return {task["kind"] == "compression" && task["device"] == "cpu" ? 1 : 0, 0};
+    return {vocab::compresses(kindOf(task)) && task["device"] == "cpu" ? 1 : 0, 0};
   };
   std::map<std::pair<int, int64_t>, std::string> tracks;
   for (const json &task : moe["timeline"])
@@ -616,17 +613,13 @@ void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<st
   for (const json &task : moe["timeline"]) {
     Bar bar;
     bar.name = task["name"].get<std::string>();
-    const std::string kind = task["kind"].get<std::string>();
-    const vocab::TaskPhase phase = *vocab::parseTaskPhase(task["phase"].get<std::string>());
+    const vocab::TaskKind kind = kindOf(task);
+    const vocab::Phase phase = *vocab::parsePhase(task["phase"].get<std::string>());
     bar.row = rowOf.at(rank(task));
     bar.startUs = task["start_us"].get<double>();
     bar.durationUs = task["duration_us"].get<double>();
-    bar.category = kind;
-    bar.color = kind == "collective"                    ? "#e8833a"
-                : kind == "compression"                 ? "#8e6cc0"
-                : phase == vocab::TaskPhase::Backward   ? "#55a868"
-                : phase == vocab::TaskPhase::Optimizer ? "#8c8c8c"
-                                                        : "#4c86c6";
+    bar.category = vocab::toString(kind);
+    bar.color = colorOf(kind, phase);
     if (task.contains("schedule_task")) {
       const zenrt::Task &scheduled = plan.schedule[task["schedule_task"].get<size_t>()];
       if (scheduled.bucket >= 0)
@@ -634,9 +627,9 @@ void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<st
     }
     if (task.contains("moe_layer")) {
       const json &layer = moe["layers"][task["moe_layer"].get<size_t>()];
-      const bool forward = phase == vocab::TaskPhase::Forward;
+      const bool forward = phase == vocab::Phase::Forward;
       bar.category = "moe";
-      bar.color = kind == "collective" ? "#c44e52" : "#dd8452";
+      bar.color = vocab::communicates(kind) ? "#c44e52" : "#dd8452";
       bar.moe = {{"layer", layer["name"]},
                  {"phase", forward ? "forward" : "backward"},
                  {"degree", layer[forward ? "forward" : "backward"]},
@@ -645,7 +638,7 @@ void addCoScheduledBars(const zenrt::Plan &plan, const json &moe, std::vector<st
                  {"gradient_sync", gradientSyncOf(layer)},
                  {"ep", moe["ep"]}};
     }
-    (kind == "collective" ? comm : compute)
+    (vocab::communicates(kind) ? comm : compute)
         .push_back({bar.startUs, bar.startUs + bar.durationUs});
     bars.push_back(bar);
   }
@@ -720,7 +713,7 @@ Timeline timelineOf(const zenrt::Plan &plan) {
     bar.row = firstTaskRow + layout.trackOf(task);
     bar.name = task.name;
     bar.category = zenrt::toString(task.kind);
-    bar.color = colorOf(task);
+    bar.color = colorOf(task.kind, task.phase);
     bar.startUs = task.startUs + offset;
     bar.durationUs = task.durationUs;
     bar.task = &task;

@@ -45,7 +45,7 @@ std::string validate(const std::vector<SimTask> &tasks) {
     for (int dep : task.deps)
       if (dep < 0 || dep >= n || dep == i)
         return fail(i, "dependency " + std::to_string(dep) + " is not another task");
-    if (task.kind == TaskKind::Collective) {
+    if (vocab::communicates(task.kind)) {
       if (task.stream < 0)
         return fail(i, "negative communication stream");
       if (!std::isfinite(task.bytes) || task.bytes < 0)
@@ -57,8 +57,8 @@ std::string validate(const std::vector<SimTask> &tasks) {
     } else if (!std::isfinite(task.durationUs) || task.durationUs < 0) {
       return fail(i, "duration must be finite and non-negative");
     }
-    if (task.device == Device::CPU && task.kind != TaskKind::Compression)
-      return fail(i, "only compression tasks can run on the CPU");
+    if (task.device == Device::CPU && !vocab::compresses(task.kind))
+      return fail(i, "only compressions and decompressions can run on the CPU");
   }
   return "";
 }
@@ -98,7 +98,7 @@ public:
       regular += task.nextIteration ? 0 : 1;
       priority_[i] = task.priority;
       durationUs_[i] = task.durationUs;
-      if (task.kind != TaskKind::Collective) {
+      if (!vocab::communicates(task.kind)) {
         if (task.device == Device::CPU)
           streamOf_[i] = kHostStream;
         continue;

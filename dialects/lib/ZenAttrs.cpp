@@ -4,6 +4,7 @@
 #include "mlir/IR/DialectImplementation.h"
 
 #include <cmath>
+#include <set>
 
 using namespace mlir;
 using namespace zen;
@@ -322,9 +323,90 @@ LogicalResult TransformerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Baselines
+//===----------------------------------------------------------------------===//
+
+LogicalResult BaselineAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                   FloatAttr iterationUs, FloatAttr uncompressedUs,
+                                   StringAttr notFitting, StringAttr) {
+  if (name.empty())
+    return emitError() << "baseline name must not be empty";
+  for (FloatAttr time : {iterationUs, uncompressedUs})
+    if (time && (!time.getType().isF64() || !std::isfinite(time.getValueAsDouble()) ||
+                 time.getValueAsDouble() < 0))
+      return emitError() << "baseline '" << name
+                         << "' times must be finite, non-negative f64 microseconds";
+  if (iterationUs && notFitting)
+    return emitError() << "baseline '" << name << "' has both a time and a reason it does not fit";
+  if (!iterationUs && !uncompressedUs && !notFitting)
+    return emitError() << "baseline '" << name << "' needs a time or a reason it does not fit";
+  return success();
+}
+
+LogicalResult zen::verifyBaselines(function_ref<InFlightDiagnostic()> emitError, ArrayAttr baselines,
+                                   StringRef owner) {
+  StringRef previous;
+  for (Attribute entry : baselines) {
+    auto baseline = dyn_cast<BaselineAttr>(entry);
+    if (!baseline)
+      return emitError() << owner << " must hold #zen.baseline entries, got " << entry;
+    if (!previous.empty() && !(previous < baseline.getName()))
+      return emitError() << owner << " must be sorted by name, each name once ('"
+                         << previous << "' then '" << baseline.getName() << "')";
+    previous = baseline.getName();
+  }
+  return success();
+}
+
+ArrayAttr zen::baselinesAttr(MLIRContext *context, const BaselineTable &table) {
+  std::set<std::string> names;
+  for (const auto *times : {&table.iterationUs, &table.uncompressedUs})
+    for (const auto &entry : *times)
+      names.insert(entry.first);
+  for (const auto *texts : {&table.notFitting, &table.configurations})
+    for (const auto &entry : *texts)
+      names.insert(entry.first);
+  auto time = [&](const std::map<std::string, double> &times, const std::string &name) {
+    auto found = times.find(name);
+    return found == times.end() ? FloatAttr()
+                                : FloatAttr::get(Float64Type::get(context), found->second);
+  };
+  auto text = [&](const std::map<std::string, std::string> &texts, const std::string &name) {
+    auto found = texts.find(name);
+    return found == texts.end() ? StringAttr() : StringAttr::get(context, found->second);
+  };
+  SmallVector<Attribute> entries;
+  for (const std::string &name : names)
+    entries.push_back(BaselineAttr::get(context, name, time(table.iterationUs, name),
+                                        time(table.uncompressedUs, name),
+                                        text(table.notFitting, name),
+                                        text(table.configurations, name)));
+  return ArrayAttr::get(context, entries);
+}
+
+BaselineTable zen::baselineTableOf(ArrayAttr baselines) {
+  BaselineTable table;
+  if (!baselines)
+    return table;
+  for (Attribute entry : baselines) {
+    auto baseline = cast<BaselineAttr>(entry);
+    const std::string name = baseline.getName().str();
+    if (FloatAttr time = baseline.getIterationUs())
+      table.iterationUs[name] = time.getValueAsDouble();
+    if (FloatAttr time = baseline.getUncompressedUs())
+      table.uncompressedUs[name] = time.getValueAsDouble();
+    if (StringAttr reason = baseline.getNotFitting())
+      table.notFitting[name] = reason.str();
+    if (StringAttr configuration = baseline.getConfiguration())
+      table.configurations[name] = configuration.str();
+  }
+  return table;
+}
+
 LogicalResult MoeSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError, FloatAttr imbalance,
                                     DictionaryAttr searched, DictionaryAttr notFitting,
-                                    DictionaryAttr baselines, DictionaryAttr baselinesUncompressed) {
+                                    ArrayAttr baselines) {
   if (!(imbalance.getValueAsDouble() >= 1) || !std::isfinite(imbalance.getValueAsDouble()))
     return emitError() << "moe_search imbalance must be finite and at least 1";
   for (DictionaryAttr byEp : {searched, notFitting})
@@ -335,20 +417,13 @@ LogicalResult MoeSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError
         return emitError() << "moe_search entries map an ep (a positive integer) to a float, got '"
                            << entry.getName().getValue() << "'";
     }
-  for (DictionaryAttr times : {baselines, baselinesUncompressed})
-    if (times)
-      for (NamedAttribute entry : times)
-        if (!mlir::isa<FloatAttr>(entry.getValue()))
-          return emitError() << "moe_search baseline '" << entry.getName().getValue()
-                             << "' must be a time in microseconds (a float)";
-  return success();
+  return baselines ? verifyBaselines(emitError, baselines, "moe_search baselines") : success();
 }
 
 LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                          int64_t globalBatch, StringRef optimizer,
                                          FloatAttr moeImbalance, StringRef, bool, int64_t scored,
-                                         DictionaryAttr baselines, DictionaryAttr notFitting,
-                                         DictionaryAttr configurations) {
+                                         ArrayAttr baselines) {
   if (globalBatch < 1 || scored < 0)
     return emitError() << "parallel_search global_batch must be at least 1 and "
                           "configurations_scored non-negative";
@@ -356,20 +431,7 @@ LogicalResult ParallelSearchAttr::verify(function_ref<InFlightDiagnostic()> emit
     return emitError() << "parallel_search optimizer must not be empty";
   if (!(moeImbalance.getValueAsDouble() >= 1) || !std::isfinite(moeImbalance.getValueAsDouble()))
     return emitError() << "parallel_search moe_imbalance must be finite and at least 1";
-  for (NamedAttribute baseline : baselines)
-    if (!mlir::isa<FloatAttr>(baseline.getValue()))
-      return emitError() << "parallel_search baseline '" << baseline.getName().getValue()
-                         << "' must be a time in microseconds (a float)";
-  for (NamedAttribute reason : notFitting)
-    if (!mlir::isa<StringAttr>(reason.getValue()))
-      return emitError() << "parallel_search baselines_not_fitting '" << reason.getName().getValue()
-                         << "' must be a reason (a string)";
-  if (configurations)
-    for (NamedAttribute configuration : configurations)
-      if (!mlir::isa<StringAttr>(configuration.getValue()))
-        return emitError() << "parallel_search baseline_configurations '"
-                           << configuration.getName().getValue() << "' must be a configuration (a string)";
-  return success();
+  return verifyBaselines(emitError, baselines, "parallel_search baselines");
 }
 
 LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, ShardKind,

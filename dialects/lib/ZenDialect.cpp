@@ -208,14 +208,11 @@ LogicalResult ZenDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   }
   if (name == PredictedAttrHelper::getNameStr())
     return expect(isa<PredictionAttr>(value), "a #zen.prediction");
-  if (name == BaselinesAttrHelper::getNameStr() ||
-      name == BaselinesUncompressedAttrHelper::getNameStr()) {
-    auto times = dyn_cast<DictionaryAttr>(value);
-    return expect(times && llvm::all_of(times, [](NamedAttribute entry) {
-                    auto time = dyn_cast<FloatAttr>(entry.getValue());
-                    return time && time.getType().isF64() && time.getValueAsDouble() >= 0;
-                  }),
-                  "a dictionary of non-negative f64 times");
+  if (name == BaselinesAttrHelper::getNameStr()) {
+    auto baselines = dyn_cast<ArrayAttr>(value);
+    if (!baselines)
+      return expect(false, "an array of #zen.baseline");
+    return verifyBaselines([&] { return op->emitError(); }, baselines, "'zen.baselines'");
   }
   return success();
 }

@@ -168,10 +168,10 @@ ParallelDecision planParallel(const cost::TransformerShape &shape, const cost::C
   decision.forced = request.forcesAny();
   decision.configurationsScored = result.configurationsScored;
   for (const auto &[name, eval] : result.baselines) {
-    decision.baselines[name] = eval.iterationUs;
-    decision.baselineConfigurations[name] = configText(eval.config);
+    decision.baselines.iterationUs[name] = eval.iterationUs;
+    decision.baselines.configurations[name] = configText(eval.config);
   }
-  decision.baselinesWhyNot = result.baselinesWhyNot;
+  decision.baselines.notFitting = result.baselinesWhyNot;
   return decision;
 }
 
@@ -213,21 +213,12 @@ void recordParallelDecision(ModuleOp module, const ParallelDecision &decision) {
   module->setAttr(ZenDialect::TransformerAttrHelper::getNameStr(),
                   transformerAttr(context, decision.shape));
   module->setAttr(ZenDialect::ParallelAttrHelper::getNameStr(), parallelAttr(context, decision.config));
-  SmallVector<NamedAttribute> baselines, whyNot, configurations;
-  for (const auto &[name, us] : decision.baselines)
-    baselines.emplace_back(StringAttr::get(context, name), f64(context, us));
-  for (const auto &[name, text] : decision.baselineConfigurations)
-    configurations.emplace_back(StringAttr::get(context, name), StringAttr::get(context, text));
-  for (const auto &[name, why] : decision.baselinesWhyNot)
-    whyNot.emplace_back(StringAttr::get(context, name), StringAttr::get(context, why));
   const cost::TrainingSetup &setup = decision.setup;
   module->setAttr(ZenDialect::ParallelSearchAttrHelper::getNameStr(),
                   ParallelSearchAttr::get(context, setup.globalBatch, cost::toString(setup.optimizer),
                                           f64(context, setup.moeImbalance), decision.compressor,
                                           decision.forced, decision.configurationsScored,
-                                          DictionaryAttr::get(context, baselines),
-                                          DictionaryAttr::get(context, whyNot),
-                                          DictionaryAttr::get(context, configurations)));
+                                          baselinesAttr(context, decision.baselines)));
 }
 
 bool hasParallelDecision(ModuleOp module) {
@@ -263,14 +254,7 @@ FailureOr<ParallelDecision> readParallelDecision(ModuleOp module) {
   decision.compressor = search.getCompressor().str();
   decision.forced = search.getForced();
   decision.configurationsScored = search.getConfigurationsScored();
-  for (NamedAttribute baseline : search.getBaselines())
-    decision.baselines[baseline.getName().str()] = cast<FloatAttr>(baseline.getValue()).getValueAsDouble();
-  for (NamedAttribute reason : search.getBaselinesNotFitting())
-    decision.baselinesWhyNot[reason.getName().str()] = cast<StringAttr>(reason.getValue()).str();
-  if (DictionaryAttr configurations = search.getBaselineConfigurations())
-    for (NamedAttribute configuration : configurations)
-      decision.baselineConfigurations[configuration.getName().str()] =
-          cast<StringAttr>(configuration.getValue()).str();
+  decision.baselines = baselineTableOf(search.getBaselines());
   return decision;
 }
 

@@ -138,7 +138,7 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
   const int segments = forwardCount + int(sync.problem.backward.size());
   int ownStream = 0;
   for (const cost::SimTask &task : tasks)
-    if (task.kind == cost::TaskKind::Collective)
+    if (vocab::communicates(task.kind))
       ownStream = std::max(ownStream, task.stream + 1);
 
   for (size_t l = 0; l < layers.size(); ++l) {
@@ -173,7 +173,7 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
         if (named)
           task.name = prefix + what + std::to_string(i);
         task.kind = cost::TaskKind::Collective;
-        task.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
+        task.phase = backward ? cost::Phase::Backward : cost::Phase::Forward;
         task.moeLayer = int64_t(l);
         task.collective = cost::CollectiveKind::AllToAll;
         task.bytes = pieces.bytes;
@@ -191,7 +191,7 @@ std::vector<cost::SimTask> withMoePieces(std::vector<cost::SimTask> tasks,
         cost::SimTask experts;
         if (named)
           experts.name = prefix + "experts" + std::to_string(i);
-        experts.phase = backward ? cost::TaskPhase::Backward : cost::TaskPhase::Forward;
+        experts.phase = backward ? cost::Phase::Backward : cost::Phase::Forward;
         experts.moeLayer = int64_t(l);
         experts.durationUs = pieces.computeUs;
         experts.priority = computePriority;

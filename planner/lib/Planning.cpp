@@ -17,7 +17,7 @@ using cost::CompressionMethod;
 using cost::CompressionSpec;
 using cost::SimTask;
 using cost::TaskKind;
-using cost::TaskPhase;
+using cost::Phase;
 
 double Problem::totalComputeUs() const {
   double total = 0;
@@ -81,7 +81,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
                 2 * problem.sparse.size());
   size_t used = 0;
   // A task after up to two others (negative: none).
-  auto add = [&](TaskKind kind, TaskPhase phase, int64_t bucket, int dep, int otherDep = -1) {
+  auto add = [&](TaskKind kind, Phase phase, int64_t bucket, int dep, int otherDep = -1) {
     if (used == tasks.size())
       tasks.emplace_back();
     SimTask &task = tasks[used];
@@ -102,7 +102,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
 
   // Compute-stream priorities follow the intended serial order: forward, then
   // each backward segment followed by the encodes it enables, then the tail.
-  auto addCompute = [&](TaskKind kind, TaskPhase phase, int64_t bucket, double duration,
+  auto addCompute = [&](TaskKind kind, Phase phase, int64_t bucket, double duration,
                         int64_t priority, int dep, int otherDep = -1) {
     int task = add(kind, phase, bucket, dep, otherDep);
     tasks[task].durationUs = duration;
@@ -113,13 +113,13 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
   int previous = -1;
   std::vector<int> forwardTask(forwardCount, -1);
   for (int k = 0; k < forwardCount; ++k)
-    forwardTask[k] = previous = addCompute(TaskKind::Compute, TaskPhase::Forward, -1,
+    forwardTask[k] = previous = addCompute(TaskKind::Compute, Phase::Forward, -1,
                                            problem.forward[k].durationUs, k, previous);
   const int forwardEnd = previous;
   std::vector<int> backwardTask(backwardCount, -1);
   for (int k = 0; k < backwardCount; ++k)
     backwardTask[k] = previous =
-        addCompute(TaskKind::Compute, TaskPhase::Backward, -1, problem.backward[k].durationUs,
+        addCompute(TaskKind::Compute, Phase::Backward, -1, problem.backward[k].durationUs,
                    forwardCount + 2 * k, previous);
   const int backwardEnd = previous;
   const int64_t tailPriority = forwardCount + 2 * backwardCount + 2;
@@ -156,12 +156,12 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       int64_t encodePriority = readySegment >= 0 && !choice.afterBackward
                                    ? forwardCount + 2 * readySegment + 1
                                    : tailPriority - 1;
-      before = addCompute(TaskKind::Compression, TaskPhase::Compress, bucketId,
+      before = addCompute(TaskKind::Compress, Phase::Backward, bucketId,
                           compression.encodeUs, encodePriority, ready);
       tasks[before].device = bucket.compression.device;
     }
 
-    int done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, before);
+    int done = add(TaskKind::Collective, Phase::Backward, bucketId, before);
     SimTask &collective = tasks[done];
     collective.collective = scheme.sequence[0];
     // Gathered payloads: every rank's payload lands everywhere.
@@ -181,7 +181,7 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
 
     bool nextIteration = false;
     if (scheme.steps == 2) {
-      done = add(TaskKind::Collective, TaskPhase::Communicate, bucketId, done);
+      done = add(TaskKind::Collective, Phase::Backward, bucketId, done);
       SimTask &gather = tasks[done];
       gather.collective = scheme.sequence[1];
       gather.bytes = bytes;
@@ -194,12 +194,12 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
       nextIteration = true;
     }
     if (compressed) {
-      done = addCompute(TaskKind::Compression, TaskPhase::Decompress, bucketId,
+      done = addCompute(TaskKind::Decompress, Phase::Backward, bucketId,
                         compression.decodeUs, tailPriority + 2 * static_cast<int64_t>(b), done);
       tasks[done].device = bucket.compression.device;
     }
     // The optimizer step runs once backward is over, as frameworks call it.
-    int optimizer = addCompute(TaskKind::Compute, TaskPhase::Optimizer, bucketId, optimizerUs,
+    int optimizer = addCompute(TaskKind::Compute, Phase::Optimizer, bucketId, optimizerUs,
                                tailPriority + 2 * static_cast<int64_t>(b) + 1, done,
                                backwardEnd != done ? backwardEnd : -1);
     if (nextIteration) {
@@ -217,12 +217,12 @@ void fillSimTasks(const Problem &problem, const PlanChoice &choice, const cost::
     const int ready = choice.afterBackward           ? backwardEnd
                       : table.readyAfterSegment >= 0 ? backwardTask[table.readyAfterSegment]
                                                      : forwardEnd;
-    const int sync = add(TaskKind::Collective, TaskPhase::Communicate, -1, ready);
+    const int sync = add(TaskKind::SparseSync, Phase::Backward, -1, ready);
     tasks[sync].sparse = table.sync;
     tasks[sync].group = problem.group;
     tasks[sync].bytes = table.sync->table.denseBytes();
     tasks[sync].priority = std::numeric_limits<int64_t>::max() / 2 + static_cast<int64_t>(s);
-    addCompute(TaskKind::Compute, TaskPhase::Optimizer, -1, table.optimizerUs,
+    addCompute(TaskKind::Compute, Phase::Optimizer, -1, table.optimizerUs,
                tailPriority + 2 * bucketCount + static_cast<int64_t>(s), sync,
                backwardEnd != sync ? backwardEnd : -1);
   }
@@ -238,32 +238,22 @@ std::vector<SimTask> buildSimTasks(const Problem &problem, const PlanChoice &cho
   size_t forward = 0, backward = 0, sparseSync = 0, sparseOptimizer = 0;
   for (SimTask &task : tasks) {
     auto ofBucket = [&](const std::string &what) { return what + ".b" + std::to_string(task.bucket); };
-    if (task.bucket < 0 && task.phase == TaskPhase::Communicate) {
-      task.name = "sparse_all_reduce." + problem.sparse[sparseSync++].name;
-      continue;
-    }
-    if (task.bucket < 0 && task.phase == TaskPhase::Optimizer) {
-      task.name = "optimizer." + problem.sparse[sparseOptimizer++].name;
-      continue;
-    }
-    switch (task.phase) {
-    case TaskPhase::Forward:
-      task.name = "fwd." + problem.forward[forward++].name;
+    switch (task.kind) {
+    case TaskKind::Compute:
+      task.name = task.phase == Phase::Forward    ? "fwd." + problem.forward[forward++].name
+                  : task.phase == Phase::Backward ? "bwd." + problem.backward[backward++].name
+                  : task.bucket < 0 ? "optimizer." + problem.sparse[sparseOptimizer++].name
+                                    : ofBucket("optimizer");
       break;
-    case TaskPhase::Backward:
-      task.name = "bwd." + problem.backward[backward++].name;
+    case TaskKind::Compress:
+    case TaskKind::Decompress:
+      task.name = ofBucket(vocab::toString(task.kind));
       break;
-    case TaskPhase::Optimizer:
-      task.name = ofBucket("optimizer");
-      break;
-    case TaskPhase::Compress:
-      task.name = ofBucket("compress");
-      break;
-    case TaskPhase::Communicate:
+    case TaskKind::Collective:
       task.name = ofBucket(cost::toString(task.collective));
       break;
-    case TaskPhase::Decompress:
-      task.name = ofBucket("decompress");
+    case TaskKind::SparseSync:
+      task.name = "sparse_all_reduce." + problem.sparse[sparseSync++].name;
       break;
     }
   }

@@ -38,15 +38,6 @@ template <typename Enum> struct Spelling {
   Enum value;
   const char *spelling;
 };
-constexpr Spelling<TaskKind> kTaskKinds[] = {{TaskKind::Compute, "compute"},
-                                             {TaskKind::Compress, "compress"},
-                                             {TaskKind::Collective, "collective"},
-                                             {TaskKind::Decompress, "decompress"},
-                                             {TaskKind::SparseSync, "sparse_sync"}};
-constexpr Spelling<Phase> kPhases[] = {{Phase::Forward, "forward"},
-                                       {Phase::Backward, "backward"},
-                                       {Phase::Optimizer, "optimizer"},
-                                       {Phase::NextForward, "next_forward"}};
 constexpr Spelling<BucketGroup> kBucketGroups[] = {
     {BucketGroup::DataParallel, "data_parallel"}, {BucketGroup::ExpertReplicas, "expert_replicas"}};
 
@@ -58,8 +49,8 @@ template <typename Enum> struct SpellingTable;
 ZENRT_SPELLING_TABLE(CompressionMethod, zen::vocab::kCompressionMethods)
 ZENRT_SPELLING_TABLE(Device, zen::vocab::kDevices)
 ZENRT_SPELLING_TABLE(CollectiveKind, zen::vocab::kCollectiveKinds)
-ZENRT_SPELLING_TABLE(TaskKind, kTaskKinds)
-ZENRT_SPELLING_TABLE(Phase, kPhases)
+ZENRT_SPELLING_TABLE(TaskKind, zen::vocab::kTaskKinds)
+ZENRT_SPELLING_TABLE(Phase, zen::vocab::kPhases)
 ZENRT_SPELLING_TABLE(BucketGroup, kBucketGroups)
 #undef ZENRT_SPELLING_TABLE
 
@@ -769,13 +760,15 @@ private:
           if (const json &text = field(timeline[t], at, key);
               !text.is_string() || text.get<std::string>().empty())
             error(at + "/" + key, "must be a non-empty string");
-        const json &kind = field(timeline[t], at, "kind");
-        if (kind != "compute" && kind != "compression" && kind != "collective")
-          error(at + "/kind", "must be \"compute\", \"compression\" or \"collective\"");
+        // The schedule's spellings (zen/Vocabulary.h).
+        const json &kindText = field(timeline[t], at, "kind");
+        const std::optional<TaskKind> kind =
+            kindText.is_string() ? enumParse<TaskKind>(kindText.get<std::string>()) : std::nullopt;
+        if (!kind)
+          error(at + "/kind", "must be one of " + enumChoices<TaskKind>());
         const json &phase = field(timeline[t], at, "phase");
-        if (!phase.is_string() || !zen::vocab::parseTaskPhase(phase.get<std::string>()))
-          error(at + "/phase", "must be \"forward\", \"backward\", \"optimizer\", \"compress\", "
-                               "\"communicate\" or \"decompress\"");
+        if (!phase.is_string() || !enumParse<Phase>(phase.get<std::string>()))
+          error(at + "/phase", "must be one of " + enumChoices<Phase>());
         // Each task is an MoE layer's piece or one of the plan's schedule tasks.
         if (timeline[t].contains("moe_layer") == timeline[t].contains("schedule_task"))
           error(at, "must have one of moe_layer and schedule_task");
@@ -792,14 +785,14 @@ private:
             error(at + "/schedule_task", "must index the schedule (0 to " +
                                              std::to_string(plan.schedule.size()) + " - 1)");
         }
-        if (timeline[t].contains("device") != (kind == "compression"))
-          error(at + "/device", "compressions, and only they, have a device");
-        if (kind == "compression" && timeline[t]["device"] != "gpu" &&
+        if (timeline[t].contains("device") != zen::vocab::compresses(*kind))
+          error(at + "/device", "compressions and decompressions, and only they, have a device");
+        if (zen::vocab::compresses(*kind) && timeline[t]["device"] != "gpu" &&
             timeline[t]["device"] != "cpu")
           error(at + "/device", "must be \"gpu\" or \"cpu\"");
-        if (timeline[t].contains("stream") != (kind == "collective"))
+        if (timeline[t].contains("stream") != zen::vocab::communicates(*kind))
           error(at + "/stream", "collectives, and only they, have a stream");
-        if (kind == "collective") {
+        if (zen::vocab::communicates(*kind)) {
           const json &stream = timeline[t]["stream"];
           if (!stream.is_number_integer() || stream.get<int64_t>() < 0)
             error(at + "/stream", "must be an integer >= 0");
@@ -1324,11 +1317,7 @@ ordered_json encodePlan(const Plan &plan) {
 
 }  // namespace
 
-const char *toString(TaskKind v) { return enumName(v); }
-const char *toString(Phase v) { return enumName(v); }
 const char *toString(BucketGroup v) { return enumName(v); }
-std::optional<TaskKind> parseTaskKind(const std::string &s) { return enumParse<TaskKind>(s); }
-std::optional<Phase> parsePhase(const std::string &s) { return enumParse<Phase>(s); }
 
 int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 0; }
 

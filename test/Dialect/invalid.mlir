@@ -440,13 +440,39 @@ module attributes {zen.predicted = 1.0 : f64} {}
 
 // -----
 
-// expected-error @+1 {{'zen.baselines' must be a dictionary of non-negative f64 times, got {ddp = "fast"}}}
-module attributes {zen.baselines = {ddp = "fast"}} {}
+// expected-error @+1 {{'zen.baselines' must be an array of #zen.baseline, got {ddp = 1.000000e+00 : f64}}}
+module attributes {zen.baselines = {ddp = 1.0 : f64}} {}
 
 // -----
 
-// expected-error @+1 {{'zen.baselines_uncompressed' must be a dictionary of non-negative f64 times, got {ddp = -1.000000e+00 : f64}}}
-module attributes {zen.baselines_uncompressed = {ddp = -1.0 : f64}} {}
+// expected-error @+1 {{'zen.baselines' must hold #zen.baseline entries, got "ddp"}}
+module attributes {zen.baselines = ["ddp"]} {}
+
+// -----
+
+// expected-error @+1 {{'zen.baselines' must be sorted by name, each name once ('wfbp' then 'ddp')}}
+module attributes {zen.baselines = [#zen.baseline<name = "wfbp", iteration_us = 2.0 : f64>,
+                                    #zen.baseline<name = "ddp", iteration_us = 1.0 : f64>]} {}
+
+// -----
+
+// expected-error @+1 {{baseline name must not be empty}}
+module attributes {zen.baselines = [#zen.baseline<name = "", iteration_us = 1.0 : f64>]} {}
+
+// -----
+
+// expected-error @+1 {{baseline 'ddp' times must be finite, non-negative f64 microseconds}}
+module attributes {zen.baselines = [#zen.baseline<name = "ddp", uncompressed_us = -1.0 : f64>]} {}
+
+// -----
+
+// expected-error @+1 {{baseline 'zero3' has both a time and a reason it does not fit}}
+module attributes {zen.baselines = [#zen.baseline<name = "zero3", iteration_us = 1.0 : f64, not_fitting = "92 GB">]} {}
+
+// -----
+
+// expected-error @+1 {{baseline 'megatron' needs a time or a reason it does not fit}}
+module attributes {zen.baselines = [#zen.baseline<name = "megatron", configuration = "tp 8">]} {}
 
 // -----
 
@@ -950,32 +976,22 @@ module attributes {zen.transformer = #zen.transformer<family = "gpt", layers = 2
 // -----
 
 // expected-error @+1 {{parallel_search global_batch must be at least 1 and configurations_scored non-negative}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 0, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 0, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = []>} {}
 
 // -----
 
 // expected-error @+1 {{parallel_search optimizer must not be empty}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = []>} {}
 
 // -----
 
 // expected-error @+1 {{parallel_search moe_imbalance must be finite and at least 1}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 0.5 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}>} {}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 0.5 : f64, configurations_scored = 1, baselines = []>} {}
 
 // -----
 
-// expected-error @+1 {{parallel_search baseline 'ddp' must be a time in microseconds (a float)}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {ddp = "slow"}, baselines_not_fitting = {}>} {}
-
-// -----
-
-// expected-error @+1 {{parallel_search baselines_not_fitting 'zero3' must be a reason (a string)}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {zero3 = 1 : i64}>} {}
-
-// -----
-
-// expected-error @+1 {{parallel_search baseline_configurations 'megatron' must be a configuration (a string)}}
-module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = {}, baselines_not_fitting = {}, baseline_configurations = {megatron = 8 : i64}>} {}
+// expected-error @+1 {{parallel_search baselines must hold #zen.baseline entries, got {ddp = "slow"}}}
+module attributes {zen.parallel_search = #zen.parallel_search<global_batch = 8, optimizer = "adam", moe_imbalance = 1.0 : f64, configurations_scored = 1, baselines = [{ddp = "slow"}]>} {}
 
 // -----
 
@@ -1024,8 +1040,8 @@ module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searc
 
 // -----
 
-// expected-error @+1 {{moe_search baseline 'ddp' must be a time in microseconds (a float)}}
-module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searched = {}, not_fitting = {}, baselines = {ddp = "fast"}>} {}
+// expected-error @+1 {{moe_search baselines must be sorted by name, each name once ('ddp' then 'ddp')}}
+module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.0 : f64, searched = {}, not_fitting = {}, baselines = [#zen.baseline<name = "ddp", iteration_us = 1.0 : f64>, #zen.baseline<name = "ddp", uncompressed_us = 2.0 : f64>]>} {}
 
 // -----
 

@@ -98,7 +98,7 @@ module attributes {zen.parallel = #zen.parallel<tp = 8, pp = 2, dp = 4, zero = 1
 
 // The large-model decision: the configuration with its decomposition, stage
 // split and MoE schedule, the recognised transformer, and the search's setup.
-// CHECK-LABEL: module attributes {zen.parallel = #zen.parallel<tp = 2, pp = 2, dp = 8, ep = 2, attention_forward_chunks = 2, mlp_backward_chunks = 4, stage_layers = [3, 1], experts = <ep = 2, forward = 2, backward = 1, all_to_all = "flat">>, zen.parallel_search = #zen.parallel_search<global_batch = 64, optimizer = "adam", moe_imbalance = 1.500000e+00 : f64, compressor = "fp16", forced = true, configurations_scored = 12, baselines = {ddp = 1.250000e+02 : f64}, baselines_not_fitting = {zero3 = "does not fit"}>, zen.transformer = #zen.transformer<family = "gpt", layers = 4, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 5.000000e+04 : f64, embedding_params = 6.400000e+03 : f64, head_params = 6.400000e+03 : f64, replicated = ["/head/MatMul"], moe = <blocks = [1, 3], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.000000e+00 : f64, biases = true, capacity_rows = 8, block_params = 2.000000e+04 : f64, expert_params = 6.600000e+04 : f64>>}
+// CHECK-LABEL: module attributes {zen.parallel = #zen.parallel<tp = 2, pp = 2, dp = 8, ep = 2, attention_forward_chunks = 2, mlp_backward_chunks = 4, stage_layers = [3, 1], experts = <ep = 2, forward = 2, backward = 1, all_to_all = "flat">>, zen.parallel_search = #zen.parallel_search<global_batch = 64, optimizer = "adam", moe_imbalance = 1.500000e+00 : f64, compressor = "fp16", forced = true, configurations_scored = 12, baselines = [#zen.baseline<name = "ddp", iteration_us = 1.250000e+02 : f64, configuration = "tp 1 pp 1 dp 64">, #zen.baseline<name = "zero3", not_fitting = "does not fit">]>, zen.transformer = #zen.transformer<family = "gpt", layers = 4, hidden = 64, heads = 4, kv_heads = 4, ffn = 256, mlp = "gelu", norm = "layernorm", positions = "learned", seq = 16, vocab = 100, model_batch = 1, layer_params = 5.000000e+04 : f64, embedding_params = 6.400000e+03 : f64, head_params = 6.400000e+03 : f64, replicated = ["/head/MatMul"], moe = <blocks = [1, 3], tokens = 16, hidden = 64, ffn = 128, fc1_rows = 128, experts = 4, top_k = 2, capacity_factor = 1.000000e+00 : f64, biases = true, capacity_rows = 8, block_params = 2.000000e+04 : f64, expert_params = 6.600000e+04 : f64>>}
 module attributes {
     zen.parallel = #zen.parallel<tp = 2, pp = 2, dp = 8, ep = 2, attention_forward_chunks = 2,
         mlp_backward_chunks = 4, stage_layers = [3, 1],
@@ -112,14 +112,15 @@ module attributes {
             capacity_rows = 8, block_params = 2.0e4 : f64, expert_params = 6.6e4 : f64>>,
     zen.parallel_search = #zen.parallel_search<global_batch = 64, optimizer = "adam",
         moe_imbalance = 1.5 : f64, compressor = "fp16", forced = true, configurations_scored = 12,
-        baselines = {ddp = 125.0 : f64}, baselines_not_fitting = {zero3 = "does not fit"}>} {
+        baselines = [#zen.baseline<name = "ddp", iteration_us = 125.0 : f64, configuration = "tp 1 pp 1 dp 64">,
+                     #zen.baseline<name = "zero3", not_fitting = "does not fit">]>} {
 }
 
 // What zen-plan-moe searched, and the baselines zenopt compared like with like.
-// CHECK-LABEL: module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.200000e+00 : f64, searched = {"1" = 1.250000e+01 : f64, "2" = 8.000000e+00 : f64}, not_fitting = {"8" = 9.000000e+10 : f64}, baselines = {ddp = 2.000000e+01 : f64}, baselines_uncompressed = {ddp = 2.500000e+01 : f64}>}
+// CHECK-LABEL: module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.200000e+00 : f64, searched = {"1" = 1.250000e+01 : f64, "2" = 8.000000e+00 : f64}, not_fitting = {"8" = 9.000000e+10 : f64}, baselines = [#zen.baseline<name = "ddp", iteration_us = 2.000000e+01 : f64, uncompressed_us = 2.500000e+01 : f64>]>}
 module attributes {zen.moe_search = #zen.moe_search<imbalance = 1.2 : f64,
     searched = {"1" = 12.5 : f64, "2" = 8.0 : f64}, not_fitting = {"8" = 9.0e10 : f64},
-    baselines = {ddp = 20.0 : f64}, baselines_uncompressed = {ddp = 25.0 : f64}>} {
+    baselines = [#zen.baseline<name = "ddp", iteration_us = 20.0 : f64, uncompressed_us = 25.0 : f64>]>} {
 }
 
 // A row-sparse gradient synchronised under its sparse scheme, with the statistics it was chosen from.

@@ -7,7 +7,7 @@
 // Autotune on already-synchronised IR replaces the plan.
 // RUN: zenopt-opt %S/Inputs/mlp.mlir --zen-insert-grad-sync --zen-fuse-gradients=strategy=wfbp --zen-autotune | FileCheck %s
 
-// CHECK: module attributes {zen.baselines = {ddp = {{[-+.e0-9]+}} : f64, horovod = {{[-+.e0-9]+}} : f64, mgwfbp = {{[-+.e0-9]+}} : f64, nooverlap = {{[-+.e0-9]+}} : f64, wfbp = {{[-+.e0-9]+}} : f64}
+// CHECK: module attributes {zen.baselines = [#zen.baseline<name = "ddp", iteration_us = {{[-+.e0-9]+}} : f64>, #zen.baseline<name = "horovod", iteration_us = {{[-+.e0-9]+}} : f64>, #zen.baseline<name = "mgwfbp", iteration_us = {{[-+.e0-9]+}} : f64>, #zen.baseline<name = "nooverlap", iteration_us = {{[-+.e0-9]+}} : f64>, #zen.baseline<name = "wfbp", iteration_us = {{[-+.e0-9]+}} : f64>]
 // CHECK-SAME: zen.cluster = "a100x64"
 // CHECK-SAME: zen.predicted = #zen.prediction<iteration_us = {{[-+.e0-9]+}} : f64, compute_us = {{[-+.e0-9]+}} : f64, exposed_comm_us = {{[-+.e0-9]+}} : f64, lower_bound_us = {{[-+.e0-9]+}} : f64>
 // CHECK-SAME: zen.strategy = "auto", zen.world_size = 64 : i64

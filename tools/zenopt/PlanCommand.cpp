@@ -721,20 +721,17 @@ void compareLikeWithLike(zenrt::Plan &plan, zenrt::Plan &exact) {
 /// Records on `module`'s zen.moe_search the gradient-sync baselines of `plan` as
 /// compareLikeWithLike left them (the MoE baselines are the lowering's own).
 void recordComparedBaselines(mlir::ModuleOp module, const zenrt::Plan &plan) {
-  mlir::MLIRContext *context = module.getContext();
-  auto f64 = [&](double us) { return mlir::FloatAttr::get(mlir::Float64Type::get(context), us); };
   const std::vector<std::string> &moeNames = plan::moeBaselineNames();
-  llvm::SmallVector<mlir::NamedAttribute> baselines, uncompressed;
+  BaselineTable compared;
   for (const auto &[name, us] : plan.baselines)
     if (std::find(moeNames.begin(), moeNames.end(), name) == moeNames.end())
-      baselines.emplace_back(mlir::StringAttr::get(context, name), f64(us));
-  for (const auto &[name, us] : plan.baselinesUncompressed)
-    uncompressed.emplace_back(mlir::StringAttr::get(context, name), f64(us));
+      compared.iterationUs[name] = us;
+  compared.uncompressedUs = plan.baselinesUncompressed;
   auto search = module->getAttrOfType<MoeSearchAttr>(ZenDialect::MoeSearchAttrHelper::getNameStr());
   module->setAttr(ZenDialect::MoeSearchAttrHelper::getNameStr(),
-                  MoeSearchAttr::get(context, search.getImbalance(), search.getSearched(),
-                                     search.getNotFitting(), mlir::DictionaryAttr::get(context, baselines),
-                                     mlir::DictionaryAttr::get(context, uncompressed)));
+                  MoeSearchAttr::get(module.getContext(), search.getImbalance(), search.getSearched(),
+                                     search.getNotFitting(),
+                                     baselinesAttr(module.getContext(), compared)));
 }
 
 /// Ends the process once the plan is reported (its files committed): the model graph, the IR

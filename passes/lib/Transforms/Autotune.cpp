@@ -23,13 +23,6 @@ using namespace zen::plan;
 
 namespace zen {
 namespace {
-DictionaryAttr timesAttr(Builder &builder, const std::map<std::string, double> &times) {
-  SmallVector<NamedAttribute> entries;
-  for (const auto &[name, us] : times)
-    entries.push_back(builder.getNamedAttr(name, builder.getF64FloatAttr(us)));
-  return builder.getDictionaryAttr(entries);
-}
-
 /// One synchronisation planned and applied: the module's, or one pipeline stage's.
 struct PlannedSync {
   std::string strategy;
@@ -98,10 +91,10 @@ struct AutotunePass : impl::AutotuneBase<AutotunePass> {
     ZenDialect::PredictedAttrHelper(context).setAttr(
         module, PredictionAttr::get(context, evaluation.iterationUs, evaluation.computeUs,
                                     evaluation.exposedCommUs, first->lowerBoundUs));
-    ZenDialect::BaselinesAttrHelper(context).setAttr(module, timesAttr(builder, first->baselineUs));
-    if (!first->baselineUncompressedUs.empty())
-      ZenDialect::BaselinesUncompressedAttrHelper(context).setAttr(
-          module, timesAttr(builder, first->baselineUncompressedUs));
+    BaselineTable baselines;
+    baselines.iterationUs = first->baselineUs;
+    baselines.uncompressedUs = first->baselineUncompressedUs;
+    ZenDialect::BaselinesAttrHelper(context).setAttr(module, baselinesAttr(context, baselines));
     markAnalysesPreserved<CostModelAnalysis>();
   }
 

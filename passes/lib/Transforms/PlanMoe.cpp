@@ -80,8 +80,7 @@ struct PlanMoePass : impl::PlanMoeBase<PlanMoePass> {
       notFitting.emplace_back(StringAttr::get(context, std::to_string(degree)), f64(bytes));
     module->setAttr(ZenDialect::MoeSearchAttrHelper::getNameStr(),
                     MoeSearchAttr::get(context, f64(imbalance), DictionaryAttr::get(context, searched),
-                                       DictionaryAttr::get(context, notFitting), DictionaryAttr(),
-                                       DictionaryAttr()));
+                                       DictionaryAttr::get(context, notFitting), ArrayAttr()));
     markAllAnalysesPreserved();
   }
 };

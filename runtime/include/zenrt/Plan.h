@@ -44,16 +44,11 @@ using zen::vocab::SyncScheme;
 using zen::vocab::Device;
 using zen::vocab::toString;
 
-/// SparseSync: one row-sparse gradient's synchronisation under its scheme (`sparse_tensor`
-/// names it); the executor's streams never run it (zenrt::sparse::allReduce does).
-enum class TaskKind { Compute, Compress, Collective, Decompress, SparseSync };
-enum class Phase { Forward, Backward, Optimizer, NextForward };
-
-/// Spellings used in the file ("compute", "next_forward", ...).
-const char *toString(TaskKind kind);
-const char *toString(Phase phase);
-std::optional<TaskKind> parseTaskKind(const std::string &name);
-std::optional<Phase> parsePhase(const std::string &name);
+/// A schedule task's kind and phase are the vocabulary's too ("compute", "next_forward").
+/// A SparseSync task (`sparse_tensor` names its gradient) never runs on the executor's
+/// streams: zenrt::sparse::allReduce does it.
+using zen::vocab::Phase;
+using zen::vocab::TaskKind;
 
 struct Generator {
   std::string name;     // e.g. "zenopt"

@@ -13,11 +13,17 @@ compressors = ["", "fp16,topk:0.01,powersgd:4"]
 number = r"([-+.e0-9]+) : f64"
 
 
-def fields(text, name, opening, closing):
-    """The `key = value : f64` fields of attribute `name` (a dictionary or #zen.prediction)."""
-    body = re.search(re.escape(name) + r" = " + opening + r"([^" + closing + r"]*)" + closing,
-                     text).group(1)
+def prediction(text):
+    """The `key = value : f64` fields of zen.predicted's #zen.prediction."""
+    body = re.search(r"zen\.predicted = #zen\.prediction<([^>]*)>", text).group(1)
     return {key: float(value) for key, value in re.findall(r"(\w+) = " + number, body)}
+
+
+def baselines_of(text):
+    """zen.baselines' predicted iterations by name (its #zen.baseline entries)."""
+    body = re.search(r"zen\.baselines = \[([^\]]*)\]", text).group(1)
+    return {name: float(value) for name, value in
+            re.findall(r'#zen\.baseline<name = "([\w-]+)", iteration_us = ' + number, body)}
 
 
 failures = 0
@@ -30,8 +36,8 @@ for model in models:
             planned = subprocess.run(["zenopt-opt", option], input=ir, check=True,
                                      capture_output=True, text=True).stdout
             header = planned.splitlines()[0]
-            predicted = fields(header, "zen.predicted", r"#zen\.prediction<", ">")
-            baselines = fields(header, "zen.baselines", r"\{", "}")
+            predicted = prediction(header)
+            baselines = baselines_of(header)
             auto = predicted["iteration_us"]
             best = min(baselines.values())
             ok = (auto <= best and len(baselines) == 5

@@ -140,8 +140,7 @@ TEST(PlanSimulation, CpuCompressionRunsBesideTheComputeStream) {
   // Offloaded, the encode runs on the CPU worker while backward.0 computes.
   zenrt::Plan offloaded = twoBucketPlan(model, true, zenrt::Device::CPU);
   for (const cost::SimTask &task : codegen::planToSimTasks(offloaded, model))
-    EXPECT_EQ(task.device, task.kind == cost::TaskKind::Compression ? cost::Device::CPU
-                                                                    : cost::Device::GPU)
+    EXPECT_EQ(task.device, vocab::compresses(task.kind) ? cost::Device::CPU : cost::Device::GPU)
         << task.name;
   cost::SimResult cpu = codegen::simulatePlan(offloaded, model);
   ASSERT_EQ(cpu.error, "");
@@ -171,7 +170,7 @@ TEST(PlanSimulation, CpuCompressionRunsBesideTheComputeStream) {
   spec.errorFeedback = true;
   cost::CompressionCost expected = h100.compression(spec, 1 << 20);
   for (const cost::SimTask &task : tasks)
-    if (task.kind == cost::TaskKind::Compression)
+    if (vocab::compresses(task.kind))
       EXPECT_DOUBLE_EQ(task.durationUs, task.name == "compress.b0" ? expected.encodeUs
                                                                   : expected.decodeUs);
 }

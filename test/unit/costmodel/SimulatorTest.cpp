@@ -256,7 +256,7 @@ TEST(Simulator, CpuCompressionRunsOnItsOwnWorkerUnslowed) {
   // each, which share the one CPU worker but neither wait for compute nor slow down.
   auto compress = [](const std::string &name, double us, std::vector<int> deps, Device device) {
     SimTask task = compute(name, us, std::move(deps));
-    task.kind = TaskKind::Compression;
+    task.kind = TaskKind::Compress;
     task.device = device;
     return task;
   };
@@ -290,7 +290,7 @@ TEST(Simulator, CpuCompressionRunsOnItsOwnWorkerUnslowed) {
 
   // Only compression can be offloaded.
   tasks[2].device = Device::CPU;
-  EXPECT_NE(simulate(exactModel(1), tasks).error.find("only compression tasks can run on the CPU"),
+  EXPECT_NE(simulate(exactModel(1), tasks).error.find("only compressions and decompressions can run on the CPU"),
             std::string::npos);
 }
 

@@ -16,9 +16,12 @@ TEST(Vocabulary, SpellingsRoundTrip) {
     EXPECT_EQ(parseDevice(toString(entry.value)), entry.value) << entry.spelling;
   for (const CollectiveTraits &entry : kCollectiveKinds)
     EXPECT_EQ(parseCollectiveKind(toString(entry.value)), entry.value) << entry.spelling;
-  for (const TaskPhaseTraits &entry : kTaskPhases)
-    EXPECT_EQ(parseTaskPhase(toString(entry.value)), entry.value) << entry.spelling;
-  EXPECT_EQ(parseTaskPhase("next_forward"), std::nullopt);
+  for (const TaskKindTraits &entry : kTaskKinds)
+    EXPECT_EQ(parseTaskKind(toString(entry.value)), entry.value) << entry.spelling;
+  for (const PhaseTraits &entry : kPhases)
+    EXPECT_EQ(parsePhase(toString(entry.value)), entry.value) << entry.spelling;
+  EXPECT_EQ(parseTaskKind("compression"), std::nullopt);
+  EXPECT_EQ(parsePhase("communicate"), std::nullopt);
   for (const AlgorithmTraits &entry : kAlgorithms)
     EXPECT_EQ(parseAlgorithm(toString(entry.value)), entry.value) << entry.spelling;
   for (const RecomputeTraits &entry : kRecomputes)
@@ -33,16 +36,19 @@ TEST(Vocabulary, SpellingsRoundTrip) {
 
 TEST(Vocabulary, PlanFileSpellings) {
   // What plan files, cluster files and the command line spell (docs/plan-format.md).
-  std::string methods, collectives, phases;
+  std::string methods, collectives, kinds, phases;
   for (const CompressionTraits &entry : kCompressionMethods)
     methods += std::string(entry.spelling) + " ";
   for (const CollectiveTraits &entry : kCollectiveKinds)
     collectives += std::string(entry.spelling) + " ";
-  for (const TaskPhaseTraits &entry : kTaskPhases)
+  for (const TaskKindTraits &entry : kTaskKinds)
+    kinds += std::string(entry.spelling) + " ";
+  for (const PhaseTraits &entry : kPhases)
     phases += std::string(entry.spelling) + " ";
   EXPECT_EQ(methods, "none fp16 bf16 int8 topk randomk sign powersgd ");
   EXPECT_EQ(collectives, "all_reduce reduce_scatter all_gather all_to_all broadcast send_recv ");
-  EXPECT_EQ(phases, "forward backward optimizer compress communicate decompress ");
+  EXPECT_EQ(kinds, "compute compress collective decompress sparse_sync ");
+  EXPECT_EQ(phases, "forward backward optimizer next_forward ");
   std::string algorithms, recomputes;
   for (const AlgorithmTraits &entry : kAlgorithms)
     algorithms += std::string(entry.spelling) + " ";
@@ -52,6 +58,21 @@ TEST(Vocabulary, PlanFileSpellings) {
   EXPECT_EQ(recomputes, "none selective full ");
   EXPECT_STREQ(toString(Device::GPU), "gpu");
   EXPECT_STREQ(toString(Device::CPU), "cpu");
+}
+
+TEST(Vocabulary, TaskKindTraits) {
+  // Communication streams carry collectives and sparse synchronisations; the host's
+  // compression worker runs encodes and decodes, nothing else.
+  using K = TaskKind;
+  std::string communicating, compressing;
+  for (K kind : {K::Compute, K::Compress, K::Collective, K::Decompress, K::SparseSync}) {
+    if (communicates(kind))
+      communicating += std::string(toString(kind)) + " ";
+    if (compresses(kind))
+      compressing += std::string(toString(kind)) + " ";
+  }
+  EXPECT_EQ(communicating, "collective sparse_sync ");
+  EXPECT_EQ(compressing, "compress decompress ");
 }
 
 TEST(Vocabulary, CompressionTraits) {

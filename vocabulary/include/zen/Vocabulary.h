@@ -25,10 +25,14 @@ namespace zen::vocab {
 enum class CompressionMethod { None, FP16, BF16, Int8, TopK, RandomK, Sign, PowerSGD };
 enum class Device { GPU, CPU };
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather, AllToAll, Broadcast, SendRecv };
-/// What a task does in the training iteration (the simulator's tasks, the plan's MoE
-/// timeline). An MoE layer's dispatch/combine all-to-alls move activations: they take the
-/// phase of the pass they serve (Forward or Backward); Communicate is gradient sync's.
-enum class TaskPhase { Forward, Backward, Optimizer, Compress, Communicate, Decompress };
+/// What a task does: the simulator's tasks, the plan's schedule and its MoE timeline.
+/// SparseSync: one row-sparse gradient's synchronisation under its own scheme.
+enum class TaskKind { Compute, Compress, Collective, Decompress, SparseSync };
+/// When a task runs in the iteration. Gradient sync (compressions, collectives) takes
+/// Backward; an MoE layer's dispatch/combine all-to-alls take the pass they serve.
+/// NextForward: a decoupled bucket's tail (its gather and update), overlapping the next
+/// iteration's forward; the simulator keeps the task's own phase and a next-iteration flag.
+enum class Phase { Forward, Backward, Optimizer, NextForward };
 /// How a collective moves its bytes (NCCL's ring and tree; hierarchical: inside each node,
 /// then across; direct: every pair at once, as all-to-all and point-to-point do).
 enum class Algorithm { Ring, Tree, Hierarchical, Direct };
@@ -73,8 +77,15 @@ struct CollectiveTraits {
   const char *spelling;
 };
 
-struct TaskPhaseTraits {
-  TaskPhase value;
+struct TaskKindTraits {
+  TaskKind value;
+  const char *spelling;
+  bool communicates;  // a collective or a sparse synchronisation: runs on a communication stream
+  bool compresses;    // an encode or decode of a bucket's gradients
+};
+
+struct PhaseTraits {
+  Phase value;
   const char *spelling;
 };
 
@@ -125,10 +136,20 @@ inline constexpr CollectiveTraits kCollectiveKinds[] = {
     {CollectiveKind::SendRecv, "send_recv"},
 };
 
-inline constexpr TaskPhaseTraits kTaskPhases[] = {
-    {TaskPhase::Forward, "forward"},     {TaskPhase::Backward, "backward"},
-    {TaskPhase::Optimizer, "optimizer"}, {TaskPhase::Compress, "compress"},
-    {TaskPhase::Communicate, "communicate"}, {TaskPhase::Decompress, "decompress"},
+inline constexpr TaskKindTraits kTaskKinds[] = {
+    // value                  spelling       communicates compresses
+    {TaskKind::Compute,     "compute",     false,       false},
+    {TaskKind::Compress,    "compress",    false,       true},
+    {TaskKind::Collective,  "collective",  true,        false},
+    {TaskKind::Decompress,  "decompress",  false,       true},
+    {TaskKind::SparseSync,  "sparse_sync", true,        false},
+};
+
+inline constexpr PhaseTraits kPhases[] = {
+    {Phase::Forward, "forward"},
+    {Phase::Backward, "backward"},
+    {Phase::Optimizer, "optimizer"},
+    {Phase::NextForward, "next_forward"},
 };
 
 inline constexpr AlgorithmTraits kAlgorithms[] = {
@@ -174,7 +195,8 @@ std::optional<decltype(Traits::value)> parse(const Traits (&table)[N], std::stri
 static_assert(detail::indexedByValue(kCompressionMethods), "kCompressionMethods out of order");
 static_assert(detail::indexedByValue(kDevices), "kDevices out of order");
 static_assert(detail::indexedByValue(kCollectiveKinds), "kCollectiveKinds out of order");
-static_assert(detail::indexedByValue(kTaskPhases), "kTaskPhases out of order");
+static_assert(detail::indexedByValue(kTaskKinds), "kTaskKinds out of order");
+static_assert(detail::indexedByValue(kPhases), "kPhases out of order");
 static_assert(detail::indexedByValue(kAlgorithms), "kAlgorithms out of order");
 static_assert(detail::indexedByValue(kRecomputes), "kRecomputes out of order");
 static_assert(detail::indexedByValue(kAttentionKernels), "kAttentionKernels out of order");
@@ -197,9 +219,13 @@ constexpr const char *toString(Device device) {
 constexpr const char *toString(CollectiveKind kind) {
   return kCollectiveKinds[static_cast<size_t>(kind)].spelling;
 }
-constexpr const char *toString(TaskPhase phase) {
-  return kTaskPhases[static_cast<size_t>(phase)].spelling;
+constexpr const TaskKindTraits &traitsOf(TaskKind kind) {
+  return kTaskKinds[static_cast<size_t>(kind)];
 }
+constexpr bool communicates(TaskKind kind) { return traitsOf(kind).communicates; }
+constexpr bool compresses(TaskKind kind) { return traitsOf(kind).compresses; }
+constexpr const char *toString(TaskKind kind) { return traitsOf(kind).spelling; }
+constexpr const char *toString(Phase phase) { return kPhases[static_cast<size_t>(phase)].spelling; }
 constexpr const char *toString(Algorithm algorithm) {
   return kAlgorithms[static_cast<size_t>(algorithm)].spelling;
 }
@@ -231,8 +257,11 @@ inline std::optional<Device> parseDevice(std::string_view text) {
 inline std::optional<CollectiveKind> parseCollectiveKind(std::string_view text) {
   return detail::parse(kCollectiveKinds, text);
 }
-inline std::optional<TaskPhase> parseTaskPhase(std::string_view text) {
-  return detail::parse(kTaskPhases, text);
+inline std::optional<TaskKind> parseTaskKind(std::string_view text) {
+  return detail::parse(kTaskKinds, text);
+}
+inline std::optional<Phase> parsePhase(std::string_view text) {
+  return detail::parse(kPhases, text);
 }
 inline std::optional<Algorithm> parseAlgorithm(std::string_view text) {
   return detail::parse(kAlgorithms, text);

@@ -21,10 +21,12 @@
 
 namespace zen::cost {
 
-enum class TaskKind { Compute, Collective, Compression };
-/// What a task does in the training iteration (zen/Vocabulary.h), for those that lower
-/// or report a task graph (codegen): the simulator itself schedules by kind alone.
-using vocab::TaskPhase;
+/// What a task does and when (zen/Vocabulary.h). The simulator schedules by kind alone
+/// (compute stream, host compression worker, communication streams); the phase is for
+/// those that lower or report a task graph (codegen). A task's phase is never NextForward:
+/// nextIteration says that.
+using vocab::Phase;
+using vocab::TaskKind;
 
 /// What prices a row-sparse gradient's synchronisation (sparseSyncCost).
 struct SparseSync {
@@ -36,7 +38,7 @@ struct SparseSync {
 struct SimTask {
   std::string name;
   TaskKind kind = TaskKind::Compute;
-  TaskPhase phase = TaskPhase::Forward;
+  Phase phase = Phase::Forward;
   /// The gradient bucket a compression, collective or optimizer task serves; -1 for none.
   int64_t bucket = -1;
   /// An MoE layer's dispatch, experts and combine pieces: the layer's index (the
@@ -90,6 +92,9 @@ struct SimTask {
   /// dependency stays within the iteration. The simulator unrolls iterations
   /// until the steady state and reports one of them.
   bool nextIteration = false;
+
+  /// The phase a plan file gives the task (its schedule and MoE timeline).
+  Phase planPhase() const { return nextIteration ? Phase::NextForward : phase; }
 };
 
 struct SimResult {

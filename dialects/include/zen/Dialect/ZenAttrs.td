@@ -234,6 +234,32 @@ def Zen_TransformerAttr : Zen_Attr<"Transformer", "transformer"> {
   let genVerifyDecl = 1;
 }
 
+def Zen_BaselineAttr : Zen_Attr<"Baseline", "baseline"> {
+  let summary = "One baseline a plan was compared with";
+  let description = [{
+    A baseline by `name` (a strategy such as `ddp`, a large-model seed such as
+    `megatron`, an MoE system such as `tutel`): its predicted `iteration_us`,
+    the same with uncompressed gradients (`uncompressed_us`, when compressors
+    were allowed and zenopt compared like with like), or why it cannot run
+    (`not_fitting`, instead of a time); the `configuration` it ran, where the
+    search chose one for it. Lists of them (`zen.baselines`, and the
+    `baselines` of `#zen.moe_search` and `#zen.parallel_search`) are arrays
+    sorted by name, each name once.
+
+    ```mlir
+    #zen.baseline<name = "ddp", iteration_us = 58460.4 : f64>
+    #zen.baseline<name = "zero3", not_fitting = "needs 92 GB per GPU">
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"name">:$name,
+                        OptionalParameter<"::mlir::FloatAttr">:$iteration_us,
+                        OptionalParameter<"::mlir::FloatAttr">:$uncompressed_us,
+                        OptionalParameter<"::mlir::StringAttr">:$not_fitting,
+                        OptionalParameter<"::mlir::StringAttr">:$configuration);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 def Zen_MoeSearchAttr : Zen_Attr<"MoeSearch", "moe_search"> {
   let summary = "What zen-plan-moe searched besides the chosen expert parallelism";
   let description = [{
@@ -241,10 +267,10 @@ def Zen_MoeSearchAttr : Zen_Attr<"MoeSearch", "moe_search"> {
     `imbalance` planned for (the busiest expert's load over the mean), the
     iteration each expert-parallel degree tried and fitting adds (`searched`,
     ep to microseconds) and the per-GPU bytes of each that does not fit
-    (`not_fitting`, ep to bytes). zenopt adds `baselines` and
-    `baselines_uncompressed` (name to microseconds) when it compared the plan
-    with one of uncompressed gradients and reports each baseline at the faster
-    of the two; the lowering then reports those.
+    (`not_fitting`, ep to bytes). zenopt adds the `baselines` (`#zen.baseline`,
+    with their `uncompressed_us`) when it compared the plan with one of
+    uncompressed gradients and reports each baseline at the faster of the two;
+    the lowering then reports those.
 
     ```mlir
     #zen.moe_search<imbalance = 1.0 : f64, searched = {"1" = 12.5 : f64, "2" = 8.0 : f64},
@@ -253,8 +279,7 @@ def Zen_MoeSearchAttr : Zen_Attr<"MoeSearch", "moe_search"> {
   }];
   let parameters = (ins "::mlir::FloatAttr":$imbalance, "::mlir::DictionaryAttr":$searched,
                         "::mlir::DictionaryAttr":$not_fitting,
-                        OptionalParameter<"::mlir::DictionaryAttr">:$baselines,
-                        OptionalParameter<"::mlir::DictionaryAttr">:$baselines_uncompressed);
+                        OptionalParameter<"::mlir::ArrayAttr">:$baselines);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -267,24 +292,23 @@ def Zen_ParallelSearchAttr : Zen_Attr<"ParallelSearch", "parallel_search"> {
     the MoE `moe_imbalance` and the allowed gradient `compressor` list
     (zenopt's --compressor spelling; empty: none); `forced` when the command
     line fixed part of the configuration (the plan's strategy is then
-    `manual`, else `auto`); the search's `configurations_scored`, its `baselines` (name to predicted iteration in
-    microseconds), `baselines_not_fitting` (name to the reason) and, optionally,
-    `baseline_configurations` (name to the configuration the baseline ran).
+    `manual`, else `auto`); the search's `configurations_scored` and its
+    `baselines` (`#zen.baseline`: a predicted iteration or why it does not fit,
+    and the configuration it ran).
     Lowering re-scores the chosen configuration from these and
     `zen.transformer`.
 
     ```mlir
     #zen.parallel_search<global_batch = 64, optimizer = "adam", moe_imbalance = 1.0 : f64,
-        configurations_scored = 216, baselines = {ddp = 58460.4 : f64},
-        baselines_not_fitting = {}>
+        configurations_scored = 216,
+        baselines = [#zen.baseline<name = "ddp", iteration_us = 58460.4 : f64>]>
     ```
   }];
   let parameters = (ins "int64_t":$global_batch, StringRefParameter<"optimizer">:$optimizer,
                         "::mlir::FloatAttr":$moe_imbalance,
                         StringRefParameter<"compressor list", "\"\"">:$compressor,
-                        Zen_FlagParameter:$forced, "int64_t":$configurations_scored, "::mlir::DictionaryAttr":$baselines,
-                        "::mlir::DictionaryAttr":$baselines_not_fitting,
-                        OptionalParameter<"::mlir::DictionaryAttr">:$baseline_configurations);
+                        Zen_FlagParameter:$forced, "int64_t":$configurations_scored,
+                        "::mlir::ArrayAttr":$baselines);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

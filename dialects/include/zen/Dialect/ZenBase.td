@@ -45,8 +45,8 @@ def Zen_Dialect : Dialect {
     "::mlir::IntegerAttr":$heads,
     "::mlir::IntegerAttr":$kv_heads,
     "::zen::PredictionAttr":$predicted,
-    "::mlir::DictionaryAttr":$baselines,
-    "::mlir::DictionaryAttr":$baselines_uncompressed,
+    // The baselines zen-autotune compared the plan with: #zen.baseline entries (module).
+    "::mlir::ArrayAttr":$baselines,
     // The parallel configuration the partitioning passes applied (module).
     "::zen::ParallelAttr":$parallel,
     // The transformer the large-model search planned, and what it planned under (module).

@@ -15,7 +15,9 @@
 
 #include <functional>
 #include <future>
+#include <map>
 #include <optional>
+#include <string>
 
 // Attributes first: the dialect declares typed module attributes of these classes.
 #include "zen/Dialect/ZenEnums.h.inc"
@@ -51,6 +53,26 @@ std::optional<vocab::CollectiveKind> collectiveKindOf(mlir::Operation *op);
 /// Bytes of the payload an op moves: its first operand's (or, with none, its
 /// first result's) tensor bytes, or the wire size of a compressed payload.
 int64_t payloadBytes(mlir::Operation *op);
+
+/// Checks a list of baselines (`zen.baselines`, a search's `baselines`): #zen.baseline
+/// entries sorted by name, each name once. `owner` names the list in the message.
+mlir::LogicalResult verifyBaselines(llvm::function_ref<mlir::InFlightDiagnostic()> emitError,
+                                    mlir::ArrayAttr baselines, llvm::StringRef owner);
+
+/// A list of baselines by name, as the planner and the plan file hold them.
+struct BaselineTable {
+  std::map<std::string, double> iterationUs;
+  /// The same baselines with uncompressed gradients (zenopt compared like with like).
+  std::map<std::string, double> uncompressedUs;
+  /// Why a baseline cannot run, instead of a time.
+  std::map<std::string, std::string> notFitting;
+  /// The configuration a baseline ran, where the search chose one.
+  std::map<std::string, std::string> configurations;
+};
+/// The #zen.baseline list of `table`, sorted by name.
+mlir::ArrayAttr baselinesAttr(mlir::MLIRContext *context, const BaselineTable &table);
+/// The table of a verified list; an empty one for a null attribute.
+BaselineTable baselineTableOf(mlir::ArrayAttr baselines);
 
 /// i64 attributes by value, for code that builds many ops: a model's repeated layers give
 /// most ops the same FLOP and byte counts, and a map lookup costs a tenth of uniquing the

@@ -34,9 +34,9 @@ struct ParallelDecision {
   std::string compressor;  // --compressor's spelling; empty: none
   bool forced = false;     // the command line fixed part of the configuration
   int64_t configurationsScored = 0;
-  std::map<std::string, double> baselines;  // name -> predicted iteration (us)
-  std::map<std::string, std::string> baselinesWhyNot;
-  std::map<std::string, std::string> baselineConfigurations;  // name -> configText of its configuration
+  /// The baselines' predicted iterations, why the others do not fit, and the configuration
+  /// each ran (configText).
+  BaselineTable baselines;
 };
 
 /// Searches the configurations `request` allows for `shape` on `model`'s
