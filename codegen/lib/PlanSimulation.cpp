@@ -201,7 +201,7 @@ cost::SimResult simulatePlan(zenrt::Plan &plan, const cost::CostModel &model) {
     task.durationUs = result.endUs[i] - result.startUs[i];
     // Work is the task's time alone: what the simulator was given, or the
     // collective's uncontended time.
-    task.workUs = sim.kind == cost::TaskKind::Collective
+    task.workUs = vocab::communicates(sim.kind)
                       ? cost::collectiveCost(model, sim).timeUs + sim.executorUs
                       : sim.durationUs;
   }

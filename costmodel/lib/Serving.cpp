@@ -72,10 +72,10 @@ AllReduceKernel vllmKernel(double bytes, int64_t tp, bool peer) {
 /// spread the weight over every SM, so the roofline alone prices them: at small batch the
 /// weight read through HBM. By phase, not by a row threshold, so that a step's time has no
 /// cliff as the batch grows.
-enum class Phase { Prefill, Decode };
-double weightGemmUs(const CostModel &model, Phase phase, double rows, double n, double k, double batch,
+enum class InferencePhase { Prefill, Decode };
+double weightGemmUs(const CostModel &model, InferencePhase phase, double rows, double n, double k, double batch,
                     DType dtype) {
-  if (phase == Phase::Prefill)
+  if (phase == InferencePhase::Prefill)
     return gemmUs(model, rows, n, k, batch, dtype);
   return model.computeUs(2.0 * rows * n * k * batch, elementBytes(dtype) * batch * (rows * k + k * n + rows * n),
                          dtype);
@@ -103,7 +103,7 @@ double moeFraction(const TransformerShape &shape) {
 /// MoE block's experts that its tokens reach, top_k each, expected
 /// experts x (1 - (1 - top_k / experts)^rows) of them, each reading its own weights. The
 /// mean over the model's dense and MoE blocks.
-double mlpUs(const TransformerShape &shape, int64_t tp, Phase phase, double rows, DType dtype,
+double mlpUs(const TransformerShape &shape, int64_t tp, InferencePhase phase, double rows, DType dtype,
              const CostModel &model) {
   const double hidden = double(shape.hidden);
   double dense = 0, moe = 0;
@@ -246,10 +246,10 @@ PhaseTime prefillTime(const TransformerShape &shape, const ServingParallel &para
   // Causal FlashAttention: half of the tokens x tokens scores, QK^T and PV, the rank's heads.
   const double attentionFlops = 2.0 * tokens * tokens * double(shape.hidden) / double(tp);
   const double attentionBytes = 4.0 * tokens * g.qkvN * actBytes;
-  const double attentionRegion = weightGemmUs(model, Phase::Prefill, tokens, g.qkvN, g.qkvK, 1, dtype) +
+  const double attentionRegion = weightGemmUs(model, InferencePhase::Prefill, tokens, g.qkvN, g.qkvK, 1, dtype) +
                                  model.computeUs(attentionFlops, attentionBytes, dtype) +
-                                 weightGemmUs(model, Phase::Prefill, tokens, g.outN, g.outK, 1, dtype);
-  const double mlpRegion = mlpUs(shape, tp, Phase::Prefill, tokens, dtype, model);
+                                 weightGemmUs(model, InferencePhase::Prefill, tokens, g.outN, g.outK, 1, dtype);
+  const double mlpRegion = mlpUs(shape, tp, InferencePhase::Prefill, tokens, dtype, model);
   const double allReduceBytes = tokens * double(shape.hidden) * actBytes;
 
   PhaseTime time;
@@ -267,7 +267,7 @@ PhaseTime prefillTime(const TransformerShape &shape, const ServingParallel &para
   }
   const double blockComputeUs = attentionRegion + mlpRegion;
   // Only the last position's logits are needed to sample the first token.
-  const double headUs = weightGemmUs(model, Phase::Prefill, 1, double(shape.vocab) / double(tp), double(shape.hidden), 1, dtype);
+  const double headUs = weightGemmUs(model, InferencePhase::Prefill, 1, double(shape.vocab) / double(tp), double(shape.hidden), 1, dtype);
   const double blocks = double(shape.layers);  // a request passes every stage's blocks in turn
   time.computeUs = blocks * blockComputeUs + headUs;
   time.allReduceUs = blocks * (bestBlockUs - blockComputeUs);
@@ -288,12 +288,12 @@ PhaseTime decodeStepTime(const TransformerShape &shape, const ServingParallel &p
   const double kvBytes = rows * contextTokens * 2.0 * double(kvHeadsPerRank(shape, tp)) * headDim *
                          workload.kvElementBytes;
   const double attentionFlops = 4.0 * rows * contextTokens * double(shape.hidden) / double(tp);
-  const double blockComputeUs = weightGemmUs(model, Phase::Decode, rows, g.qkvN, g.qkvK, 1, dtype) +
+  const double blockComputeUs = weightGemmUs(model, InferencePhase::Decode, rows, g.qkvN, g.qkvK, 1, dtype) +
                                 model.computeUs(attentionFlops, kvBytes, dtype) +
-                                weightGemmUs(model, Phase::Decode, rows, g.outN, g.outK, 1, dtype) +
-                                mlpUs(shape, tp, Phase::Decode, rows, dtype, model);
+                                weightGemmUs(model, InferencePhase::Decode, rows, g.outN, g.outK, 1, dtype) +
+                                mlpUs(shape, tp, InferencePhase::Decode, rows, dtype, model);
   const double allReduceBytes = rows * double(shape.hidden) * actBytes;
-  const double headUs = weightGemmUs(model, Phase::Decode, rows, double(shape.vocab) / double(tp), double(shape.hidden), 1, dtype);
+  const double headUs = weightGemmUs(model, InferencePhase::Decode, rows, double(shape.vocab) / double(tp), double(shape.hidden), 1, dtype);
   double logitsGatherUs = 0;
   if (tp > 1)
     logitsGatherUs = model.collective(CollectiveKind::AllGather, rows * double(shape.vocab) * actBytes,
