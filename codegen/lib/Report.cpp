@@ -154,17 +154,17 @@ std::string escapeXml(const std::string &text) {
 
 const char *colorOf(vocab::TaskKind kind, vocab::Phase phase) {
   switch (kind) {
-  case zenrt::TaskKind::Collective: return "#e8833a";
-  case zenrt::TaskKind::SparseSync: return "#c0504d";
-  case zenrt::TaskKind::Compress:
-  case zenrt::TaskKind::Decompress: return "#8e6cc0";
-  case zenrt::TaskKind::Compute: break;
+  case vocab::TaskKind::Collective: return "#e8833a";
+  case vocab::TaskKind::SparseSync: return "#c0504d";
+  case vocab::TaskKind::Compress:
+  case vocab::TaskKind::Decompress: return "#8e6cc0";
+  case vocab::TaskKind::Compute: break;
   }
   switch (phase) {
-  case zenrt::Phase::Forward: return "#4c86c6";
-  case zenrt::Phase::NextForward: return "#9bbde3";
-  case zenrt::Phase::Backward: return "#55a868";
-  case zenrt::Phase::Optimizer: return "#8c8c8c";
+  case vocab::Phase::Forward: return "#4c86c6";
+  case vocab::Phase::NextForward: return "#9bbde3";
+  case vocab::Phase::Backward: return "#55a868";
+  case vocab::Phase::Optimizer: return "#8c8c8c";
   }
   return "#8c8c8c";
 }

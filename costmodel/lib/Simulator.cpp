@@ -59,6 +59,10 @@ std::string validate(const std::vector<SimTask> &tasks) {
     }
     if (task.device == Device::CPU && !vocab::compresses(task.kind))
       return fail(i, "only compressions and decompressions can run on the CPU");
+    // The kind says how a task is priced: a sparse one without its table would be a dense
+    // all-reduce, a collective with one a sparse synchronisation.
+    if ((task.kind == TaskKind::SparseSync) != (task.sparse != nullptr))
+      return fail(i, "a sparse synchronisation, and only it, carries a sparse table");
   }
   return "";
 }

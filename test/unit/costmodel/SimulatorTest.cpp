@@ -301,6 +301,14 @@ TEST(Simulator, RejectsBadGraphsWithoutThrowing) {
   SimResult cycle = simulate(exactModel(1), {compute("a", 1, {1}), compute("b", 1, {0})});
   EXPECT_NE(cycle.error.find("cycle"), std::string::npos);
   EXPECT_EQ(simulate(exactModel(1), {}).error, "");
+  // A sparse synchronisation is priced from its table: without one it is refused, and so is
+  // a plain collective that carries one.
+  SimTask sparse = allReduce("sparse", 10, 0);
+  sparse.kind = TaskKind::SparseSync;
+  EXPECT_NE(simulate(exactModel(1), {sparse}).error.find("carries a sparse table"), std::string::npos);
+  SimTask dense = allReduce("dense", 10, 0);
+  dense.sparse = std::make_shared<const SparseSync>();
+  EXPECT_NE(simulate(exactModel(1), {dense}).error.find("carries a sparse table"), std::string::npos);
 }
 
 namespace {
