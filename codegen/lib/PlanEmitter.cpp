@@ -3,6 +3,7 @@
 
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanSimulation.h"
+#include "zen/Codegen/SparsePlan.h"
 #include "zen/Passes/LargeModel.h"
 #include "zen/Passes/Moe.h"
 #include "zen/Codegen/MoePlan.h"
@@ -32,19 +33,9 @@ std::vector<zenrt::SparseTensor> sparseTensorsOf(const plan::Problem &problem,
   std::vector<zenrt::SparseTensor> tensors;
   for (const plan::SparseGradientTask &table : problem.sparse) {
     const cost::SparseSync &sync = *table.sync;
-    const cost::SparseSyncCost priced =
-        cost::sparseSyncCost(model, sync.scheme, sync.table, sync.statistics, problem.group);
-    const auto &traits = vocab::traitsOf(sync.scheme);
-    zenrt::SparseTensor tensor;
-    tensor.name = table.name;
-    tensor.rows = sync.table.rows;
-    tensor.rowElements = sync.table.rowElements;
-    tensor.scheme = sync.scheme;
-    tensor.blockRows = traits.takesBlockRows ? priced.blockRows : 0;
-    tensor.denseThreshold = traits.takesDenseThreshold ? priced.denseThreshold : 0;
-    tensor.statistics = sparseStatisticsOf(sync.statistics);
-    tensor.predictedUs = priced.timeUs;
-    tensors.push_back(std::move(tensor));
+    tensors.push_back(sparseTensorOf(
+        table.name, sync.table, sync.statistics,
+        cost::sparseSyncCost(model, sync.scheme, sync.table, sync.statistics, problem.group)));
   }
   return tensors;
 }

@@ -303,6 +303,8 @@ ordered_json summaryJson(const zenrt::Plan &plan, const SummaryContext &context)
   }
   if (!context.sparse.tensors.empty())
     json["sparse"] = sparseSummaryJson(context.sparse);
+  if (!context.denseSynced.tables.empty())
+    json["sparse_synchronised_dense"] = denseSyncedJson(context.denseSynced);
   return json;
 }
 
@@ -474,6 +476,13 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
                        plan.sparseTensors.size(), plan.sparseTensors.size() == 1 ? "" : "s",
                        denseBytes / 1e6);
   }
+  if (const std::vector<plan::SparseDecision> &dense = context.denseSynced.tables; !dense.empty()) {
+    std::vector<std::string> names;
+    for (const plan::SparseDecision &table : dense)
+      names.push_back(table.name);
+    out += fmt::format("  dense row-sparse      {} table{} ({}), synchronised dense (below)\n",
+                       dense.size(), dense.size() == 1 ? "" : "s", fmt::join(names, ", "));
+  }
   out += fmt::format("  compression           {}\n", compressionUsed(plan));
   if (plan.computeDtype != "fp32")
     out += fmt::format("  compute precision     {} (gradients fp32 on the wire)\n", plan.computeDtype);
@@ -524,6 +533,8 @@ std::string summaryText(const zenrt::Plan &plan, const SummaryContext &context) 
   }
   if (!context.sparse.tensors.empty())
     out += "\n" + sparseSummaryText(context.sparse);
+  if (!context.denseSynced.tables.empty())
+    out += "\n" + denseSyncedText(context.denseSynced);
   return out;
 }
 

@@ -33,25 +33,49 @@ nlohmann::ordered_json entryOf(const plan::SparseDecision &decision) {
   return entry;
 }
 
+/// One table in the text summary: its shape, `why`, and the statistics it was priced from.
+std::string tableLine(const plan::SparseDecision &decision, const std::string &why) {
+  const cost::SparsityStatistics &stats = decision.statistics;
+  return fmt::format("  {} {}x{}: {}; density {:.4f}, gamma({}) {:.2f}, skew {:.2f} ({})\n",
+                     decision.name, decision.table.rows, decision.table.rowElements, why,
+                     stats.density, int64_t(1) << (stats.gamma.size() - 1), stats.gamma.back(),
+                     stats.skew, cost::toString(stats.source));
+}
+
+/// Why a table the plan synchronises dense (ranking.front()) is dense: the reason against the
+/// runner-up, or what the cheapest scheme would take where dense is not the cheapest.
+const cost::SparseSyncCost &cheapestOf(const plan::SparseDecision &decision) {
+  return *std::min_element(decision.ranking.begin(), decision.ranking.end(),
+                           [](const cost::SparseSyncCost &a, const cost::SparseSyncCost &b) {
+                             return a.timeUs < b.timeUs;
+                           });
+}
+
+std::string denseReason(const plan::SparseDecision &decision) {
+  const cost::SparseSyncCost &dense = decision.chosen(), &cheapest = cheapestOf(decision);
+  if (cheapest.timeUs >= dense.timeUs)
+    return decision.reason();
+  return fmt::format("dense {:.1f} us; {} would take {:.1f} us, {:.2f}x less", dense.timeUs,
+                     vocab::toString(cheapest.scheme), cheapest.timeUs,
+                     cheapest.timeUs > 0 ? dense.timeUs / cheapest.timeUs : 1.0);
+}
+
 } // namespace
 
-std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan) {
-  std::vector<zenrt::SparseTensor> tensors;
-  for (const plan::SparseDecision &decision : plan.tensors) {
-    const cost::SparseSyncCost &chosen = decision.chosen();
-    const auto &traits = vocab::traitsOf(chosen.scheme);
-    zenrt::SparseTensor tensor;
-    tensor.name = decision.name;
-    tensor.rows = decision.table.rows;
-    tensor.rowElements = decision.table.rowElements;
-    tensor.scheme = chosen.scheme;
-    tensor.blockRows = traits.takesBlockRows ? chosen.blockRows : 0;
-    tensor.denseThreshold = traits.takesDenseThreshold ? chosen.denseThreshold : 0;
-    tensor.statistics = sparseStatisticsOf(decision.statistics);
-    tensor.predictedUs = chosen.timeUs;
-    tensors.push_back(std::move(tensor));
-  }
-  return tensors;
+zenrt::SparseTensor sparseTensorOf(const std::string &name, const cost::SparseTable &table,
+                                   const cost::SparsityStatistics &statistics,
+                                   const cost::SparseSyncCost &priced) {
+  const auto &traits = vocab::traitsOf(priced.scheme);
+  zenrt::SparseTensor tensor;
+  tensor.name = name;
+  tensor.rows = table.rows;
+  tensor.rowElements = table.rowElements;
+  tensor.scheme = priced.scheme;
+  tensor.blockRows = traits.takesBlockRows ? priced.blockRows : 0;
+  tensor.denseThreshold = traits.takesDenseThreshold ? priced.denseThreshold : 0;
+  tensor.statistics = sparseStatisticsOf(statistics);
+  tensor.predictedUs = priced.timeUs;
+  return tensor;
 }
 
 plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model,
@@ -129,14 +153,8 @@ std::string sparseSummaryText(const plan::SparsePlan &plan) {
   if (plan.tensors.empty())
     return "";
   std::string text = "sparse gradients (scheme per tensor, statistics it used, why)\n";
-  for (const plan::SparseDecision &decision : plan.tensors) {
-    const cost::SparsityStatistics &stats = decision.statistics;
-    text += fmt::format("  {} {}x{}: {}; density {:.4f}, gamma({}) {:.2f}, skew {:.2f} ({})\n",
-                        decision.name, decision.table.rows, decision.table.rowElements,
-                        decision.reason(), stats.density,
-                        int64_t(1) << (stats.gamma.size() - 1), stats.gamma.back(), stats.skew,
-                        cost::toString(stats.source));
-  }
+  for (const plan::SparseDecision &decision : plan.tensors)
+    text += tableLine(decision, decision.reason());
   text += fmt::format("  sparse sync {:.1f} us; baselines:", plan.chosenUs);
   for (const std::string &name : plan::sparseBaselineNames())
     text += fmt::format(" {} {:.1f}", name, plan.baselines.at(name));
@@ -147,6 +165,49 @@ std::string sparseSummaryText(const plan::SparsePlan &plan) {
       text += fmt::format(" {} {:.3f}", name, us / 1000.0);
     text += " ms\n";
   }
+  return text;
+}
+
+DenseSyncedTables denseSyncedTables(const std::vector<plan::SparseTensorRequest> &requests,
+                                    const zenrt::Plan &plan, const cost::CostModel &model,
+                                    std::string reason) {
+  DenseSyncedTables dense;
+  dense.reason = std::move(reason);
+  if (requests.empty())
+    return dense;
+  dense.tables = plan::planSparseTensors(requests, model, dataParallelGroup(plan, model)).tensors;
+  for (plan::SparseDecision &table : dense.tables) {
+    std::vector<cost::SparseSyncCost> &ranking = table.ranking;
+    auto runs = std::find_if(ranking.begin(), ranking.end(), [](const cost::SparseSyncCost &cost) {
+      return cost.scheme == vocab::SparseScheme::Dense;
+    });
+    if (runs == ranking.end())
+      throw zen::Error(zen::ErrorKind::Internal, "sparse tensor '" + table.name + "' has no dense price");
+    std::rotate(ranking.begin(), runs, runs + 1);
+  }
+  return dense;
+}
+
+nlohmann::ordered_json denseSyncedJson(const DenseSyncedTables &dense) {
+  nlohmann::ordered_json tables = nlohmann::ordered_json::array();
+  for (const plan::SparseDecision &decision : dense.tables) {
+    nlohmann::ordered_json entry = entryOf(decision);
+    entry.erase("predicted_us");
+    entry["dense_us"] = decision.chosen().timeUs;
+    const cost::SparseSyncCost &cheapest = cheapestOf(decision);
+    entry["cheapest"] = {{"scheme", vocab::toString(cheapest.scheme)}, {"predicted_us", cheapest.timeUs}};
+    entry["reason"] = denseReason(decision);
+    tables.push_back(std::move(entry));
+  }
+  return {{"reason", dense.reason}, {"tensors", std::move(tables)}};
+}
+
+std::string denseSyncedText(const DenseSyncedTables &dense) {
+  if (dense.tables.empty())
+    return "";
+  std::string text = "row-sparse gradients synchronised dense: " + dense.reason + "\n";
+  for (const plan::SparseDecision &decision : dense.tables)
+    text += tableLine(decision, denseReason(decision));
   return text;
 }
 

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "zen/CostModel/Sparse.h"
+#include "zen/Support/FileIO.h"
 #include "zen/Support/StrictJson.h" // escapeJsonPointerToken
 
 #include <nlohmann/json.hpp>
@@ -498,6 +499,21 @@ std::vector<SparseSyncCost> rankSparseSchemes(const CostModel &model, const Spar
     return a.timeUs < b.timeUs;
   });
   return costs;
+}
+
+std::map<std::string, SparsityStatistics> readSparsityStatistics(const std::vector<std::string> &entries) {
+  std::map<std::string, SparsityStatistics> byParam;
+  for (const std::string &entry : entries) {
+    const size_t equals = entry.find('=');
+    const std::string param = equals == std::string::npos ? "" : entry.substr(0, equals);
+    const std::string path = equals == std::string::npos ? entry : entry.substr(equals + 1);
+    SparsityStatistics stats = parseSparsityStatistics(
+        io::readBounded(path, kMaxStatisticsFileBytes, "statistics file"), path);
+    if (!byParam.emplace(param, std::move(stats)).second)
+      throw Error(ErrorKind::BadInput,
+                  "two statistics files for " + (param.empty() ? std::string("every table") : "'" + param + "'"));
+  }
+  return byParam;
 }
 
 } // namespace zen::cost

@@ -14,6 +14,7 @@
 
 #include "zen/Codegen/ParallelPlan.h"
 #include "zen/Codegen/PlanEmitter.h"
+#include "zen/Codegen/PlanSimulation.h"
 #include "zen/Codegen/Report.h"
 #include "zen/Codegen/ServingPlan.h"
 #include "zen/Codegen/SparsePlan.h"
@@ -304,12 +305,13 @@ void checkManualBuckets(const PlanOptions &options, mlir::ModuleOp module, bool 
                                           : ""));
 }
 
-/// Checks --sparsity before planning: every file reads as statistics (65 naming the file and
-/// field, 66 when missing), every PARAM names a row-sparse gradient of the model, and the
-/// model has one (2 otherwise).
-void checkSparsityOption(const PlanOptions &options, const importer::ModelGraph &graph) {
+/// Reads --sparsity before planning, by parameter ("" for every table): every file reads as
+/// statistics (65 naming the file and field, 66 when missing), every PARAM names a row-sparse
+/// gradient of the model, and the model has one (2 otherwise).
+std::map<std::string, cost::SparsityStatistics> checkedSparsityOption(const PlanOptions &options,
+                                                                      const importer::ModelGraph &graph) {
   if (options.sparsity.empty())
-    return;
+    return {};
   std::vector<std::string> tables;
   for (const importer::SparseGradient &sparse : graph.sparseGradients)
     tables.push_back(graph.parameters[sparse.parameter].name);
@@ -318,20 +320,61 @@ void checkSparsityOption(const PlanOptions &options, const importer::ModelGraph 
                                       " has no row-sparse gradient (zenopt inspect lists them)");
   for (const std::string &entry : options.sparsity) {
     const size_t equals = entry.find('=');
-    const std::string path = equals == std::string::npos ? entry : entry.substr(equals + 1);
     if (equals != std::string::npos &&
         std::find(tables.begin(), tables.end(), entry.substr(0, equals)) == tables.end())
       throw CommandError(ExitUsage, fmt::format("--sparsity {}: '{}' is not a row-sparse gradient of "
                                                 "{} (it has: {})",
                                                 entry, entry.substr(0, equals), options.model,
                                                 fmt::join(tables, ", ")));
-    try {
-      cost::parseSparsityStatistics(
-          io::readBounded(path, cost::kMaxStatisticsFileBytes, "statistics file"), path);
-    } catch (const zen::Error &error) {
-      throw CommandError(exitCodeOf(error.kind), "--sparsity: " + std::string(error.what()));
-    }
   }
+  try {
+    return cost::readSparsityStatistics(options.sparsity);
+  } catch (const zen::Error &error) {
+    throw CommandError(exitCodeOf(error.kind), "--sparsity: " + std::string(error.what()));
+  }
+}
+
+/// The model's row-sparse gradients that `plan` leaves in its buckets (none of its
+/// sparse_tensors), `samplesPerRank` samples a data-parallel rank's step, priced from their
+/// --sparsity statistics where given. `why` is said unless dense is the cheapest for each.
+codegen::DenseSyncedTables denseSyncedTablesOf(const importer::ModelGraph &graph, const zenrt::Plan &plan,
+                                               const cost::CostModel &model, int64_t samplesPerRank,
+                                               const std::map<std::string, cost::SparsityStatistics> &measured,
+                                               const std::string &why) {
+  std::vector<plan::SparseTensorRequest> requests;
+  for (const importer::SparseGradient &sparse : graph.sparseGradients) {
+    const std::string &name = graph.parameters[sparse.parameter].name;
+    if (std::any_of(plan.sparseTensors.begin(), plan.sparseTensors.end(),
+                    [&](const zenrt::SparseTensor &tensor) { return tensor.name == name; }))
+      continue;
+    plan::SparseTensorRequest request;
+    request.name = name;
+    request.table = {sparse.rows, sparse.rowElements};
+    request.lookupsPerStep = sparse.lookupsPerStep(samplesPerRank);
+    request.sharedRows = sparse.sharedAcrossSamples;
+    auto found = measured.find(name);
+    if (found == measured.end())
+      found = measured.find("");
+    if (found != measured.end())
+      request.measured = found->second;
+    requests.push_back(std::move(request));
+  }
+  codegen::DenseSyncedTables dense;
+  try {
+    dense = codegen::denseSyncedTables(requests, plan, model, why);
+  } catch (const zen::Error &problem) {
+    throw CommandError(exitCodeOf(problem.kind), graph.path + ": " + problem.what());
+  }
+  const bool denseCheapest =
+      std::all_of(dense.tables.begin(), dense.tables.end(), [](const plan::SparseDecision &table) {
+        return std::none_of(table.ranking.begin() + 1, table.ranking.end(),
+                            [&](const cost::SparseSyncCost &other) {
+                              return other.timeUs < table.chosen().timeUs;
+                            });
+      });
+  if (denseCheapest)
+    dense.reason = "dense is the cheapest scheme for each over the data-parallel group";
+  return dense;
 }
 
 /// Writes the requested files (all or none) and prints what --emit asks for.
@@ -783,7 +826,8 @@ int runPlan(const PlanOptions &options) {
                                           ": no trainable parameters (no float initializer "
                                           "reaches a graph output): no gradients to plan");
   checkCommandLine(options);
-  checkSparsityOption(options, graph);
+  const std::map<std::string, cost::SparsityStatistics> measuredSparsity =
+      checkedSparsityOption(options, graph);
 
   cost::Cluster cluster = loadClusterOption(options.cluster, options.nodes);
   if (options.dp > cluster.worldSize())
@@ -887,6 +931,11 @@ int runPlan(const PlanOptions &options) {
                   << moeNotFitting << "; searching tensor, pipeline, expert and ZeRO configurations\n";
       zenrt::Plan plan = planLargeModel(options, graph, *module, model, *shape, setup, diagnostics,
                                         verification);
+      summary.denseSynced = denseSyncedTablesOf(
+          graph, plan, model, setup.globalBatch / codegen::dataParallelGroup(plan, model).ranks,
+          measuredSparsity,
+          "a tp/pp/ZeRO plan synchronises every gradient dense over its data-parallel group "
+          "(sparse schemes are planned in data-parallel plans only)");
       exitAfterReport(report(options, plan, *module, summary));
     }
 
@@ -914,6 +963,11 @@ int runPlan(const PlanOptions &options) {
     }
     summary.memory = codegen::memoryJson(planned.moeMemory ? *planned.moeMemory : *denseMemory);
     summary.sparse = codegen::sparseDecisionsOf(planned.plan, model);
+    summary.denseSynced = denseSyncedTablesOf(
+        graph, planned.plan, model, graph.batch, measuredSparsity,
+        moeLayers.empty() ? "zen-plan-sparse plans only tables whose gradient is static f32"
+                          : "a model with MoE layers synchronises every gradient in its buckets "
+                            "(zen-plan-sparse does not plan it)");
     exitAfterReport(report(options, planned.plan, *module, summary));
   } catch (const CommandError &) {
     // An unverified module's error comes first, as when the module was verified first.

@@ -8,7 +8,6 @@
 #include "zen/Passes/Moe.h"
 #include "zen/Passes/Passes.h"
 #include "zen/Planner/Sparse.h"
-#include "zen/Support/FileIO.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -120,25 +119,12 @@ private:
   /// The `statistics` option's files by parameter ("" for every table); nullopt after an
   /// error naming the file.
   std::optional<std::map<std::string, cost::SparsityStatistics>> readStatistics(ModuleOp module) {
-    std::map<std::string, cost::SparsityStatistics> byParam;
-    for (const std::string &entry : statistics) {
-      const size_t equals = entry.find('=');
-      const std::string param = equals == std::string::npos ? "" : entry.substr(0, equals);
-      const std::string path = equals == std::string::npos ? entry : entry.substr(equals + 1);
-      try {
-        cost::SparsityStatistics stats = cost::parseSparsityStatistics(
-            io::readBounded(path, cost::kMaxStatisticsFileBytes, "statistics file"), path);
-        if (!byParam.emplace(param, std::move(stats)).second) {
-          module.emitError("zen-plan-sparse: two statistics files for ")
-              << (param.empty() ? std::string("every table") : "'" + param + "'");
-          return std::nullopt;
-        }
-      } catch (const zen::Error &problem) {
-        module.emitError("zen-plan-sparse: ") << problem.what();
-        return std::nullopt;
-      }
+    try {
+      return cost::readSparsityStatistics(statistics);
+    } catch (const zen::Error &problem) {
+      module.emitError("zen-plan-sparse: ") << problem.what();
+      return std::nullopt;
     }
-    return byParam;
   }
 };
 

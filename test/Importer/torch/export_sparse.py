@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_models import Bag, TiedGPT  # noqa: E402
+from export_models import Bag, Llama, TiedGPT  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -58,6 +58,7 @@ def models():
     fixed = FixedBags()
     gpt = TiedGPT()
     mlp = EmbeddingMLP()
+    llama = Llama(vocab=32000)
     return {
         # (model, inputs, sparse truth, tables that stay dense)
         "embedding_mlp": (mlp, (torch.randint(0, 200000, (32, 16)),),
@@ -70,6 +71,10 @@ def models():
         # wte is also the head's weight: dense. wpe is looked up by the 32 position ids.
         "gpt_tied": (gpt, (torch.randint(0, 320, (2, 32)),),
                      [table("wpe", gpt.wpe, 32)], ["wte.weight"]),
+        # A Llama decoder with a 32 000-token vocabulary and an untied head: its token table is
+        # row-sparse, looked up by the 32 ids of each sample.
+        "llama_vocab": (llama, (torch.randint(0, 32000, (2, 32)),),
+                        [table("embed_tokens", llama.embed_tokens, 32)], []),
     }
 
 

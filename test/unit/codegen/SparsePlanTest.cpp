@@ -17,9 +17,11 @@ plan::SparsePlan plannedEmbedding(int64_t nodes, int64_t lookups) {
 // dense_threshold only for sparcml (zenrt validates and writes them, PlanTest).
 TEST(SparsePlan, PlanEntriesCarryTheChoice) {
   plan::SparsePlan plan = plannedEmbedding(16, 4096);
-  std::vector<zenrt::SparseTensor> tensors = codegen::planSparseTensors(plan);
-  ASSERT_EQ(tensors.size(), 1u);
-  const zenrt::SparseTensor &tensor = tensors[0];
+  const plan::SparseDecision &decision = plan.tensors.at(0);
+  auto entryAs = [&](const cost::SparseSyncCost &priced) {
+    return codegen::sparseTensorOf(decision.name, decision.table, decision.statistics, priced);
+  };
+  const zenrt::SparseTensor tensor = entryAs(decision.chosen());
   EXPECT_EQ(tensor.name, "embedding.weight");
   EXPECT_EQ(tensor.rows, 200000);
   EXPECT_EQ(tensor.rowElements, 64);
@@ -31,14 +33,13 @@ TEST(SparsePlan, PlanEntriesCarryTheChoice) {
   EXPECT_EQ(tensor.statistics.gamma[0], 1.0);
   EXPECT_EQ(tensor.predictedUs, plan.tensors[0].chosen().timeUs);
 
-  // Forced schemes carry their parameter.
+  // Other schemes carry their parameter.
   auto forcedTo = [&](vocab::SparseScheme scheme) {
-    plan::SparsePlan forced = plan;
-    auto &ranking = forced.tensors[0].ranking;
-    for (auto &priced : ranking)
+    for (const cost::SparseSyncCost &priced : decision.ranking)
       if (priced.scheme == scheme)
-        std::swap(priced, ranking.front());
-    return codegen::planSparseTensors(forced)[0];
+        return entryAs(priced);
+    ADD_FAILURE() << "no price for " << vocab::toString(scheme);
+    return zenrt::SparseTensor{};
   };
   EXPECT_EQ(forcedTo(vocab::SparseScheme::OmniReduce).blockRows, 4);
   EXPECT_EQ(forcedTo(vocab::SparseScheme::OmniReduce).denseThreshold, 0);

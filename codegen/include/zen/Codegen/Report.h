@@ -2,7 +2,7 @@
 #ifndef ZEN_CODEGEN_REPORT_H
 #define ZEN_CODEGEN_REPORT_H
 
-#include "zen/Planner/Sparse.h"
+#include "zen/Codegen/SparsePlan.h"
 #include "zenrt/Plan.h"
 
 #include <nlohmann/json.hpp>
@@ -20,6 +20,9 @@ struct SummaryContext {
   /// The plan's row-sparse gradients as decided (codegen::sparseDecisionsOf): the summary's
   /// `sparse` section; empty when the plan has none.
   plan::SparsePlan sparse;
+  /// The row-sparse gradients the plan synchronises dense, and why: the summary's
+  /// `sparse_synchronised_dense`; empty when there are none.
+  DenseSyncedTables denseSynced;
   /// How the compute was priced: "cost model", or "measured: <method>" when the planner
   /// took the job's own timing (zenopt --measured-compute). The summary's `compute_source`.
   std::string computeSource = "cost model";

@@ -17,10 +17,13 @@
 
 namespace zen::codegen {
 
-/// The plan's `sparseTensors` (written by zenrt::writePlan as `sparse_tensors`), one per tensor
-/// in `plan`'s order: the chosen scheme, its parameter (block_rows for omnireduce,
-/// dense_threshold for sparcml), the statistics it was chosen from and its predicted time.
-std::vector<zenrt::SparseTensor> planSparseTensors(const plan::SparsePlan &plan);
+/// One of the plan's `sparseTensors` (written by zenrt::writePlan as `sparse_tensors`): `name`'s
+/// table as `priced` synchronises it (its scheme, the scheme's parameter: block_rows for
+/// omnireduce, dense_threshold for sparcml, and its predicted time), with the statistics it
+/// was priced from.
+zenrt::SparseTensor sparseTensorOf(const std::string &name, const cost::SparseTable &table,
+                                   const cost::SparsityStatistics &statistics,
+                                   const cost::SparseSyncCost &priced);
 
 /// Where a plan's sparse decisions are re-priced: on the cluster the planner chose them for,
 /// or on another one (`zenopt simulate --cluster`).
@@ -41,6 +44,28 @@ nlohmann::ordered_json sparseSummaryJson(const plan::SparsePlan &plan);
 
 /// The text summary's lines: one per tensor, then the baselines. Empty without tensors.
 std::string sparseSummaryText(const plan::SparsePlan &plan);
+
+/// Row-sparse gradients a plan synchronises dense, in its buckets, and why.
+struct DenseSyncedTables {
+  /// Each table with every scheme priced over the plan's data-parallel group: dense first
+  /// (what the plan runs), then the others cheapest first.
+  std::vector<plan::SparseDecision> tables;
+  /// Why the plan does not synchronise them by a sparse scheme.
+  std::string reason;
+};
+
+/// `requests` (the row-sparse gradients a plan leaves in its buckets) priced over the plan's
+/// data-parallel group on `model`, dense first. Throws zen::Error as plan::planSparseTensors.
+DenseSyncedTables denseSyncedTables(const std::vector<plan::SparseTensorRequest> &requests,
+                                    const zenrt::Plan &plan, const cost::CostModel &model,
+                                    std::string reason);
+
+/// The `--json` summary's `sparse_synchronised_dense`: `reason`, and per table its name,
+/// shape, statistics, `dense_us`, `cheapest` {scheme, predicted_us} and its own `reason`.
+nlohmann::ordered_json denseSyncedJson(const DenseSyncedTables &dense);
+
+/// The text summary's lines for them. Empty without tables.
+std::string denseSyncedText(const DenseSyncedTables &dense);
 
 } // namespace zen::codegen
 

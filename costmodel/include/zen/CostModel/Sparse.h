@@ -18,6 +18,7 @@
 #include "zen/SparseScheme.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,11 @@ double measuredMergedDensity(const std::vector<std::vector<int64_t>> &samples, i
 /// A statistics file is a few hundred bytes; this bounds a wrong file's read.
 inline constexpr uint64_t kMaxStatisticsFileBytes = uint64_t(1) << 20;
 SparsityStatistics parseSparsityStatistics(const std::string &text, const std::string &source);
+
+/// zenopt's `--sparsity` entries, FILE (every row-sparse gradient) or PARAM=FILE, read by
+/// parameter ("" for FILE) with parseSparsityStatistics. Throws zen::Error naming the file
+/// (Unreadable when missing, BadInput when wrong) or the table given two files.
+std::map<std::string, SparsityStatistics> readSparsityStatistics(const std::vector<std::string> &entries);
 
 /// What one scheme costs for one tensor; +infinity when the scheme cannot run on the group
 /// (hierarchical needs more than one node with more than one rank each).
