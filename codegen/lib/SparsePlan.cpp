@@ -80,6 +80,10 @@ zenrt::SparseTensor sparseTensorOf(const std::string &name, const cost::SparseTa
 
 plan::SparsePlan sparseDecisionsOf(const zenrt::Plan &plan, const cost::CostModel &model,
                                    PricedOn pricedOn) {
+  // Without tables there is nothing to rank, and the baselines' simulations of the whole
+  // plan (a tenth of planning a 10 000-tensor model) would be thrown away.
+  if (plan.sparseTensors.empty())
+    return {};
   std::vector<plan::SparseTensorRequest> requests;
   for (const zenrt::SparseTensor &tensor : plan.sparseTensors) {
     plan::SparseTensorRequest request;
