@@ -58,3 +58,41 @@ TEST(SparsePlan, SummarySaysWhy) {
   EXPECT_NE(text.find("gamma(128)"), std::string::npos) << text;
   EXPECT_EQ(codegen::sparseSummaryText({}), "");
 }
+
+// A table the plan leaves in its buckets: dense first (what the plan runs), the cheaper
+// scheme named with its price where dense is not the cheapest, and the dense choice's
+// reason where it is.
+TEST(SparsePlan, DenseSyncedTablesSayWhatASparseSchemeWouldTake) {
+  cost::CostModel model(cost::loadCluster("a100x64"));
+  zenrt::Plan plan;
+  plan.cluster.worldSize = 64;
+  const plan::SparseTensorRequest sparse{"embedding.weight", {200000, 64}, 4096, std::nullopt};
+  plan::SparseTensorRequest shared{"positions.weight", {128, 64}, 128, std::nullopt};
+  shared.sharedRows = true;
+  codegen::DenseSyncedTables dense =
+      codegen::denseSyncedTables({sparse, shared}, plan, model, "the path plans no sparse scheme");
+  ASSERT_EQ(dense.tables.size(), 2u);
+  for (const plan::SparseDecision &table : dense.tables)
+    EXPECT_EQ(table.chosen().scheme, vocab::SparseScheme::Dense) << table.name;
+
+  nlohmann::ordered_json json = codegen::denseSyncedJson(dense);
+  EXPECT_EQ(json["reason"], "the path plans no sparse scheme");
+  const nlohmann::ordered_json &table = json["tensors"][0];
+  EXPECT_EQ(table["name"], "embedding.weight");
+  EXPECT_EQ(table["scheme"], "dense");
+  EXPECT_EQ(table["dense_us"].get<double>(), dense.tables[0].chosen().timeUs);
+  EXPECT_NE(table["cheapest"]["scheme"], "dense");
+  EXPECT_LT(table["cheapest"]["predicted_us"].get<double>(), table["dense_us"].get<double>());
+  EXPECT_NE(table["reason"].get<std::string>().find(" would take "), std::string::npos);
+  // Every sample looks up the same 128 positions: dense is the cheapest, and says so.
+  EXPECT_EQ(json["tensors"][1]["cheapest"]["scheme"], "dense");
+  EXPECT_EQ(json["tensors"][1]["reason"].get<std::string>().rfind("dense ", 0), 0u);
+  EXPECT_NE(json["tensors"][1]["reason"].get<std::string>().find("faster than"), std::string::npos);
+
+  const std::string text = codegen::denseSyncedText(dense);
+  EXPECT_EQ(text.rfind("row-sparse gradients synchronised dense: the path plans no sparse scheme\n", 0), 0u)
+      << text;
+  EXPECT_NE(text.find("  embedding.weight 200000x64: dense "), std::string::npos) << text;
+  EXPECT_EQ(codegen::denseSyncedText({}), "");
+  EXPECT_TRUE(codegen::denseSyncedTables({}, plan, model, "none").tables.empty());
+}
