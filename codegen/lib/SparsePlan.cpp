@@ -42,8 +42,7 @@ std::string tableLine(const plan::SparseDecision &decision, const std::string &w
                      stats.skew, cost::toString(stats.source));
 }
 
-/// Why a table the plan synchronises dense (ranking.front()) is dense: the reason against the
-/// runner-up, or what the cheapest scheme would take where dense is not the cheapest.
+/// The scheme `decision` prices cheapest (not necessarily the one the plan runs).
 const cost::SparseSyncCost &cheapestOf(const plan::SparseDecision &decision) {
   return *std::min_element(decision.ranking.begin(), decision.ranking.end(),
                            [](const cost::SparseSyncCost &a, const cost::SparseSyncCost &b) {
@@ -51,6 +50,8 @@ const cost::SparseSyncCost &cheapestOf(const plan::SparseDecision &decision) {
                            });
 }
 
+/// Why a table the plan synchronises dense (ranking.front()) is dense: the reason against the
+/// runner-up, or what the cheapest scheme would take where dense is not the cheapest.
 std::string denseReason(const plan::SparseDecision &decision) {
   const cost::SparseSyncCost &dense = decision.chosen(), &cheapest = cheapestOf(decision);
   if (cheapest.timeUs >= dense.timeUs)
