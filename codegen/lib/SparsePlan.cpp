@@ -175,12 +175,12 @@ std::string sparseSummaryText(const plan::SparsePlan &plan) {
 
 DenseSyncedTables denseSyncedTables(const std::vector<plan::SparseTensorRequest> &requests,
                                     const zenrt::Plan &plan, const cost::CostModel &model,
-                                    std::string reason) {
+                                    const std::string &whyNotSparse) {
   DenseSyncedTables dense;
-  dense.reason = std::move(reason);
   if (requests.empty())
     return dense;
   dense.tables = plan::planSparseTensors(requests, model, dataParallelGroup(plan, model)).tensors;
+  bool denseCheapest = true;
   for (plan::SparseDecision &table : dense.tables) {
     std::vector<cost::SparseSyncCost> &ranking = table.ranking;
     auto runs = std::find_if(ranking.begin(), ranking.end(), [](const cost::SparseSyncCost &cost) {
@@ -189,7 +189,10 @@ DenseSyncedTables denseSyncedTables(const std::vector<plan::SparseTensorRequest>
     if (runs == ranking.end())
       throw zen::Error(zen::ErrorKind::Internal, "sparse tensor '" + table.name + "' has no dense price");
     std::rotate(ranking.begin(), runs, runs + 1);
+    denseCheapest = denseCheapest && cheapestOf(table).timeUs >= table.chosen().timeUs;
   }
+  dense.reason = denseCheapest ? "dense is the cheapest scheme for each over the data-parallel group"
+                               : whyNotSparse;
   return dense;
 }
 

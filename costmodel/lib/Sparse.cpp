@@ -516,4 +516,14 @@ std::map<std::string, SparsityStatistics> readSparsityStatistics(const std::vect
   return byParam;
 }
 
+std::optional<SparsityStatistics> statisticsFor(const std::map<std::string, SparsityStatistics> &byParam,
+                                                const std::string &table) {
+  auto found = byParam.find(table);
+  if (found == byParam.end())
+    found = byParam.find("");
+  if (found == byParam.end())
+    return std::nullopt;
+  return found->second;
+}
+
 } // namespace zen::cost

@@ -336,7 +336,7 @@ std::map<std::string, cost::SparsityStatistics> checkedSparsityOption(const Plan
 
 /// The model's row-sparse gradients that `plan` leaves in its buckets (none of its
 /// sparse_tensors), `samplesPerRank` samples a data-parallel rank's step, priced from their
-/// --sparsity statistics where given. `why` is said unless dense is the cheapest for each.
+/// --sparsity statistics where given; `why` as codegen::denseSyncedTables takes it.
 codegen::DenseSyncedTables denseSyncedTablesOf(const importer::ModelGraph &graph, const zenrt::Plan &plan,
                                                const cost::CostModel &model, int64_t samplesPerRank,
                                                const std::map<std::string, cost::SparsityStatistics> &measured,
@@ -352,29 +352,14 @@ codegen::DenseSyncedTables denseSyncedTablesOf(const importer::ModelGraph &graph
     request.table = {sparse.rows, sparse.rowElements};
     request.lookupsPerStep = sparse.lookupsPerStep(samplesPerRank);
     request.sharedRows = sparse.sharedAcrossSamples;
-    auto found = measured.find(name);
-    if (found == measured.end())
-      found = measured.find("");
-    if (found != measured.end())
-      request.measured = found->second;
+    request.measured = cost::statisticsFor(measured, name);
     requests.push_back(std::move(request));
   }
-  codegen::DenseSyncedTables dense;
   try {
-    dense = codegen::denseSyncedTables(requests, plan, model, why);
+    return codegen::denseSyncedTables(requests, plan, model, why);
   } catch (const zen::Error &problem) {
     throw CommandError(exitCodeOf(problem.kind), graph.path + ": " + problem.what());
   }
-  const bool denseCheapest =
-      std::all_of(dense.tables.begin(), dense.tables.end(), [](const plan::SparseDecision &table) {
-        return std::none_of(table.ranking.begin() + 1, table.ranking.end(),
-                            [&](const cost::SparseSyncCost &other) {
-                              return other.timeUs < table.chosen().timeUs;
-                            });
-      });
-  if (denseCheapest)
-    dense.reason = "dense is the cheapest scheme for each over the data-parallel group";
-  return dense;
 }
 
 /// Writes the requested files (all or none) and prints what --emit asks for.

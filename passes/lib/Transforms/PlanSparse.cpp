@@ -75,11 +75,7 @@ struct PlanSparsePass : impl::PlanSparseBase<PlanSparsePass> {
       request.table = {type.getDimSize(0), type.getNumElements() / type.getDimSize(0)};
       request.lookupsPerStep = static_cast<int64_t>(*gradient.getRowLookups());
       request.sharedRows = gradient.getSharedRows();
-      auto found = measured->find(request.name);
-      if (found == measured->end())
-        found = measured->find("");
-      if (found != measured->end())
-        request.measured = found->second;
+      request.measured = cost::statisticsFor(*measured, request.name);
       requests.push_back(std::move(request));
       tables.push_back(gradient);
     }

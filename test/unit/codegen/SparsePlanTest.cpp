@@ -95,4 +95,7 @@ TEST(SparsePlan, DenseSyncedTablesSayWhatASparseSchemeWouldTake) {
   EXPECT_NE(text.find("  embedding.weight 200000x64: dense "), std::string::npos) << text;
   EXPECT_EQ(codegen::denseSyncedText({}), "");
   EXPECT_TRUE(codegen::denseSyncedTables({}, plan, model, "none").tables.empty());
+  // Dense the cheapest for every table: that is the reason, not the path's.
+  EXPECT_EQ(codegen::denseSyncedTables({shared}, plan, model, "the path plans no sparse scheme").reason,
+            "dense is the cheapest scheme for each over the data-parallel group");
 }

@@ -55,10 +55,12 @@ struct DenseSyncedTables {
 };
 
 /// `requests` (the row-sparse gradients a plan leaves in its buckets) priced over the plan's
-/// data-parallel group on `model`, dense first. Throws zen::Error as plan::planSparseTensors.
+/// data-parallel group on `model`, dense first. The reason is that dense is the cheapest where
+/// it is for every table, else `whyNotSparse` (what kept the plan from a sparse scheme).
+/// Throws zen::Error as plan::planSparseTensors.
 DenseSyncedTables denseSyncedTables(const std::vector<plan::SparseTensorRequest> &requests,
                                     const zenrt::Plan &plan, const cost::CostModel &model,
-                                    std::string reason);
+                                    const std::string &whyNotSparse);
 
 /// The `--json` summary's `sparse_synchronised_dense`: `reason`, and per table its name,
 /// shape, statistics, `dense_us`, `cheapest` {scheme, predicted_us} and its own `reason`.

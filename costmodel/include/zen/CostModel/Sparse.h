@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,11 @@ SparsityStatistics parseSparsityStatistics(const std::string &text, const std::s
 /// parameter ("" for FILE) with parseSparsityStatistics. Throws zen::Error naming the file
 /// (Unreadable when missing, BadInput when wrong) or the table given two files.
 std::map<std::string, SparsityStatistics> readSparsityStatistics(const std::vector<std::string> &entries);
+
+/// `table`'s statistics in what readSparsityStatistics read: its own file, else the file for
+/// every table, else nullopt (the Zipf model prices it).
+std::optional<SparsityStatistics> statisticsFor(const std::map<std::string, SparsityStatistics> &byParam,
+                                                const std::string &table);
 
 /// What one scheme costs for one tensor; +infinity when the scheme cannot run on the group
 /// (hierarchical needs more than one node with more than one rank each).
